@@ -1,0 +1,191 @@
+// Package evalset defines Steward's eval set format (steward.yaml), the fleet
+// settings file (_steward.yaml), and loads and validates both.
+package evalset
+
+import "time"
+
+// EvalSet is a loaded, validated eval set. Paths inside it are absolute.
+type EvalSet struct {
+	// File is the absolute path of the eval set YAML.
+	File string `yaml:"-" json:"-"`
+	// Dir is the directory that holds File; relative paths resolve against it.
+	Dir string `yaml:"-" json:"-"`
+
+	Name  string  `yaml:"name" json:"name"`
+	Model Model   `yaml:"model" json:"model"`
+	Tasks []*Task `yaml:"tasks" json:"tasks"`
+
+	// Fleet holds the settings from _steward.yaml beside File, after
+	// environment variables and flags were applied.
+	Fleet Fleet `yaml:"-" json:"-"`
+}
+
+// Model names the upstream the gateway forwards to.
+type Model struct {
+	// Upstream is "mock" (built in, the default), "openai" or "anthropic".
+	Upstream string `yaml:"upstream" json:"upstream"`
+	// Name is the model name agents are expected to ask for (informational, fingerprinted).
+	Name string `yaml:"name" json:"name"`
+	// BaseURL of the real endpoint (default per upstream).
+	BaseURL string `yaml:"base_url" json:"base_url"`
+	// APIKeyEnv names the environment variable holding the real key.
+	APIKeyEnv string `yaml:"api_key_env" json:"api_key_env"`
+	// MaxConnections fixes the connection limit; 0 means adaptive (C5).
+	MaxConnections int `yaml:"max_connections" json:"max_connections"`
+	// Prices per million tokens, in USD, used for spend and --budget (S5).
+	Prices Prices `yaml:"prices" json:"prices"`
+	// Settings are extra model settings (temperature, …) that the
+	// quickstart agent sends and that enter the fingerprint.
+	Settings map[string]any `yaml:"settings" json:"settings"`
+}
+
+// Prices are USD per million tokens.
+type Prices struct {
+	InputPerMTok  float64 `yaml:"input_per_mtok" json:"input_per_mtok"`
+	OutputPerMTok float64 `yaml:"output_per_mtok" json:"output_per_mtok"`
+}
+
+// Task is a named group of samples with one sandbox spec, agent and scorer.
+type Task struct {
+	Name    string  `yaml:"name" json:"name"`
+	Sandbox Sandbox `yaml:"sandbox" json:"sandbox"`
+	// Setup runs once in every new sandbox before its first attempt.
+	Setup string `yaml:"setup" json:"setup"`
+	// Agent is the shell command that runs one attempt inside the sandbox.
+	// Its answer is its standard output, trimmed (or the file answer.txt in the workdir when it exists).
+	Agent  string `yaml:"agent" json:"agent"`
+	Scorer Scorer `yaml:"scorer" json:"scorer"`
+
+	// Samples are inline samples; SamplesFile is a JSONL file of samples.
+	Samples     []*Sample `yaml:"samples" json:"samples"`
+	SamplesFile string    `yaml:"samples_file" json:"samples_file"`
+
+	// Attempts per sample (alias: epochs). Default 1.
+	Attempts int `yaml:"attempts" json:"attempts"`
+	// Timeout per attempt (agent + scorer). Default 10m.
+	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// MaxSamples fixes the task's setpoint and keeps it out of the ramp (C5). 0 = unset.
+	MaxSamples int `yaml:"max_samples" json:"max_samples"`
+	// Exclusive: nil = the provider's default; false lets a local task run under the normal gates (C3).
+	Exclusive *bool `yaml:"exclusive" json:"exclusive"`
+
+	// Host runs commands on the host before the first and after the last attempt of the task.
+	Host HostHooks `yaml:"host" json:"host"`
+
+	SandboxReuse bool        `yaml:"sandbox_reuse" json:"sandbox_reuse"`
+	Groups       []*Group    `yaml:"groups" json:"groups"`
+	SharedState  SharedState `yaml:"shared_state" json:"shared_state"`
+	EarlyExit    bool        `yaml:"early_exit" json:"early_exit"`
+	// Inputs are globs (relative to the eval set dir) of files that decide
+	// outcomes (helpers, fixtures); their contents enter every attempt's fingerprint.
+	Inputs []string `yaml:"inputs" json:"inputs"`
+	// Env is set in every sandbox of the task.
+	Env map[string]string `yaml:"env" json:"env"`
+	// Volatile names Env keys (and metadata keys) left out of the fingerprint.
+	Volatile []string `yaml:"volatile" json:"volatile"`
+	// Files are copied into every sandbox's workdir: destination -> source path (relative to the eval set dir).
+	Files map[string]string `yaml:"files" json:"files"`
+	// Retries is how many times an attempt that hit an infrastructure error is retried. Default 1.
+	Retries *int `yaml:"retries" json:"retries"`
+
+	// Line is the line of the task in File (for messages).
+	Line int `yaml:"-" json:"-"`
+}
+
+// Sandbox is a task's sandbox spec.
+type Sandbox struct {
+	// Provider is "docker" or "local"; "" = docker when a daemon answers, else local.
+	Provider string `yaml:"provider" json:"provider"`
+	Image    string `yaml:"image" json:"image"`
+	// Build is a directory holding a Dockerfile (relative to the eval set dir); built once per run, cached by content hash.
+	Build string `yaml:"build" json:"build"`
+	// CPUs per sandbox (default 1), Memory per sandbox (default "512m"), PIDs limit (default 256).
+	CPUs   float64 `yaml:"cpus" json:"cpus"`
+	Memory Bytes   `yaml:"memory" json:"memory"`
+	PIDs   int64   `yaml:"pids" json:"pids"`
+	// Network: "gateway" (default: reaches the model gateway only), "bridge"
+	// (Docker's default bridge, reaches the outside) or "isolated" (a network of its own per sandbox).
+	Network string   `yaml:"network" json:"network"`
+	CapAdd  []string `yaml:"cap_add" json:"cap_add"`
+	// Workdir inside the sandbox (docker default /work).
+	Workdir string `yaml:"workdir" json:"workdir"`
+}
+
+// Scorer judges an attempt. Exactly one of Command or Match.
+type Scorer struct {
+	// Command runs in the sandbox after the agent with STEWARD_ANSWER and
+	// STEWARD_TARGET set; exit 0 passes, or it prints JSON
+	// {"passed":bool,"score":number,"explanation":string} as its last line.
+	Command string `yaml:"command" json:"command"`
+	// Match compares the answer with the sample's target: exact, includes, regex, numeric.
+	Match string `yaml:"match" json:"match"`
+	// IgnoreCase applies to exact and includes.
+	IgnoreCase bool `yaml:"ignore_case" json:"ignore_case"`
+}
+
+// HostHooks are task-level commands run on the host (in the eval set dir).
+type HostHooks struct {
+	Setup    string `yaml:"setup" json:"setup"`
+	Teardown string `yaml:"teardown" json:"teardown"`
+}
+
+// Group lists samples that run one after another in one reused sandbox (D3).
+type Group struct {
+	Name    string   `yaml:"name" json:"name"`
+	Samples []string `yaml:"samples" json:"samples"`
+}
+
+// SharedState names a lease key (S1).
+type SharedState struct {
+	Key string `yaml:"key" json:"key"`
+}
+
+// Sample is one test case (Inspect's dataset fields).
+type Sample struct {
+	ID string `yaml:"id" json:"id"`
+	// Input is a string, or a list of chat messages ({role, content}).
+	Input any `yaml:"input" json:"input"`
+	// Target is a string or a list of strings (any matches).
+	Target   any            `yaml:"target" json:"target"`
+	Metadata map[string]any `yaml:"metadata" json:"metadata"`
+	// Files: destination in the workdir -> source path (relative to the
+	// eval set dir) or inline content prefixed "data:" (Inspect style).
+	Files map[string]string `yaml:"files" json:"files"`
+	// Setup is a shell script run in the sandbox before the agent.
+	Setup string `yaml:"setup" json:"setup"`
+
+	// Source is "file:line" where the sample was declared.
+	Source string `yaml:"-" json:"-"`
+}
+
+// Fleet holds run-wide settings (_steward.yaml, STEWARD_* env, flags).
+type Fleet struct {
+	// MaxSandboxes is the sandbox budget from config (0 = unset).
+	MaxSandboxes int `yaml:"max_sandboxes" json:"max_sandboxes"`
+	MaxWorkers   int `yaml:"max_workers" json:"max_workers"`
+	MaxTasks     int `yaml:"max_tasks" json:"max_tasks"`
+	// SamplesRamp is the ramp range; Enabled=false never ramps.
+	SamplesRamp RampRange `yaml:"samples_ramp" json:"samples_ramp"`
+	// TendInterval is the control window (default 10s).
+	TendInterval Duration `yaml:"tend_interval" json:"tend_interval"`
+	// Record is the record directory (default .steward beside the eval set).
+	Record string `yaml:"record" json:"record"`
+
+	// File is the _steward.yaml path it came from ("" if none).
+	File string `yaml:"-" json:"-"`
+}
+
+// RampRange is samples_ramp: [lo, hi] or false.
+type RampRange struct {
+	Enabled bool
+	Lo, Hi  int
+}
+
+// DefaultRamp is the seed's range: start 50, climb to 200.
+var DefaultRamp = RampRange{Enabled: true, Lo: 50, Hi: 200}
+
+// Duration is a time.Duration that reads "90s", "5m" or a number of seconds.
+type Duration time.Duration
+
+// Bytes is a size that reads "512m", "2g", "1048576".
+type Bytes int64

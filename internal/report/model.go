@@ -1,0 +1,112 @@
+// Package report holds the report data model, built from the record only, and
+// its renderers (terminal, markdown summary, PR comment, JUnit, JSON).
+package report
+
+import "time"
+
+// Attempt statuses.
+const (
+	StatusPassed      = "passed"
+	StatusFailed      = "failed"
+	StatusErrored     = "errored"     // the task's own error (agent crashed, timeout, OOM)
+	StatusInfra       = "infra"       // infrastructure error, counted apart
+	StatusSkipped     = "skipped"     // not run: budget spent, early exit, cancelled before dispatch
+	StatusInterrupted = "interrupted" // cancelled while running; never carried
+)
+
+// Report is everything a renderer needs. Rows are in discovery order (C8).
+type Report struct {
+	Title    string    `json:"title"`
+	EvalSet  string    `json:"eval_set"`
+	RunIDs   []string  `json:"run_ids"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	// Plan is the PLAN line without the box, e.g.
+	// "45 attempts · 9 evals × 5 configs · concurrency 19 (from flag) · slow ≤1".
+	Plan     string       `json:"plan"`
+	Counts   Counts       `json:"counts"`
+	Tasks    []TaskReport `json:"tasks"`
+	Attempts []AttemptRow `json:"attempts"`
+	Spend    Spend        `json:"spend"`
+	Ramp     []RampPoint  `json:"ramp,omitempty"`
+	Hold     string       `json:"hold,omitempty"` // ramp hold reason when held
+	Partial  bool         `json:"partial,omitempty"`
+	Left     []string     `json:"left,omitempty"` // what a cancelled run left undone
+	Shard    string       `json:"shard,omitempty"`
+}
+
+// Counts is the panel's counts line (L1).
+type Counts struct {
+	Total       int `json:"total"`
+	Reused      int `json:"reused"`
+	Running     int `json:"running"`
+	Queued      int `json:"queued"`
+	Passed      int `json:"passed"`
+	Failed      int `json:"failed"`
+	Errored     int `json:"errored"`
+	Infra       int `json:"infra"`
+	Skipped     int `json:"skipped"`
+	Interrupted int `json:"interrupted"`
+}
+
+// PassRate is passed ÷ judged (passed+failed+errored+infra); 0 when nothing was judged.
+func (c Counts) PassRate() float64 {
+	judged := c.Passed + c.Failed + c.Errored + c.Infra
+	if judged == 0 {
+		return 0
+	}
+	return float64(c.Passed) / float64(judged)
+}
+
+// TaskReport is one task's line.
+type TaskReport struct {
+	Name     string  `json:"name"`
+	Counts   Counts  `json:"counts"`
+	PassRate float64 `json:"pass_rate"`
+	Setpoint int     `json:"setpoint,omitempty"` // last setpoint
+	Limit    string  `json:"limit,omitempty"`    // e.g. "≤1" when max_samples is set
+}
+
+// AttemptRow is one attempt.
+type AttemptRow struct {
+	Task         string        `json:"task"`
+	Sample       string        `json:"sample"`
+	Attempt      int           `json:"attempt"` // 1-based
+	Status       string        `json:"status"`
+	Score        *float64      `json:"score,omitempty"`
+	Answer       string        `json:"answer,omitempty"`
+	Explanation  string        `json:"explanation,omitempty"`
+	Reason       string        `json:"reason,omitempty"` // why errored/skipped/infra
+	Carried      bool          `json:"carried,omitempty"`
+	Duration     time.Duration `json:"duration_ns"`
+	InputTokens  int64         `json:"input_tokens"`
+	OutputTokens int64         `json:"output_tokens"`
+	CostUSD      float64       `json:"cost_usd"`
+	Fingerprint  string        `json:"fingerprint,omitempty"`
+	Log          string        `json:"log,omitempty"`    // truncated agent/scorer output
+	Source       string        `json:"source,omitempty"` // file:line of the sample
+}
+
+// Spend sums the gateway's accounting.
+type Spend struct {
+	USD          float64 `json:"usd"`
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	Requests     int64   `json:"requests"`
+	BudgetUSD    float64 `json:"budget_usd,omitempty"`
+}
+
+// RampPoint is one tend decision for one task (R6).
+type RampPoint struct {
+	At        time.Time `json:"at"`
+	Task      string    `json:"task"`
+	Setpoint  int       `json:"setpoint"`
+	Ceiling   int       `json:"ceiling"`  // connection ceiling after the decision
+	Limit     int       `json:"limit"`    // adaptive connection limit at the time
+	Decision  string    `json:"decision"` // "up", "hold", "down", "fixed", "clamp"
+	Reason    string    `json:"reason"`
+	Pushback  bool      `json:"pushback"`
+	Retries   int       `json:"retries"`
+	Errored   int       `json:"errored"`
+	Saturated bool      `json:"saturated"`
+}

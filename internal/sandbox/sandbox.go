@@ -1,0 +1,130 @@
+// Package sandbox defines what a sandbox provider offers the runner. The
+// providers (local, docker) live in subpackages and know nothing of the
+// scheduler; the runner knows nothing of Docker.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Label keys carried by everything a provider creates (D4).
+const (
+	LabelManaged = "dev.steward.managed" // "true"
+	LabelRun     = "dev.steward.run"     // run id
+	LabelTask    = "dev.steward.task"    // task name
+	LabelProject = "dev.steward.project" // record dir hash
+)
+
+// Spec describes the sandboxes of one task.
+type Spec struct {
+	RunID   string
+	Task    string
+	Image   string // resolved image reference (after Prepare for build:)
+	Build   string // absolute Dockerfile directory, or ""
+	CPUs    float64
+	Memory  int64 // bytes; 0 = provider default
+	PIDs    int64
+	Network string // "gateway" | "bridge" | "isolated"
+	CapAdd  []string
+	Workdir string
+	// Env is set for every command run in the sandbox.
+	Env    map[string]string
+	Labels map[string]string
+}
+
+// File is a file copied into a sandbox; Path is relative to the workdir
+// unless absolute.
+type File struct {
+	Path string
+	Mode int64 // 0 = 0644
+	Data []byte
+}
+
+// ExecSpec is one command run inside a sandbox.
+type ExecSpec struct {
+	// Shell is run with /bin/sh -c (local: the host shell).
+	Shell string
+	Env   map[string]string
+	// Timeout kills the command (and its process group) after this long; 0 = none beyond ctx.
+	Timeout time.Duration
+	Stdin   []byte
+	// MaxOutput caps captured stdout and stderr each (0 = 1 MiB); the rest is dropped and Truncated set.
+	MaxOutput int
+}
+
+// ExecResult is what a command did.
+type ExecResult struct {
+	ExitCode  int
+	Stdout    []byte
+	Stderr    []byte
+	Truncated bool
+	TimedOut  bool
+	// OOMKilled is set when the sandbox's memory limit killed the command.
+	OOMKilled bool
+	Duration  time.Duration
+}
+
+// Sandbox is one live sandbox.
+type Sandbox interface {
+	ID() string
+	// Workdir is the absolute working directory inside the sandbox.
+	Workdir() string
+	CopyIn(ctx context.Context, files []File) error
+	CopyOut(ctx context.Context, path string) ([]byte, error)
+	Exec(ctx context.Context, spec ExecSpec) (ExecResult, error)
+	// Reset empties the workdir between attempts of a reused sandbox (D2).
+	Reset(ctx context.Context) error
+	// Close removes the sandbox and everything it holds. It must work with a cancelled parent ctx.
+	Close(ctx context.Context) error
+}
+
+// Capacity is a provider's default sandbox budget (C3).
+type Capacity struct {
+	// Limit is the number of sandboxes the provider can hold at once; 0 = unlimited.
+	Limit int
+	// Source explains the bound that won, e.g. "docker default: 2 × 4 CPUs".
+	Source string
+	// Exclusive: the provider runs one sandbox at a time for correctness, whatever the budget.
+	Exclusive bool
+}
+
+// GatewayAddr tells the runner where to listen for the model gateway so that
+// sandboxes of this provider reach it, and which host name they use.
+type GatewayAddr struct {
+	Listen string // e.g. "127.0.0.1:0"
+	Host   string // host sandboxes dial, e.g. "127.0.0.1" or "172.30.0.1"
+}
+
+// Provider makes sandboxes.
+type Provider interface {
+	Name() string
+	// Capacity computes the default budget for these specs (C3, D1).
+	Capacity(ctx context.Context, specs []Spec) (Capacity, error)
+	// Prepare readies images and run-wide resources (networks) for the specs,
+	// and fills Spec.Image for build: specs. Called once per run before any Create.
+	Prepare(ctx context.Context, specs []*Spec) error
+	// Gateway says where the model gateway must listen for sandboxes to reach it. Valid after Prepare.
+	Gateway(ctx context.Context) (GatewayAddr, error)
+	Create(ctx context.Context, spec Spec) (Sandbox, error)
+	// Finalize removes run-wide resources made by Prepare (the provider finalizer).
+	Finalize(ctx context.Context) error
+}
+
+// ErrInfra marks errors that are the infrastructure's fault (daemon refused,
+// hung, disk full) rather than the task's; the runner counts them apart and may retry.
+var ErrInfra = errors.New("infrastructure error")
+
+// InfraError wraps err so that errors.Is(err, ErrInfra) holds.
+func InfraError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return infraErr{err}
+}
+
+type infraErr struct{ err error }
+
+func (e infraErr) Error() string   { return e.err.Error() }
+func (e infraErr) Unwrap() []error { return []error{e.err, ErrInfra} }
