@@ -1,0 +1,482 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// Policy sets how a Controller moves its connection limit.
+type Policy struct {
+	// Name shows in history and benchmarks ("steward", "inspect", "fixed").
+	Name string
+	// Fixed > 0 pins the limit (max_connections, C5): nothing moves it.
+	Fixed int
+	// Start, Min and Max bound the adaptive limit. Max is the initial
+	// ceiling; SetCeiling may raise it (R3) up to HardMax.
+	Start, Min, Max int
+	// HardMax caps SetCeiling (0: 10 000).
+	HardMax int
+	// Cut multiplies the limit on a rate-limit episode (e.g. 0.8).
+	Cut float64
+	// GrowOnlySaturated grows the limit only when requests actually filled it.
+	GrowOnlySaturated bool
+	// ReadHeaders slows down before a 429 from x-ratelimit-remaining-* and
+	// anthropic-ratelimit-*-remaining: stop growing when low, a gentle cut when
+	// nearly exhausted.
+	ReadHeaders bool
+	// Hold pauses new upstream requests until a 429's Retry-After has passed.
+	Hold bool
+	// MinCooldown is the shortest episode cooldown; the cooldown is also at
+	// least Retry-After and two smoothed request latencies.
+	MinCooldown time.Duration
+	// LowFraction and CriticalFraction of the provider's remaining quota
+	// trigger "stop growing" and "gentle cut" (ReadHeaders only).
+	LowFraction, CriticalFraction float64
+	// GentleCut multiplies the limit when remaining quota is critical.
+	GentleCut float64
+}
+
+// StewardPolicy is the default adaptive controller: slow start then additive
+// increase, growth only while saturated, ×0.75 once per rate-limit episode with
+// a cooldown honouring Retry-After, pre-emptive slowdown from rate-limit headers,
+// and a hold on new requests while the provider asked to wait.
+func StewardPolicy() Policy {
+	return Policy{
+		Name: "steward", Start: 20, Min: 1, Max: 100, Cut: 0.75,
+		GrowOnlySaturated: true, ReadHeaders: true, Hold: true,
+		MinCooldown: 500 * time.Millisecond, LowFraction: 0.10, CriticalFraction: 0.03, GentleCut: 0.9,
+	}
+}
+
+// InspectPolicy mimics Inspect's adaptive connections: start 20, slow start
+// then additive increase, ×0.8 per episode, min 10, max 100; it grows on
+// success whether or not the limit is used and ignores rate-limit headers.
+func InspectPolicy() Policy {
+	return Policy{
+		Name: "inspect", Start: 20, Min: 10, Max: 100, Cut: 0.8,
+		MinCooldown: time.Second,
+	}
+}
+
+// FixedPolicy pins the limit at n connections.
+func FixedPolicy(n int) Policy {
+	return Policy{Name: fmt.Sprintf("fixed %d", n), Fixed: n, Start: n, Min: n, Max: n}
+}
+
+// LimitChange is one entry of the limit history.
+type LimitChange struct {
+	At       time.Time `json:"at"`
+	From     int       `json:"from"`
+	To       int       `json:"to"`
+	Ceiling  int       `json:"ceiling"`
+	Reason   string    `json:"reason"`
+	Count    int       `json:"count"` // consecutive changes folded into this entry
+	Episodes int       `json:"episodes"`
+}
+
+// RateInfo is what a response's headers said about the provider's quota.
+type RateInfo struct {
+	// Fraction is the smallest remaining/limit over the quotas reported; -1 when unknown.
+	Fraction float64
+	// Remaining is the smallest remaining count reported; -1 when unknown.
+	Remaining int64
+	// RetryAfter from retry-after-ms / retry-after; 0 when absent.
+	RetryAfter time.Duration
+}
+
+// Outcome classifies a finished upstream request for the controller.
+type Outcome int
+
+const (
+	// OutcomeOK is any response that is not congestion (2xx, 4xx other than 429).
+	OutcomeOK Outcome = iota
+	// OutcomeRateLimited is a 429 that is congestion.
+	OutcomeRateLimited
+	// OutcomeError is a 5xx or a dropped connection.
+	OutcomeError
+	// OutcomeCancelled is a request the client gave up on.
+	OutcomeCancelled
+)
+
+// Ticket is one admitted upstream request.
+type Ticket struct {
+	start time.Time
+	done  bool
+}
+
+// controllerWindow holds the per-window counters.
+type controllerWindow struct {
+	episodes, rateLimited, peak int
+	saturated, pushback         bool
+}
+
+// Controller is the connection limit on one upstream, shared by all attempts.
+// It is safe for concurrent use; all time comes from its Clock.
+type Controller struct {
+	mu       sync.Mutex
+	p        Policy
+	clock    Clock
+	limit    float64
+	ssthresh float64
+	ceiling  int
+	inflight int
+	// saturated is set when the limit was full since the last growth step.
+	saturated bool
+	// cooldownUntil ends the current rate-limit episode.
+	cooldownUntil time.Time
+	lastCut       time.Time
+	gentleUntil   time.Time
+	holdUntil     time.Time
+	latency       time.Duration // EWMA of successful request latency
+	episodes      int
+	win           controllerWindow
+	history       []LimitChange
+	changed       chan struct{} // closed and replaced whenever capacity may have grown
+}
+
+const historyCap = 2000
+
+// NewController makes a controller with policy p on clock c (nil: the wall clock).
+func NewController(p Policy, c Clock) *Controller {
+	if c == nil {
+		c = RealClock()
+	}
+	if p.Fixed > 0 {
+		p.Start, p.Min, p.Max = p.Fixed, p.Fixed, p.Fixed
+	}
+	if p.Min < 1 {
+		p.Min = 1
+	}
+	if p.Max < p.Min {
+		p.Max = p.Min
+	}
+	if p.Start < p.Min {
+		p.Start = p.Min
+	}
+	if p.Start > p.Max {
+		p.Start = p.Max
+	}
+	if p.HardMax <= 0 {
+		p.HardMax = 10000
+	}
+	if p.Cut <= 0 || p.Cut >= 1 {
+		p.Cut = 0.8
+	}
+	if p.GentleCut <= 0 || p.GentleCut >= 1 {
+		p.GentleCut = 0.9
+	}
+	ctl := &Controller{
+		p: p, clock: c, limit: float64(p.Start), ssthresh: math.Inf(1),
+		ceiling: p.Max, changed: make(chan struct{}),
+	}
+	ctl.history = append(ctl.history, LimitChange{At: c.Now(), From: 0, To: p.Start, Ceiling: p.Max, Reason: "start (" + p.Name + ")", Count: 1})
+	return ctl
+}
+
+// Policy returns the controller's policy.
+func (c *Controller) Policy() Policy { return c.p }
+
+// Fixed reports whether the limit is pinned.
+func (c *Controller) Fixed() bool { return c.p.Fixed > 0 }
+
+// Limit is the current connection limit.
+func (c *Controller) Limit() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.limitLocked()
+}
+
+func (c *Controller) limitLocked() int { return int(c.limit) }
+
+// Ceiling is the most the limit may grow to.
+func (c *Controller) Ceiling() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ceiling
+}
+
+// InFlight is the number of admitted requests not yet done.
+func (c *Controller) InFlight() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inflight
+}
+
+// History returns a copy of the limit history.
+func (c *Controller) History() []LimitChange {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]LimitChange(nil), c.history...)
+}
+
+func (c *Controller) record(from int, reason string) {
+	to := c.limitLocked()
+	if from == to && reason != "ceiling" && reason != "clamp" {
+		return
+	}
+	now := c.clock.Now()
+	if n := len(c.history); n > 0 && c.history[n-1].Reason == reason && (reason == "slow start" || reason == "additive increase") {
+		h := &c.history[n-1]
+		h.To, h.Ceiling, h.Count, h.At = to, c.ceiling, h.Count+1, now
+		return
+	}
+	c.history = append(c.history, LimitChange{At: now, From: from, To: to, Ceiling: c.ceiling, Reason: reason, Count: 1, Episodes: c.episodes})
+	if len(c.history) > historyCap {
+		c.history = append(c.history[:0:0], c.history[len(c.history)-historyCap:]...)
+	}
+}
+
+func (c *Controller) wakeLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// TryAcquire admits a request when there is room and no hold; it never blocks.
+// The second result, when not admitted, is how long a hold still lasts (0: full).
+func (c *Controller) TryAcquire() (*Ticket, time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tryLocked()
+}
+
+func (c *Controller) tryLocked() (*Ticket, time.Duration) {
+	now := c.clock.Now()
+	if c.p.Hold && now.Before(c.holdUntil) {
+		c.saturated, c.win.saturated = true, true
+		return nil, c.holdUntil.Sub(now)
+	}
+	if c.inflight >= c.limitLocked() {
+		c.saturated, c.win.saturated = true, true
+		return nil, 0
+	}
+	c.inflight++
+	if c.inflight > c.win.peak {
+		c.win.peak = c.inflight
+	}
+	if c.inflight >= c.limitLocked() {
+		c.saturated, c.win.saturated = true, true
+	}
+	return &Ticket{start: now}, 0
+}
+
+// Acquire blocks until a request may go upstream, or ctx ends.
+func (c *Controller) Acquire(ctx context.Context) (*Ticket, error) {
+	for {
+		c.mu.Lock()
+		t, hold := c.tryLocked()
+		ch := c.changed
+		c.mu.Unlock()
+		if t != nil {
+			return t, nil
+		}
+		var timer <-chan time.Time
+		if hold > 0 {
+			timer = c.clock.After(hold)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for upstream connection: %w", ctx.Err())
+		case <-ch:
+		case <-timer:
+		}
+	}
+}
+
+// Done releases t and feeds the request's outcome to the controller.
+func (c *Controller) Done(t *Ticket, o Outcome, info RateInfo) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t == nil || t.done {
+		return
+	}
+	t.done = true
+	c.inflight--
+	defer c.wakeLocked()
+	now := c.clock.Now()
+	switch o {
+	case OutcomeRateLimited:
+		c.rateLimitedLocked(now, t, info)
+	case OutcomeOK:
+		lat := now.Sub(t.start)
+		if c.latency == 0 {
+			c.latency = lat
+		} else {
+			c.latency = (c.latency*7 + lat) / 8
+		}
+		c.okLocked(now, info)
+	}
+}
+
+func (c *Controller) cooldown(retryAfter time.Duration) time.Duration {
+	d := c.p.MinCooldown
+	if 2*c.latency > d {
+		d = 2 * c.latency
+	}
+	if retryAfter > d {
+		d = retryAfter
+	}
+	return d
+}
+
+func (c *Controller) rateLimitedLocked(now time.Time, t *Ticket, info RateInfo) {
+	c.win.rateLimited++
+	c.win.pushback = true
+	if c.p.Hold && info.RetryAfter > 0 {
+		if until := now.Add(info.RetryAfter); until.After(c.holdUntil) {
+			c.holdUntil = until
+		}
+	}
+	if c.p.Fixed > 0 {
+		return
+	}
+	// One cut per episode: 429s inside the cooldown, or for requests sent
+	// before the last cut, belong to the episode already answered.
+	if now.Before(c.cooldownUntil) || t.start.Before(c.lastCut) {
+		if until := now.Add(info.RetryAfter); info.RetryAfter > 0 && until.After(c.cooldownUntil) {
+			c.cooldownUntil = until
+		}
+		return
+	}
+	c.episodes++
+	c.win.episodes++
+	from := c.limitLocked()
+	nl := math.Floor(c.limit * c.p.Cut)
+	if nl < float64(c.p.Min) {
+		nl = float64(c.p.Min)
+	}
+	c.limit = nl
+	c.ssthresh = nl
+	c.lastCut = now
+	c.cooldownUntil = now.Add(c.cooldown(info.RetryAfter))
+	c.saturated = false
+	reason := "rate-limit episode (429)"
+	if info.RetryAfter > 0 {
+		reason = fmt.Sprintf("rate-limit episode (429, retry-after %s)", info.RetryAfter)
+	}
+	c.record(from, reason)
+}
+
+func (c *Controller) okLocked(now time.Time, info RateInfo) {
+	if c.p.Fixed > 0 {
+		return
+	}
+	if c.p.ReadHeaders && info.Fraction >= 0 {
+		if info.Fraction <= c.p.CriticalFraction || info.Remaining == 0 {
+			c.win.pushback = true
+			if !now.Before(c.gentleUntil) && !now.Before(c.cooldownUntil) {
+				from := c.limitLocked()
+				nl := math.Floor(c.limit * c.p.GentleCut)
+				if nl < float64(c.p.Min) {
+					nl = float64(c.p.Min)
+				}
+				c.limit = nl
+				if nl < c.ssthresh {
+					c.ssthresh = nl
+				}
+				c.gentleUntil = now.Add(c.cooldown(0))
+				c.saturated = false
+				c.record(from, "remaining quota nearly exhausted")
+			}
+			return
+		}
+		if info.Fraction <= c.p.LowFraction {
+			c.win.pushback = true
+			return
+		}
+	}
+	if now.Before(c.cooldownUntil) || now.Before(c.gentleUntil) {
+		return
+	}
+	if c.p.GrowOnlySaturated && !c.saturated {
+		return
+	}
+	top := float64(c.ceiling)
+	if c.limit >= top {
+		return
+	}
+	from := c.limitLocked()
+	reason := "additive increase"
+	if c.limit < c.ssthresh {
+		c.limit++
+		reason = "slow start"
+	} else {
+		c.limit += 1 / c.limit
+	}
+	if c.limit > top {
+		c.limit = top
+	}
+	if c.limitLocked() != from {
+		c.saturated = false
+		c.record(from, reason)
+	}
+}
+
+// SetCeiling sets the most the limit may grow to (the ramp raises it, R3).
+// Lowering it below the limit brings the limit down. Fixed mode ignores it.
+func (c *Controller) SetCeiling(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.p.Fixed > 0 {
+		return
+	}
+	if n < c.p.Min {
+		n = c.p.Min
+	}
+	if n > c.p.HardMax {
+		n = c.p.HardMax
+	}
+	if n == c.ceiling {
+		return
+	}
+	from := c.limitLocked()
+	c.ceiling = n
+	if c.limit > float64(n) {
+		c.limit = float64(n)
+	}
+	c.record(from, "ceiling")
+	c.wakeLocked()
+}
+
+// Clamp sets the ceiling to where the limit already fell (R2). Fixed mode ignores it.
+func (c *Controller) Clamp() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.p.Fixed > 0 {
+		return
+	}
+	from := c.limitLocked()
+	c.ceiling = from
+	if c.ceiling < c.p.Min {
+		c.ceiling = c.p.Min
+	}
+	c.record(from, "clamp")
+}
+
+// ControllerWindow is what the controller saw since the last call of Window.
+type ControllerWindow struct {
+	Episodes, RateLimited, Peak, InFlight, Limit, Ceiling int
+	Saturated, Pushback                                   bool
+}
+
+// Window returns and resets the controller's per-window counters.
+func (c *Controller) Window() ControllerWindow {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := ControllerWindow{
+		Episodes: c.win.episodes, RateLimited: c.win.rateLimited, Peak: c.win.peak,
+		InFlight: c.inflight, Limit: c.limitLocked(), Ceiling: c.ceiling,
+		Saturated: c.win.saturated, Pushback: c.win.pushback,
+	}
+	c.win = controllerWindow{peak: c.inflight}
+	return w
+}
+
+// Episodes is the number of rate-limit episodes since start.
+func (c *Controller) Episodes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.episodes
+}

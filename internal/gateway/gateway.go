@@ -1,0 +1,389 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/steward-evals/steward/internal/mockmodel"
+)
+
+// Prices are USD per million tokens.
+type Prices struct {
+	InputPerMTok  float64
+	OutputPerMTok float64
+}
+
+// Cost of the given tokens in USD.
+func (p Prices) Cost(in, out int64) float64 {
+	return float64(in)*p.InputPerMTok/1e6 + float64(out)*p.OutputPerMTok/1e6
+}
+
+// Config configures a Gateway.
+type Config struct {
+	// Upstream is "mock" (the built-in deterministic model, no network),
+	// "openai" or "anthropic".
+	Upstream string
+	// BaseURL of the real endpoint. Default https://api.openai.com/v1 or
+	// https://api.anthropic.com. When it ends in /v1, the incoming /v1 prefix
+	// is not repeated.
+	BaseURL string
+	// APIKey is the real key; it never leaves the gateway except towards the upstream.
+	APIKey string
+	// MaxConnections > 0 fixes the connection limit (C5); 0 is adaptive.
+	MaxConnections int
+	// Policy overrides the adaptive controller's policy (benchmarks, tuning).
+	// Ignored when MaxConnections > 0.
+	Policy *Policy
+	// Prices turn token counts into USD.
+	Prices Prices
+	// Clock drives backoff and cooldowns (default: the wall clock).
+	Clock Clock
+	// Rand returns a float in [0,1) for backoff jitter (default math/rand).
+	Rand func() float64
+	// RetryLimit is the most retries per request (0: 8; negative: none).
+	RetryLimit int
+	// RetryBudget is the most time one request may spend waiting in backoff (0: 10m).
+	RetryBudget time.Duration
+	// BackoffBase and BackoffMax shape the exponential backoff (0: 1s and 60s).
+	BackoffBase, BackoffMax time.Duration
+	// MaxBodyBytes refuses larger request bodies with 413 (0: 32 MiB).
+	MaxBodyBytes int64
+	// Logger receives one line per notable event (retries, refusals); nil: none.
+	// The real key is scrubbed from everything written here.
+	Logger io.Writer
+	// Transport reaches the upstream (default: a pooled http.Transport, or the
+	// in-process mock handler for "mock").
+	Transport http.RoundTripper
+}
+
+// Usage is what an attempt (or the whole run) spent.
+type Usage struct {
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	CostUSD      float64 `json:"cost_usd"`
+	Requests     int64   `json:"requests"`
+	Errors       int64   `json:"errors"`
+}
+
+type attempt struct {
+	id      string
+	hooks   AttemptHooks
+	mu      sync.Mutex
+	usage   Usage
+	revoked bool
+}
+
+// Signals are the gateway's per-window counters for the tend loop.
+type Signals struct {
+	// Episodes counts rate-limit episodes (each cut the limit once).
+	Episodes int `json:"episodes"`
+	// RateLimited counts upstream 429s (congestion ones; spend-limit refusals are Errors).
+	RateLimited int `json:"rate_limited"`
+	// Retries counts upstream retries (429, 5xx, dropped connections).
+	Retries int `json:"retries"`
+	// Requests counts requests from sandboxes that reached the upstream stage.
+	Requests int `json:"requests"`
+	// Errors counts requests that ended in an error for the agent.
+	Errors int `json:"errors"`
+	// InFlight is upstream requests in flight now; PeakInFlight the most during the window.
+	InFlight     int `json:"in_flight"`
+	PeakInFlight int `json:"peak_in_flight"`
+	// Limit and Ceiling of the connection controller now.
+	Limit   int  `json:"limit"`
+	Ceiling int  `json:"ceiling"`
+	Fixed   bool `json:"fixed"`
+	// Saturated: requests filled the limit at some point in the window.
+	Saturated bool `json:"saturated"`
+	// Pushback: a 429 arrived, or the provider's remaining quota ran low.
+	Pushback bool `json:"pushback"`
+}
+
+// Gateway is the model gateway: per-attempt tokens, the proxy, the
+// connection controller, retries and usage accounting.
+type Gateway struct {
+	cfg       Config
+	base      *url.URL
+	transport http.RoundTripper
+	ctl       *Controller
+	clock     Clock
+	rnd       func() float64
+
+	mu       sync.Mutex
+	tokens   map[string]*attempt
+	attempts map[string]*attempt
+	totals   Usage
+	win      struct{ retries, requests, errors int }
+	logMu    sync.Mutex
+}
+
+// New checks cfg and makes a gateway.
+func New(cfg Config) (*Gateway, error) {
+	switch cfg.Upstream {
+	case "":
+		cfg.Upstream = "mock"
+	case "mock", "openai", "anthropic":
+	default:
+		return nil, fmt.Errorf("create gateway: unknown upstream %q (want mock, openai or anthropic)", cfg.Upstream)
+	}
+	if cfg.BaseURL == "" {
+		switch cfg.Upstream {
+		case "openai":
+			cfg.BaseURL = "https://api.openai.com/v1"
+		case "anthropic":
+			cfg.BaseURL = "https://api.anthropic.com"
+		default:
+			cfg.BaseURL = "http://mock.invalid/v1"
+		}
+	}
+	base, err := url.Parse(cfg.BaseURL)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("create gateway: base URL %q is not an http(s) URL", cfg.BaseURL)
+	}
+	if cfg.Upstream != "mock" && cfg.APIKey == "" && cfg.Transport == nil {
+		return nil, fmt.Errorf("create gateway: upstream %s needs an API key", cfg.Upstream)
+	}
+	if cfg.MaxConnections < 0 {
+		return nil, fmt.Errorf("create gateway: max connections %d is negative", cfg.MaxConnections)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = RealClock()
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = mrand.Float64
+	}
+	if cfg.RetryLimit == 0 {
+		cfg.RetryLimit = 8
+	}
+	if cfg.RetryBudget == 0 {
+		cfg.RetryBudget = 10 * time.Minute
+	}
+	if cfg.BackoffBase == 0 {
+		cfg.BackoffBase = time.Second
+	}
+	if cfg.BackoffMax == 0 {
+		cfg.BackoffMax = time.Minute
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 32 << 20
+	}
+	p := StewardPolicy()
+	if cfg.Policy != nil {
+		p = *cfg.Policy
+	}
+	if cfg.MaxConnections > 0 {
+		p = FixedPolicy(cfg.MaxConnections)
+	}
+	tr := cfg.Transport
+	if tr == nil {
+		if cfg.Upstream == "mock" {
+			tr = HandlerTransport(mockmodel.New())
+		} else {
+			tr = &http.Transport{
+				Proxy:                 http.ProxyFromEnvironment,
+				DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+				ForceAttemptHTTP2:     true,
+				MaxIdleConns:          1000,
+				MaxIdleConnsPerHost:   1000,
+				IdleConnTimeout:       90 * time.Second,
+				TLSHandshakeTimeout:   10 * time.Second,
+				ExpectContinueTimeout: time.Second,
+			}
+		}
+	}
+	return &Gateway{
+		cfg: cfg, base: base, transport: tr, ctl: NewController(p, cfg.Clock),
+		clock: cfg.Clock, rnd: cfg.Rand,
+		tokens: map[string]*attempt{}, attempts: map[string]*attempt{},
+	}, nil
+}
+
+// Controller returns the gateway's connection controller.
+func (g *Gateway) Controller() *Controller { return g.ctl }
+
+// Serve answers sandboxes on ln until ctx ends. It may be called for several listeners.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: g, ReadHeaderTimeout: 30 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve gateway: %w", err)
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			_ = srv.Close()
+		}
+		<-errc
+		return nil
+	}
+}
+
+func newToken() string {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("read random token: %v", err))
+	}
+	return "stw-" + hex.EncodeToString(b[:])
+}
+
+// Issue makes a token for an attempt. hooks may be nil. Issuing again for
+// the same attempt id gives a new token that shares the attempt's usage.
+func (g *Gateway) Issue(attemptID string, hooks AttemptHooks) string {
+	tok := newToken()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	a := g.attempts[attemptID]
+	if a == nil {
+		a = &attempt{id: attemptID}
+		g.attempts[attemptID] = a
+	}
+	a.mu.Lock()
+	a.hooks = hooks
+	a.revoked = false
+	a.mu.Unlock()
+	g.tokens[tok] = a
+	return tok
+}
+
+// Revoke ends a token: later requests with it get 401. Its usage stays readable.
+func (g *Gateway) Revoke(token string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if a, ok := g.tokens[token]; ok {
+		delete(g.tokens, token)
+		_ = a
+	}
+}
+
+func (g *Gateway) lookup(token string) *attempt {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.tokens[token]
+}
+
+// Usage returns an attempt's usage by token or attempt id.
+func (g *Gateway) Usage(key string) (Usage, bool) {
+	g.mu.Lock()
+	a := g.tokens[key]
+	if a == nil {
+		a = g.attempts[key]
+	}
+	g.mu.Unlock()
+	if a == nil {
+		return Usage{}, false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.usage, true
+}
+
+// Totals is the usage of every attempt together.
+func (g *Gateway) Totals() Usage {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.totals
+}
+
+// Spent is the total cost in USD so far (S5: the runner stops new attempts from it).
+func (g *Gateway) Spent() float64 { return g.Totals().CostUSD }
+
+// Window returns and resets the per-window signals.
+func (g *Gateway) Window() Signals {
+	cw := g.ctl.Window()
+	g.mu.Lock()
+	w := g.win
+	g.win.retries, g.win.requests, g.win.errors = 0, 0, 0
+	g.mu.Unlock()
+	return Signals{
+		Episodes: cw.Episodes, RateLimited: cw.RateLimited, Retries: w.retries, Requests: w.requests,
+		Errors: w.errors, InFlight: cw.InFlight, PeakInFlight: cw.Peak, Limit: cw.Limit, Ceiling: cw.Ceiling,
+		Fixed: g.ctl.Fixed(), Saturated: cw.Saturated, Pushback: cw.Pushback,
+	}
+}
+
+// History is the connection limit's history with reasons.
+func (g *Gateway) History() []LimitChange { return g.ctl.History() }
+
+// SetCeiling sets the most the connection limit may grow to (R3). Fixed mode ignores it.
+func (g *Gateway) SetCeiling(n int) { g.ctl.SetCeiling(n) }
+
+// Clamp sets the ceiling to where the limit already fell (R2). Fixed mode ignores it.
+func (g *Gateway) Clamp() { g.ctl.Clamp() }
+
+// Env is the environment a sandbox needs to reach the gateway at baseURL
+// (e.g. "http://172.17.0.1:8750") with token; no real key is in it.
+func Env(baseURL, token string) []string {
+	baseURL = strings.TrimSuffix(baseURL, "/")
+	return []string{
+		"OPENAI_BASE_URL=" + baseURL + "/v1",
+		"OPENAI_API_KEY=" + token,
+		"ANTHROPIC_BASE_URL=" + baseURL,
+		"ANTHROPIC_API_KEY=" + token,
+	}
+}
+
+func (g *Gateway) charge(a *attempt, in, out int64, failed bool) {
+	cost := g.cfg.Prices.Cost(in, out)
+	a.mu.Lock()
+	a.usage.InputTokens += in
+	a.usage.OutputTokens += out
+	a.usage.CostUSD += cost
+	a.usage.Requests++
+	if failed {
+		a.usage.Errors++
+	}
+	hooks := a.hooks
+	a.mu.Unlock()
+	g.mu.Lock()
+	g.totals.InputTokens += in
+	g.totals.OutputTokens += out
+	g.totals.CostUSD += cost
+	g.totals.Requests++
+	if failed {
+		g.totals.Errors++
+		g.win.errors++
+	}
+	g.mu.Unlock()
+	if hooks != nil && (in > 0 || out > 0) {
+		hooks.Usage(in, out, cost)
+	}
+}
+
+// scrub removes the real key from s.
+func (g *Gateway) scrub(s string) string {
+	if g.cfg.APIKey == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, g.cfg.APIKey, "[redacted]")
+}
+
+func (g *Gateway) scrubBytes(b []byte) []byte {
+	if g.cfg.APIKey == "" {
+		return b
+	}
+	return []byte(g.scrub(string(b)))
+}
+
+func (g *Gateway) logf(format string, args ...any) {
+	if g.cfg.Logger == nil {
+		return
+	}
+	line := g.scrub(fmt.Sprintf(format, args...))
+	g.logMu.Lock()
+	defer g.logMu.Unlock()
+	fmt.Fprintf(g.cfg.Logger, "%s gateway: %s\n", g.clock.Now().UTC().Format(time.RFC3339), line)
+}
+
+var errClientGone = errors.New("client went away")

@@ -1,0 +1,429 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+)
+
+type wireFormat int
+
+const (
+	formatOpenAI wireFormat = iota
+	formatAnthropic
+)
+
+// route says whether method+path is one the gateway forwards.
+func route(method, path string) (ok, body bool) {
+	switch path {
+	case "/v1/chat/completions", "/v1/responses", "/v1/completions", "/v1/embeddings",
+		"/v1/messages", "/v1/messages/count_tokens":
+		return method == http.MethodPost, true
+	case "/v1/models":
+		return method == http.MethodGet, false
+	}
+	if strings.HasPrefix(path, "/v1/models/") && !strings.Contains(path[len("/v1/models/"):], "/") && len(path) > len("/v1/models/") {
+		return method == http.MethodGet, false
+	}
+	return false, false
+}
+
+func (g *Gateway) format(r *http.Request) wireFormat {
+	if strings.HasPrefix(r.URL.Path, "/v1/messages") {
+		return formatAnthropic
+	}
+	if r.Header.Get("anthropic-version") != "" || (g.cfg.Upstream == "anthropic" && r.Header.Get("x-api-key") != "") {
+		return formatAnthropic
+	}
+	return formatOpenAI
+}
+
+// writeError answers in the wire format the client speaks. Messages never
+// carry the real key.
+func (g *Gateway) writeError(w http.ResponseWriter, f wireFormat, status int, typ, code, msg string) {
+	msg = g.scrub(msg)
+	var body any
+	if f == formatAnthropic {
+		body = map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}}
+	} else {
+		var c any
+		if code != "" {
+			c = code
+		}
+		body = map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": c}}
+	}
+	b, _ := json.Marshal(body)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Should-Retry", "false")
+	h.Set("Content-Length", fmt.Sprint(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func bearer(r *http.Request) string {
+	if k := strings.TrimSpace(r.Header.Get("x-api-key")); k != "" {
+		return k
+	}
+	a := r.Header.Get("Authorization")
+	if len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+		return strings.TrimSpace(a[7:])
+	}
+	return ""
+}
+
+var hopHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+}
+
+// ServeHTTP is the gateway's handler.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f := g.format(r)
+	ok, hasBody := route(r.Method, r.URL.Path)
+	if !ok {
+		if known, _ := route(http.MethodPost, r.URL.Path); known || r.URL.Path == "/v1/models" {
+			g.writeError(w, f, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed",
+				fmt.Sprintf("steward gateway: method %s is not allowed on %s", r.Method, r.URL.Path))
+			return
+		}
+		typ := "invalid_request_error"
+		if f == formatAnthropic {
+			typ = "not_found_error"
+		}
+		g.writeError(w, f, http.StatusNotFound, typ, "unknown_url",
+			fmt.Sprintf("steward gateway: unknown route %s %s", r.Method, r.URL.Path))
+		return
+	}
+	tok := bearer(r)
+	a := g.lookup(tok)
+	if a == nil {
+		typ := "invalid_request_error"
+		if f == formatAnthropic {
+			typ = "authentication_error"
+		}
+		msg := "steward gateway: missing attempt token (send it as Authorization: Bearer or x-api-key)"
+		if tok != "" {
+			msg = "steward gateway: this token is not valid or its attempt has ended"
+		}
+		g.writeError(w, f, http.StatusUnauthorized, typ, "invalid_api_key", msg)
+		return
+	}
+	var body []byte
+	var injected bool
+	if hasBody {
+		lr := http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)
+		b, err := io.ReadAll(lr)
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				typ := "invalid_request_error"
+				if f == formatAnthropic {
+					typ = "request_too_large"
+				}
+				g.writeError(w, f, http.StatusRequestEntityTooLarge, typ, "request_too_large",
+					fmt.Sprintf("steward gateway: request body is larger than %d bytes", g.cfg.MaxBodyBytes))
+				return
+			}
+			g.writeError(w, f, http.StatusBadRequest, "invalid_request_error", "", "steward gateway: read request body: "+err.Error())
+			return
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(b, &obj); err != nil || obj == nil {
+			msg := "steward gateway: request body is not a JSON object"
+			if err != nil {
+				msg = "steward gateway: request body is not valid JSON: " + err.Error()
+			}
+			g.writeError(w, f, http.StatusBadRequest, "invalid_request_error", "invalid_json", msg)
+			return
+		}
+		body, injected = injectStreamUsage(r.URL.Path, b, obj)
+	}
+	g.mu.Lock()
+	g.win.requests++
+	g.mu.Unlock()
+	in, out, failed := g.forward(w, r, f, a, body, injected)
+	g.charge(a, in, out, failed)
+}
+
+// injectStreamUsage asks OpenAI chat/completions streams for their final
+// usage chunk when the client did not, so the attempt is charged; the
+// gateway then leaves that chunk out of what the client sees.
+func injectStreamUsage(path string, raw []byte, obj map[string]json.RawMessage) ([]byte, bool) {
+	if path != "/v1/chat/completions" && path != "/v1/completions" {
+		return raw, false
+	}
+	var stream bool
+	if s, ok := obj["stream"]; !ok || json.Unmarshal(s, &stream) != nil || !stream {
+		return raw, false
+	}
+	so := map[string]json.RawMessage{}
+	if s, ok := obj["stream_options"]; ok && !bytes.Equal(bytes.TrimSpace(s), []byte("null")) {
+		if json.Unmarshal(s, &so) != nil {
+			return raw, false
+		}
+		var inc bool
+		if v, ok := so["include_usage"]; ok && json.Unmarshal(v, &inc) == nil && inc {
+			return raw, false
+		}
+	}
+	so["include_usage"] = json.RawMessage("true")
+	sb, err := json.Marshal(so)
+	if err != nil {
+		return raw, false
+	}
+	obj["stream_options"] = sb
+	nb, err := json.Marshal(obj)
+	if err != nil {
+		return raw, false
+	}
+	return nb, true
+}
+
+func (g *Gateway) upstreamURL(r *http.Request) string {
+	base := strings.TrimSuffix(g.base.String(), "/")
+	p := r.URL.Path
+	if strings.HasSuffix(g.base.Path, "/v1") || strings.HasSuffix(g.base.Path, "/v1/") {
+		p = strings.TrimPrefix(p, "/v1")
+	}
+	u := base + p
+	if r.URL.RawQuery != "" {
+		u += "?" + r.URL.RawQuery
+	}
+	return u
+}
+
+func (g *Gateway) newUpstreamRequest(ctx context.Context, r *http.Request, body []byte) (*http.Request, error) {
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, g.upstreamURL(r), rd)
+	if err != nil {
+		return nil, fmt.Errorf("build upstream request: %w", err)
+	}
+	for k, vs := range r.Header {
+		if hopHeaders[k] {
+			continue
+		}
+		switch k {
+		case "Authorization", "X-Api-Key", "Host", "Content-Length", "Accept-Encoding", "Cookie":
+			continue
+		}
+		req.Header[k] = vs
+	}
+	if body != nil {
+		req.ContentLength = int64(len(body))
+		if req.Header.Get("Content-Type") == "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+	}
+	switch g.cfg.Upstream {
+	case "anthropic":
+		req.Header.Set("x-api-key", g.cfg.APIKey)
+		if req.Header.Get("anthropic-version") == "" {
+			req.Header.Set("anthropic-version", "2023-06-01")
+		}
+	default:
+		if g.cfg.APIKey != "" {
+			req.Header.Set("Authorization", "Bearer "+g.cfg.APIKey)
+		}
+	}
+	return req, nil
+}
+
+func retryableStatus(code int) bool {
+	switch code {
+	case http.StatusTooManyRequests, http.StatusRequestTimeout, http.StatusConflict,
+		http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable,
+		http.StatusGatewayTimeout, 520, 522, 524, 529:
+		return true
+	}
+	return false
+}
+
+// backoff is how long retry number n (0-based) waits: exponential with
+// jitter, at least Retry-After.
+func (g *Gateway) backoff(n int, retryAfter time.Duration) time.Duration {
+	d := float64(g.cfg.BackoffBase) * math.Pow(2, float64(n))
+	if d > float64(g.cfg.BackoffMax) {
+		d = float64(g.cfg.BackoffMax)
+	}
+	d = d/2 + d/2*g.rnd() // equal jitter: [d/2, d)
+	if ra := float64(retryAfter); ra > 0 {
+		// Honour Retry-After, spread by up to 10% so retries do not land together.
+		if j := ra * (1 + 0.1*g.rnd()); j > d {
+			d = j
+		}
+	}
+	return time.Duration(d)
+}
+
+const maxErrorBody = 1 << 20
+
+// forward sends the request upstream with retries and writes the answer.
+// It returns the tokens to charge and whether the agent saw an error.
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, a *attempt, body []byte, injected bool) (in, out int64, failed bool) {
+	ctx := r.Context()
+	a.mu.Lock()
+	hooks := a.hooks
+	a.mu.Unlock()
+	var waited time.Duration
+	for try := 0; ; try++ {
+		t, err := g.ctl.Acquire(ctx)
+		if err != nil {
+			return 0, 0, true
+		}
+		req, err := g.newUpstreamRequest(ctx, r, body)
+		if err != nil {
+			g.ctl.Done(t, OutcomeCancelled, RateInfo{})
+			g.writeError(w, f, http.StatusInternalServerError, "api_error", "", "steward gateway: "+err.Error())
+			return 0, 0, true
+		}
+		resp, err := g.transport.RoundTrip(req)
+		var (
+			status   int
+			lastBody []byte
+			lastHdr  http.Header
+			info     RateInfo
+			reason   string
+		)
+		if err != nil {
+			if ctx.Err() != nil {
+				g.ctl.Done(t, OutcomeCancelled, RateInfo{})
+				return 0, 0, true
+			}
+			g.ctl.Done(t, OutcomeError, RateInfo{})
+			status = http.StatusBadGateway
+			reason = "upstream connection failed: " + err.Error()
+		} else {
+			info = ParseRateInfo(resp.Header, g.clock.Now())
+		}
+		if err == nil && !retryableStatus(resp.StatusCode) {
+			var retry bool
+			in, out, failed, retry = g.relay(w, resp, f, t, info, injected)
+			if !retry {
+				return in, out, failed
+			}
+			if ctx.Err() != nil {
+				return 0, 0, true
+			}
+			status, reason = http.StatusBadGateway, "upstream connection dropped mid-response"
+		} else if err == nil {
+			lastBody, _ = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+			resp.Body.Close()
+			status, lastHdr = resp.StatusCode, resp.Header
+			if status == http.StatusTooManyRequests {
+				if why, spend := spendLimit(resp.Header, lastBody); spend {
+					g.ctl.Done(t, OutcomeError, info)
+					g.logf("attempt %s: upstream refused for its spend limit (%s); not retried", a.id, why)
+					typ := "insufficient_quota"
+					if f == formatAnthropic {
+						typ = "rate_limit_error"
+					}
+					g.writeError(w, f, http.StatusTooManyRequests, typ, "insufficient_quota",
+						fmt.Sprintf("steward gateway: the upstream refused the request because the account's spend limit or quota is exhausted (%s); this is not congestion and was not retried: check the provider account's billing and limits. Upstream said: %s", why, strings.TrimSpace(string(lastBody))))
+					return 0, 0, true
+				}
+				g.ctl.Done(t, OutcomeRateLimited, info)
+			} else {
+				g.ctl.Done(t, OutcomeError, info)
+			}
+			reason = fmt.Sprintf("upstream answered %d", status)
+		}
+		// Retry?
+		d := g.backoff(try, info.RetryAfter)
+		if try >= g.cfg.RetryLimit || g.cfg.RetryLimit < 0 || waited+d > g.cfg.RetryBudget {
+			g.logf("attempt %s: %s; retries exhausted after %d tries", a.id, reason, try+1)
+			if lastHdr != nil {
+				copyHeaders(w.Header(), lastHdr)
+				w.Header().Del("Content-Length")
+				w.Header().Set("X-Should-Retry", "false")
+				w.WriteHeader(status)
+				_, _ = w.Write(g.scrubBytes(lastBody))
+			} else {
+				g.writeError(w, f, http.StatusBadGateway, "api_error", "upstream_unreachable",
+					fmt.Sprintf("steward gateway: %s; gave up after %d tries", reason, try+1))
+			}
+			return 0, 0, true
+		}
+		g.mu.Lock()
+		g.win.retries++
+		g.mu.Unlock()
+		g.logf("attempt %s: %s; retry %d in %s", a.id, reason, try+1, d.Round(time.Millisecond))
+		if hooks != nil {
+			hooks.BackoffStart()
+		}
+		serr := sleep(ctx, g.clock, d)
+		var berr error
+		if hooks != nil {
+			berr = hooks.BackoffEnd(ctx)
+		}
+		waited += d
+		if serr != nil || berr != nil {
+			return 0, 0, true
+		}
+	}
+}
+
+func copyHeaders(dst, src http.Header) {
+	for k, vs := range src {
+		if hopHeaders[k] || k == "Content-Length" || k == "Content-Encoding" {
+			continue
+		}
+		dst[k] = vs
+	}
+}
+
+// relay writes a final (non-retried) upstream response to the client. When
+// the response broke before anything reached the client, retry is true and
+// nothing was written.
+func (g *Gateway) relay(w http.ResponseWriter, resp *http.Response, f wireFormat, t *Ticket, info RateInfo, injected bool) (in, out int64, failed, retry bool) {
+	defer resp.Body.Close()
+	m := &usageMeter{}
+	failed = resp.StatusCode >= 400
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		start := func() {
+			copyHeaders(w.Header(), resp.Header)
+			w.WriteHeader(resp.StatusCode)
+		}
+		wrote, rerr, werr := copySSE(w, resp.Body, m, injected, start)
+		if rerr != nil {
+			g.ctl.Done(t, OutcomeError, info)
+			if !wrote {
+				return 0, 0, false, true
+			}
+			// The stream already started: it cannot be retried. The client sees it end.
+			g.logf("upstream stream broke after it started: %v", rerr)
+			return m.in, m.out, true, false
+		}
+		if !wrote {
+			start()
+		}
+		g.ctl.Done(t, OutcomeOK, info)
+		return m.in, m.out, failed || werr != nil, false
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		g.ctl.Done(t, OutcomeError, info)
+		return 0, 0, false, true
+	}
+	g.ctl.Done(t, OutcomeOK, info)
+	if failed {
+		b = g.scrubBytes(b)
+	} else {
+		m.observe(b)
+	}
+	copyHeaders(w.Header(), resp.Header)
+	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(b)
+	return m.in, m.out, failed, false
+}

@@ -1,0 +1,112 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+var quotaHeaders = [][2]string{
+	{"x-ratelimit-limit-requests", "x-ratelimit-remaining-requests"},
+	{"x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens"},
+	{"anthropic-ratelimit-requests-limit", "anthropic-ratelimit-requests-remaining"},
+	{"anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-tokens-remaining"},
+	{"anthropic-ratelimit-input-tokens-limit", "anthropic-ratelimit-input-tokens-remaining"},
+	{"anthropic-ratelimit-output-tokens-limit", "anthropic-ratelimit-output-tokens-remaining"},
+}
+
+// ParseRateInfo reads the providers' rate-limit headers. now resolves a
+// Retry-After given as an HTTP date.
+func ParseRateInfo(h http.Header, now time.Time) RateInfo {
+	info := RateInfo{Fraction: -1, Remaining: -1}
+	for _, p := range quotaHeaders {
+		rs := h.Get(p[1])
+		if rs == "" {
+			continue
+		}
+		rem, err := strconv.ParseFloat(strings.TrimSpace(rs), 64)
+		if err != nil || rem < 0 || math.IsNaN(rem) {
+			continue
+		}
+		if info.Remaining < 0 || int64(rem) < info.Remaining {
+			info.Remaining = int64(rem)
+		}
+		lim, err := strconv.ParseFloat(strings.TrimSpace(h.Get(p[0])), 64)
+		f := -1.0
+		switch {
+		case err == nil && lim > 0:
+			f = rem / lim
+		case rem == 0:
+			f = 0
+		}
+		if f >= 0 && (info.Fraction < 0 || f < info.Fraction) {
+			info.Fraction = f
+		}
+	}
+	info.RetryAfter = retryAfter(h, now)
+	return info
+}
+
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if ms := strings.TrimSpace(h.Get("retry-after-ms")); ms != "" {
+		if v, err := strconv.ParseFloat(ms, 64); err == nil && v > 0 && v < 1e9 {
+			return time.Duration(v * float64(time.Millisecond))
+		}
+	}
+	ra := strings.TrimSpace(h.Get("retry-after"))
+	if ra == "" {
+		return 0
+	}
+	if v, err := strconv.ParseFloat(ra, 64); err == nil {
+		if v <= 0 || v > 1e6 {
+			return 0
+		}
+		return time.Duration(v * float64(time.Second))
+	}
+	if t, err := http.ParseTime(ra); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// hasRetryAfter reports whether the response named any Retry-After.
+func hasRetryAfter(h http.Header) bool {
+	return h.Get("retry-after") != "" || h.Get("retry-after-ms") != ""
+}
+
+// spendLimit reports whether a 429 is a spend-limit (quota, billing)
+// refusal rather than congestion, and a short reason.
+func spendLimit(h http.Header, body []byte) (string, bool) {
+	if hasRetryAfter(h) {
+		return "", false
+	}
+	var e struct {
+		Error struct {
+			Type    string `json:"type"`
+			Code    any    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil {
+		code, _ := e.Error.Code.(string)
+		for _, s := range []string{e.Error.Type, code} {
+			ls := strings.ToLower(s)
+			if strings.Contains(ls, "insufficient_quota") || strings.Contains(ls, "billing") {
+				return s, true
+			}
+		}
+	}
+	lb := bytes.ToLower(body)
+	for _, s := range []string{"insufficient_quota", "billing_hard_limit", "billing", "credit balance"} {
+		if bytes.Contains(lb, []byte(s)) {
+			return s, true
+		}
+	}
+	return "", false
+}
