@@ -242,6 +242,8 @@ func anthropicUsage(in, out int64) map[string]any {
 		"output_tokens":               out,
 		"cache_creation_input_tokens": 0,
 		"cache_read_input_tokens":     0,
+		"cache_creation":              map[string]any{"ephemeral_1h_input_tokens": 0, "ephemeral_5m_input_tokens": 0},
+		"output_tokens_details":       map[string]any{"thinking_tokens": 0},
 		"service_tier":                "standard",
 	}
 }
@@ -514,6 +516,7 @@ func (c *Call) streamMessages(ctx context.Context, s *sse, m Meta, pace Pacer) e
 		"usage": map[string]any{
 			"input_tokens": c.InputTokens, "output_tokens": c.OutputTokens(),
 			"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+			"output_tokens_details": map[string]any{"thinking_tokens": 0},
 		},
 	}
 	if err := s.event("message_delta", delta); err != nil {
