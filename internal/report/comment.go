@@ -1,0 +1,157 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf16"
+)
+
+// CommentLimit is GitHub's limit on an issue comment body, in characters.
+const CommentLimit = 65536
+
+// CommentOptions tunes Comment.
+type CommentOptions struct {
+	// SummaryURL links to the full report (the job summary of the run).
+	SummaryURL string
+	// MaxChars bounds the body (default CommentLimit). Counted in UTF-16 code
+	// units, which is never fewer than GitHub's character count.
+	MaxChars int
+	// ReasonWidth caps reasons in runes (default 200).
+	ReasonWidth int
+	// Notes are extra lines written by Steward itself (never eval output).
+	Notes []string
+}
+
+// CommentMarker is the hidden first line that identifies the sticky comment
+// of one eval set and report title: edited in place on every run.
+func CommentMarker(r *Report) string {
+	return "<!-- steward:report key=" + markerKey(r.EvalSet) + "/" + markerKey(r.Title) + " -->"
+}
+
+// Comment renders the sticky PR comment: the marker, the summary, the
+// per-task table and the failed list, cut with a pointer to the job summary
+// so that it stays within opts.MaxChars.
+func Comment(r *Report, opts CommentOptions) string {
+	if opts.MaxChars <= 0 {
+		opts.MaxChars = CommentLimit
+	}
+	if opts.ReasonWidth <= 0 {
+		opts.ReasonWidth = 200
+	}
+	failed := problemRows(r)
+	// Find the largest number of failed rows that fits, by bisection: the
+	// length grows with the number of rows.
+	lo, hi := 0, len(failed)
+	best := comment(r, opts, failed, 0)
+	if full := comment(r, opts, failed, hi); textLen(full) <= opts.MaxChars {
+		return full
+	}
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if c := comment(r, opts, failed, mid); textLen(c) <= opts.MaxChars {
+			lo, best = mid, c
+		} else {
+			hi = mid - 1
+		}
+	}
+	if textLen(best) > opts.MaxChars {
+		// Even the bare summary is too long (a tiny MaxChars): keep the marker
+		// and the pointer.
+		best = CommentMarker(r) + "\n" + pointer(opts.SummaryURL, "The report is too long for a comment") + "\n"
+		if textLen(best) > opts.MaxChars {
+			best = CommentMarker(r) + "\n"
+		}
+	}
+	return best
+}
+
+func textLen(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}
+
+func pointer(url, lead string) string {
+	if url == "" {
+		return "_" + lead + ": see the job summary of this workflow run._"
+	}
+	return "_" + lead + ": see the [job summary](" + safeURL(url) + ")._"
+}
+
+// safeURL keeps a link target from breaking out of its Markdown link.
+func safeURL(u string) string {
+	if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
+		return ""
+	}
+	var b strings.Builder
+	for _, c := range []byte(u) {
+		switch {
+		case c <= ' ' || c >= 0x7f || c == '(' || c == ')' || c == '[' || c == ']' || c == '<' || c == '>' || c == '"' || c == '\'' || c == '`' || c == '\\':
+			fmt.Fprintf(&b, "%%%02X", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+func statusIcon(c Counts) string {
+	switch {
+	case c.Failed+c.Errored+c.Infra+c.Interrupted > 0:
+		return "❌"
+	case c.Passed > 0:
+		return "✅"
+	default:
+		return "⚪"
+	}
+}
+
+func comment(r *Report, opts CommentOptions, failed []AttemptRow, n int) string {
+	var b strings.Builder
+	b.WriteString(CommentMarker(r) + "\n")
+	fmt.Fprintf(&b, "### %s %s\n\n", statusIcon(r.Counts), heading(r))
+	if r.Partial {
+		b.WriteString(partialBanner(r))
+	}
+	c := r.Counts
+	fmt.Fprintf(&b, "**%d passed** · **%d failed** · %d errored", c.Passed, c.Failed, c.Errored)
+	if c.Infra > 0 {
+		fmt.Fprintf(&b, " · %d infra", c.Infra)
+	}
+	fmt.Fprintf(&b, " · %d skipped", c.Skipped)
+	if c.Interrupted > 0 {
+		fmt.Fprintf(&b, " · %d interrupted", c.Interrupted)
+	}
+	fmt.Fprintf(&b, " · %d reused of %d · pass rate %s · spend %s\n\n", c.Reused, c.Total, formatRate(c), MD(formatUSD(r.Spend.USD), 0))
+	if r.EvalSet != "" || r.Shard != "" {
+		b.WriteString("Eval set: " + MD(r.EvalSet, 200))
+		if r.Shard != "" {
+			b.WriteString(" · shard " + MD(r.Shard, 20))
+		}
+		b.WriteString("\n\n")
+	}
+	if r.Hold != "" {
+		fmt.Fprintf(&b, "**Ramp held:** %s\n\n", MD(r.Hold, opts.ReasonWidth))
+	}
+	if len(r.Tasks) > 0 {
+		b.WriteString(taskTable(r, false))
+		b.WriteString("\n")
+	}
+	if len(failed) > 0 {
+		fmt.Fprintf(&b, "<details open><summary>Failed and errored (%d)</summary>\n\n", len(failed))
+		b.WriteString(problemTable(failed, n, opts.ReasonWidth))
+		if n < len(failed) {
+			b.WriteString("\n" + pointer(opts.SummaryURL, fmt.Sprintf("%d more not shown", len(failed)-n)) + "\n")
+		}
+		b.WriteString("\n</details>\n\n")
+	}
+	for _, note := range opts.Notes {
+		b.WriteString(note + "\n\n")
+	}
+	if opts.SummaryURL != "" {
+		b.WriteString("[Full report](" + safeURL(opts.SummaryURL) + ")\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,254 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/tw"
+)
+
+// TerminalOptions tunes Terminal.
+type TerminalOptions struct {
+	// Color adds ANSI colour to statuses. The caller decides (a TTY, and
+	// NO_COLOR unset); renderers never look at the environment.
+	Color bool
+	// ReasonWidth caps the reason column in runes (default 60).
+	ReasonWidth int
+	// NoPlan leaves the PLAN line out (the live panel already printed it).
+	NoPlan bool
+}
+
+// PlanLine boxes the PLAN line (L1), e.g.
+// "│ 45 attempts · 9 evals × 5 configs · concurrency 19 (from flag) · slow ≤1 │".
+func PlanLine(plan string) string {
+	return "│ " + Plain(plan, 0) + " │"
+}
+
+// CountsText is the counts line without its box:
+// "45 total · 6 reused · 19 running · 12 queued · 6 passed · 2 failed · 0 errored · 0 skipped".
+// Infrastructure errors and interrupted attempts are appended only when there
+// are any, so the everyday line reads exactly as L1.
+func CountsText(c Counts) string {
+	parts := []string{
+		strconv.Itoa(c.Total) + " total",
+		strconv.Itoa(c.Reused) + " reused",
+		strconv.Itoa(c.Running) + " running",
+		strconv.Itoa(c.Queued) + " queued",
+		strconv.Itoa(c.Passed) + " passed",
+		strconv.Itoa(c.Failed) + " failed",
+		strconv.Itoa(c.Errored) + " errored",
+	}
+	if c.Infra > 0 {
+		parts = append(parts, strconv.Itoa(c.Infra)+" infra")
+	}
+	parts = append(parts, strconv.Itoa(c.Skipped)+" skipped")
+	if c.Interrupted > 0 {
+		parts = append(parts, strconv.Itoa(c.Interrupted)+" interrupted")
+	}
+	return strings.Join(parts, " · ")
+}
+
+// CountsLine boxes the counts line (L1):
+// "│ 45 total · 6 reused · 19 running · 12 queued · 6 passed · 2 failed · 0 errored · 0 skipped │".
+func CountsLine(c Counts) string {
+	return "│ " + CountsText(c) + " │"
+}
+
+// ANSI colours for statuses.
+const (
+	ansiReset  = "\x1b[0m"
+	ansiGreen  = "\x1b[32m"
+	ansiRed    = "\x1b[31m"
+	ansiYellow = "\x1b[33m"
+	ansiGrey   = "\x1b[90m"
+	ansiBold   = "\x1b[1m"
+)
+
+func statusColour(status string) string {
+	switch status {
+	case StatusPassed:
+		return ansiGreen
+	case StatusFailed:
+		return ansiRed
+	case StatusErrored, StatusInfra, StatusInterrupted:
+		return ansiYellow
+	default:
+		return ansiGrey
+	}
+}
+
+// Terminal writes the PLAN and counts lines, the results table in discovery
+// order (task, sample, attempt, status, score, duration, tokens, reason), and
+// the pass rate per task and overall.
+func Terminal(w io.Writer, r *Report, opts TerminalOptions) error {
+	if opts.ReasonWidth <= 0 {
+		opts.ReasonWidth = 60
+	}
+	var b strings.Builder
+	if r.Title != "" {
+		b.WriteString(Plain(r.Title, 0) + "\n")
+	}
+	if r.Partial {
+		msg := "PARTIAL: the run was cancelled"
+		if len(r.Left) > 0 {
+			msg += "; left undone: " + Plain(strings.Join(r.Left, ", "), 200)
+		}
+		if opts.Color {
+			msg = ansiYellow + msg + ansiReset
+		}
+		b.WriteString(msg + "\n")
+	}
+	if r.Plan != "" && !opts.NoPlan {
+		b.WriteString(PlanLine(r.Plan) + "\n")
+	}
+	b.WriteString(CountsLine(r.Counts) + "\n")
+	if r.Hold != "" {
+		b.WriteString("ramp held: " + Plain(r.Hold, 200) + "\n")
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("write terminal report: %w", err)
+	}
+
+	if len(r.Attempts) > 0 {
+		t := newTable(w)
+		t.Header("task", "sample", "attempt", "status", "score", "duration", "tokens", "reason")
+		for _, a := range r.Attempts {
+			status := a.Status
+			if a.Carried {
+				status += " (reused)"
+			}
+			if opts.Color {
+				status = statusColour(a.Status) + status + ansiReset
+			}
+			if err := t.Append([]string{
+				Plain(a.Task, 40), Plain(a.Sample, 40), strconv.Itoa(a.Attempt), status,
+				formatScore(a.Score), formatDuration(a.Duration),
+				formatTokens(a.InputTokens, a.OutputTokens), Plain(rowReason(a), opts.ReasonWidth),
+			}); err != nil {
+				return fmt.Errorf("append result row: %w", err)
+			}
+		}
+		if err := t.Render(); err != nil {
+			return fmt.Errorf("render results table: %w", err)
+		}
+	}
+
+	t := newTable(w)
+	t.Header("task", "passed", "failed", "errored", "skipped", "pass rate")
+	for _, tr := range r.Tasks {
+		c := tr.Counts
+		if err := t.Append([]string{
+			Plain(tr.Name, 40), strconv.Itoa(c.Passed), strconv.Itoa(c.Failed),
+			strconv.Itoa(c.Errored + c.Infra + c.Interrupted), strconv.Itoa(c.Skipped), formatRate(c),
+		}); err != nil {
+			return fmt.Errorf("append task row: %w", err)
+		}
+	}
+	c := r.Counts
+	overall := []string{"overall", strconv.Itoa(c.Passed), strconv.Itoa(c.Failed),
+		strconv.Itoa(c.Errored + c.Infra + c.Interrupted), strconv.Itoa(c.Skipped), formatRate(c)}
+	if opts.Color {
+		for i := range overall {
+			overall[i] = ansiBold + overall[i] + ansiReset
+		}
+	}
+	if err := t.Append(overall); err != nil {
+		return fmt.Errorf("append overall row: %w", err)
+	}
+	if err := t.Render(); err != nil {
+		return fmt.Errorf("render pass-rate table: %w", err)
+	}
+	if r.Spend.USD > 0 || r.Spend.InputTokens > 0 || r.Spend.OutputTokens > 0 {
+		if _, err := io.WriteString(w, "spend: "+formatSpend(r.Spend)+"\n"); err != nil {
+			return fmt.Errorf("write spend: %w", err)
+		}
+	}
+	return nil
+}
+
+func newTable(w io.Writer) *tablewriter.Table {
+	return tablewriter.NewTable(w,
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithHeaderAlignment(tw.AlignLeft),
+		tablewriter.WithRowAutoWrap(tw.WrapNone),
+		tablewriter.WithTrimSpace(tw.Off),
+	)
+}
+
+// rowReason is the one reason a row shows: the recorded reason for errored,
+// skipped and infra rows, else the scorer's explanation for failures.
+func rowReason(a AttemptRow) string {
+	if a.Reason != "" {
+		return a.Reason
+	}
+	if a.Status == StatusFailed || a.Status == StatusErrored {
+		return a.Explanation
+	}
+	return ""
+}
+
+func formatScore(s *float64) string {
+	if s == nil {
+		return "–"
+	}
+	return strconv.FormatFloat(*s, 'f', 2, 64)
+}
+
+func formatDuration(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "–"
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	case d < time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
+	default:
+		d = d.Round(time.Second)
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+}
+
+func formatCount(n int64) string {
+	switch {
+	case n < 1000:
+		return strconv.FormatInt(n, 10)
+	case n < 1_000_000:
+		return strconv.FormatFloat(float64(n)/1000, 'f', 1, 64) + "k"
+	default:
+		return strconv.FormatFloat(float64(n)/1_000_000, 'f', 1, 64) + "M"
+	}
+}
+
+func formatTokens(in, out int64) string {
+	if in == 0 && out == 0 {
+		return "–"
+	}
+	return formatCount(in) + " in / " + formatCount(out) + " out"
+}
+
+func formatRate(c Counts) string {
+	judged := c.Passed + c.Failed + c.Errored + c.Infra
+	if judged == 0 {
+		return "–"
+	}
+	return strconv.FormatFloat(100*c.PassRate(), 'f', 1, 64) + "% (" +
+		strconv.Itoa(c.Passed) + "/" + strconv.Itoa(judged) + ")"
+}
+
+func formatUSD(v float64) string {
+	return "$" + strconv.FormatFloat(v, 'f', 4, 64)
+}
+
+func formatSpend(s Spend) string {
+	out := formatUSD(s.USD)
+	if s.BudgetUSD > 0 {
+		out += " of " + formatUSD(s.BudgetUSD) + " budget"
+	}
+	out += " · " + formatCount(s.InputTokens) + " input tokens · " + formatCount(s.OutputTokens) +
+		" output tokens · " + strconv.FormatInt(s.Requests, 10) + " requests"
+	return out
+}
