@@ -1,0 +1,567 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/errdefs"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/steward-evals/steward/internal/sandbox"
+)
+
+// idleScript keeps a sandbox alive with nothing but /bin/sh: it waits on the
+// container's stdin, which the daemon keeps open (OpenStdin) and never writes.
+const idleScript = "while read -r _; do :; done"
+
+// Create makes and starts a sandbox for spec (after Prepare).
+func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if spec.Image == "" {
+		return nil, fmt.Errorf("create sandbox for task %s: no image (was Prepare called?)", spec.Task)
+	}
+	workdir := spec.Workdir
+	if workdir == "" {
+		workdir = DefaultWorkdir
+	}
+	if !path.IsAbs(workdir) {
+		return nil, fmt.Errorf("create sandbox for task %s: workdir %q is not absolute", spec.Task, workdir)
+	}
+	cpus, mem, pids := spec.CPUs, spec.Memory, spec.PIDs
+	if cpus <= 0 {
+		cpus = DefaultCPUs
+	}
+	if mem <= 0 {
+		mem = DefaultMemory
+	}
+	if pids <= 0 {
+		pids = DefaultPIDs
+	}
+	id := randomID(4)
+	name := dockerName(p.opts.RunID, spec.Task, id)
+	labels := p.labels(spec.Task, "sandbox", spec.Labels)
+
+	var netName string
+	var ownNet *runNet
+	switch networkMode(spec.Network) {
+	case NetworkGateway:
+		n, err := p.ensureNet(ctx, false)
+		if err != nil {
+			return nil, fmt.Errorf("create sandbox: %w", err)
+		}
+		netName = n.Name
+	case NetworkBridge:
+		n, err := p.ensureNet(ctx, true)
+		if err != nil {
+			return nil, fmt.Errorf("create sandbox: %w", err)
+		}
+		netName = n.Name
+	case NetworkIsolated:
+		n, err := p.createNetwork(ctx, name, true, true, spec.Task, "network-isolated")
+		if err != nil {
+			return nil, fmt.Errorf("create sandbox: %w", err)
+		}
+		ownNet, netName = n, n.Name
+	default:
+		return nil, fmt.Errorf("create sandbox for task %s: unknown network %q", spec.Task, spec.Network)
+	}
+
+	env := make([]string, 0, len(spec.Env))
+	for _, k := range sortedKeys(spec.Env) {
+		env = append(env, k+"="+spec.Env[k])
+	}
+	caps := append([]string(nil), spec.CapAdd...)
+	init := true
+	cfg := &container.Config{
+		Image:      spec.Image,
+		Cmd:        []string{"/bin/sh", "-c", idleScript},
+		Entrypoint: []string{},
+		Env:        env,
+		WorkingDir: workdir,
+		Labels:     labels,
+		OpenStdin:  true,
+		Hostname:   "sandbox",
+	}
+	hc := &container.HostConfig{
+		NetworkMode: container.NetworkMode(netName),
+		Init:        &init,
+		CapDrop:     []string{"ALL"},
+		CapAdd:      caps,
+		SecurityOpt: []string{"no-new-privileges"},
+		Resources: container.Resources{
+			NanoCPUs:   int64(cpus * 1e9),
+			Memory:     mem,
+			MemorySwap: mem, // no swap beyond the limit
+			PidsLimit:  &pids,
+		},
+		LogConfig: container.LogConfig{Type: "none"},
+	}
+	nc := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{netName: {}}}
+	fail := func(err error) (sandbox.Sandbox, error) {
+		if ownNet != nil {
+			cctx, cancel := cleanupCtx(ctx)
+			_ = p.removeNetwork(cctx, ownNet.ID)
+			cancel()
+		}
+		return nil, err
+	}
+	resp, err := p.cli.ContainerCreate(ctx, cfg, hc, nc, nil, name)
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return fail(fmt.Errorf("create sandbox for task %s: %w", spec.Task, p.checkImage(ctx, spec.Image)))
+		}
+		return fail(sandbox.InfraError(fmt.Errorf("create sandbox for task %s: %w", spec.Task, err)))
+	}
+	sb := &Sandbox{p: p, id: resp.ID, name: name, workdir: workdir, net: ownNet, memory: mem}
+	if err := p.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+		_ = sb.Close(ctx)
+		return nil, sandbox.InfraError(fmt.Errorf("start sandbox %s: %w", name, err))
+	}
+	return sb, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// Sandbox is one Docker container.
+type Sandbox struct {
+	p       *Provider
+	id      string
+	name    string
+	workdir string
+	net     *runNet // own network (network: isolated)
+	memory  int64
+
+	mu       sync.Mutex
+	ooms     int64 // oom_kill count last seen
+	closed   bool
+	closeErr error
+}
+
+var _ sandbox.Sandbox = (*Sandbox)(nil)
+
+// ID is the container id.
+func (s *Sandbox) ID() string { return s.id }
+
+// Name is the container name.
+func (s *Sandbox) Name() string { return s.name }
+
+// Workdir implements sandbox.Sandbox.
+func (s *Sandbox) Workdir() string { return s.workdir }
+
+func (s *Sandbox) abs(p string) string {
+	if path.IsAbs(p) {
+		return path.Clean(p)
+	}
+	return path.Join(s.workdir, p)
+}
+
+// CopyIn writes files through the archive API, creating parent directories.
+func (s *Sandbox) CopyIn(ctx context.Context, files []sandbox.File) error {
+	if len(files) == 0 {
+		return nil
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	dirs := map[string]bool{}
+	now := time.Now()
+	for _, f := range files {
+		full := s.abs(f.Path)
+		if full == "/" {
+			return fmt.Errorf("copy into sandbox: bad path %q", f.Path)
+		}
+		var parents []string
+		for d := path.Dir(full); d != "/" && !dirs[d]; d = path.Dir(d) {
+			parents = append(parents, d)
+			dirs[d] = true
+		}
+		for i := len(parents) - 1; i >= 0; i-- {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(parents[i], "/") + "/", Mode: 0o755, ModTime: now}); err != nil {
+				return fmt.Errorf("copy into sandbox: %w", err)
+			}
+		}
+		mode := f.Mode
+		if mode == 0 {
+			mode = 0o644
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(full, "/"), Mode: mode, Size: int64(len(f.Data)), ModTime: now}); err != nil {
+			return fmt.Errorf("copy into sandbox: %w", err)
+		}
+		if _, err := tw.Write(f.Data); err != nil {
+			return fmt.Errorf("copy into sandbox: %w", err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("copy into sandbox: %w", err)
+	}
+	if err := s.p.cli.CopyToContainer(ctx, s.id, "/", &buf, container.CopyToContainerOptions{}); err != nil {
+		return sandbox.InfraError(fmt.Errorf("copy into sandbox %s: %w", s.name, err))
+	}
+	return nil
+}
+
+// MaxCopyOut bounds what CopyOut reads from one file.
+const MaxCopyOut = 64 << 20
+
+// CopyOut reads one regular file through the archive API.
+func (s *Sandbox) CopyOut(ctx context.Context, p string) ([]byte, error) {
+	full := s.abs(p)
+	rc, st, err := s.p.cli.CopyFromContainer(ctx, s.id, full)
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return nil, fmt.Errorf("copy %s out of sandbox: no such file", full)
+		}
+		return nil, sandbox.InfraError(fmt.Errorf("copy %s out of sandbox %s: %w", full, s.name, err))
+	}
+	defer rc.Close()
+	if st.Mode.IsDir() {
+		return nil, fmt.Errorf("copy %s out of sandbox: is a directory", full)
+	}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil, fmt.Errorf("copy %s out of sandbox: empty archive", full)
+		}
+		if err != nil {
+			return nil, sandbox.InfraError(fmt.Errorf("copy %s out of sandbox: %w", full, err))
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		if h.Size > MaxCopyOut {
+			return nil, fmt.Errorf("copy %s out of sandbox: %d bytes is more than the %d limit", full, h.Size, MaxCopyOut)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, sandbox.InfraError(fmt.Errorf("copy %s out of sandbox: %w", full, err))
+		}
+		return data, nil
+	}
+}
+
+// pidMarker prefixes the line on which the exec wrapper reports its pid.
+const pidMarker = "\x00steward-pid:"
+
+// Exec runs spec.Shell with /bin/sh -c in the workdir.
+func (s *Sandbox) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResult, error) {
+	start := time.Now()
+	maxOut := spec.MaxOutput
+	if maxOut <= 0 {
+		maxOut = 1 << 20
+	}
+	env := make([]string, 0, len(spec.Env)+1)
+	for _, k := range sortedKeys(spec.Env) {
+		env = append(env, k+"="+spec.Env[k])
+	}
+	env = append(env, "STEWARD_SHELL="+spec.Shell)
+	// The wrapper reports its pid (a process group leader: docker exec starts a
+	// new group) on stderr, then replaces itself with the command's shell.
+	wrapper := `printf '\000steward-pid:%s\n' "$$" >&2; exec /bin/sh -c "$STEWARD_SHELL"`
+	ec, err := s.p.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
+		Cmd:          []string{"/bin/sh", "-c", wrapper},
+		Env:          env,
+		WorkingDir:   s.workdir,
+		AttachStdin:  true,
+		AttachStdout: true,
+		AttachStderr: true,
+	})
+	if err != nil {
+		return sandbox.ExecResult{}, s.execErr("create exec", err)
+	}
+	hj, err := s.p.cli.ContainerExecAttach(ctx, ec.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return sandbox.ExecResult{}, s.execErr("attach exec", err)
+	}
+	defer hj.Close()
+	go func() {
+		if len(spec.Stdin) > 0 {
+			_, _ = hj.Conn.Write(spec.Stdin)
+		}
+		_ = hj.CloseWrite()
+	}()
+
+	stdout := &capped{max: maxOut}
+	stderr := &pidSniffer{capped: capped{max: maxOut}, pid: make(chan int, 1)}
+	copied := make(chan error, 1)
+	go func() {
+		_, err := stdcopy.StdCopy(stdout, stderr, hj.Reader)
+		copied <- err
+	}()
+
+	var timeout <-chan time.Time
+	if spec.Timeout > 0 {
+		t := time.NewTimer(spec.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	res := sandbox.ExecResult{}
+	var pid int
+	select {
+	case err = <-copied:
+	case <-timeout:
+		res.TimedOut = true
+	case <-ctx.Done():
+	}
+	if res.TimedOut || ctx.Err() != nil {
+		select {
+		case pid = <-stderr.pid:
+		case <-time.After(2 * time.Second):
+		}
+		kctx, cancel := cleanupCtx(ctx)
+		s.killGroup(kctx, pid)
+		cancel()
+		hj.Close()
+		select {
+		case <-copied:
+		case <-time.After(5 * time.Second):
+		}
+	} else if err != nil {
+		return sandbox.ExecResult{}, s.execErr("read exec output", err)
+	}
+	res.Stdout, res.Stderr = stdout.buf.Bytes(), stderr.buf.Bytes()
+	res.Truncated = stdout.truncated || stderr.truncated
+	res.Duration = time.Since(start)
+	if ctx.Err() != nil && !res.TimedOut {
+		return res, fmt.Errorf("exec in sandbox %s: %w", s.name, ctx.Err())
+	}
+	ictx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	ins, err := s.p.cli.ContainerExecInspect(ictx, ec.ID)
+	for i := 0; err == nil && ins.Running && i < 50; i++ {
+		time.Sleep(20 * time.Millisecond)
+		ins, err = s.p.cli.ContainerExecInspect(ictx, ec.ID)
+	}
+	if err != nil {
+		return res, s.execErr("inspect exec", err)
+	}
+	res.ExitCode = ins.ExitCode
+	if res.TimedOut && res.ExitCode == 0 {
+		res.ExitCode = 137
+	}
+	if !res.TimedOut && (res.ExitCode == 137 || res.ExitCode == 128+9) {
+		res.OOMKilled = s.oomSince(ictx)
+	}
+	return res, nil
+}
+
+func (s *Sandbox) execErr(what string, err error) error {
+	if errdefs.IsNotFound(err) || errdefs.IsConflict(err) {
+		// The container is gone or stopped: maybe its init was OOM-killed.
+		return sandbox.InfraError(fmt.Errorf("%s in sandbox %s (container not running): %w", what, s.name, err))
+	}
+	return sandbox.InfraError(fmt.Errorf("%s in sandbox %s: %w", what, s.name, err))
+}
+
+// killGroup kills the process group of a timed-out command from a second exec.
+// Without a pid (the wrapper had not reported yet) it kills every process but
+// the sandbox's init and idle shell.
+func (s *Sandbox) killGroup(ctx context.Context, pid int) {
+	script := killAllScript
+	if pid > 1 {
+		script = fmt.Sprintf("kill -KILL -- -%d 2>/dev/null || kill -KILL %d 2>/dev/null; true", pid, pid)
+	}
+	_, _ = s.run(ctx, script)
+}
+
+// killAllScript kills every process except init (1), the idle shell (the
+// oldest child of init) and itself, in a few rounds so forking loops die too.
+const killAllScript = `me=$$; idle=0
+for d in /proc/[0-9]*; do read -r p c s pp r < $d/stat 2>/dev/null || continue; if [ "$pp" = 1 ] && { [ $idle = 0 ] || [ $p -lt $idle ]; }; then idle=$p; fi; done
+for round in 1 2 3 4 5; do left=0; for d in /proc/[0-9]*; do p=${d#/proc/}; case $p in 1|$me|$idle) continue;; esac; kill -KILL $p 2>/dev/null && left=1; done; [ $left = 0 ] && break; done; true`
+
+// run executes a short internal script and returns its stdout.
+func (s *Sandbox) run(ctx context.Context, script string) (string, error) {
+	ec, err := s.p.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
+		Cmd: []string{"/bin/sh", "-c", script}, AttachStdout: true, AttachStderr: true,
+	})
+	if err != nil {
+		return "", s.execErr("create exec", err)
+	}
+	hj, err := s.p.cli.ContainerExecAttach(ctx, ec.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return "", s.execErr("attach exec", err)
+	}
+	defer hj.Close()
+	out, errb := &capped{max: 1 << 20}, &capped{max: 1 << 20}
+	if _, err := stdcopy.StdCopy(out, errb, hj.Reader); err != nil {
+		return "", s.execErr("read exec output", err)
+	}
+	ins, err := s.p.cli.ContainerExecInspect(ctx, ec.ID)
+	if err != nil {
+		return "", s.execErr("inspect exec", err)
+	}
+	if ins.ExitCode != 0 {
+		return out.buf.String(), fmt.Errorf("sandbox %s: internal command exited %d: %s", s.name, ins.ExitCode, strings.TrimSpace(errb.buf.String()))
+	}
+	return out.buf.String(), nil
+}
+
+// oomScript prints the memory cgroup's oom_kill counter (cgroup v1 or v2).
+const oomScript = `for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do [ -r $f ] || continue; while read -r k v; do [ "$k" = oom_kill ] && echo $v; done < $f; exit 0; done; echo -1`
+
+// oomSince reports whether the memory limit killed a process since the last check.
+func (s *Sandbox) oomSince(ctx context.Context) bool {
+	out, err := s.run(ctx, oomScript)
+	n, perr := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if err != nil || perr != nil || n < 0 {
+		// No counter readable: fall back on the container's state.
+		ins, ierr := s.p.cli.ContainerInspect(ctx, s.id)
+		return ierr == nil && ins.State != nil && ins.State.OOMKilled
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	grew := n > s.ooms
+	s.ooms = n
+	return grew
+}
+
+// Reset kills whatever the last attempt left running and empties the workdir.
+func (s *Sandbox) Reset(ctx context.Context) error {
+	script := killAllScript + `; cd / && rm -rf -- "$STEWARD_WD" && mkdir -p -- "$STEWARD_WD"`
+	ec, err := s.p.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
+		Cmd: []string{"/bin/sh", "-c", script}, Env: []string{"STEWARD_WD=" + s.workdir},
+		AttachStdout: true, AttachStderr: true,
+	})
+	if err != nil {
+		return fmt.Errorf("reset sandbox: %w", s.execErr("create exec", err))
+	}
+	hj, err := s.p.cli.ContainerExecAttach(ctx, ec.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return fmt.Errorf("reset sandbox: %w", s.execErr("attach exec", err))
+	}
+	defer hj.Close()
+	errb := &capped{max: 64 << 10}
+	if _, err := stdcopy.StdCopy(io.Discard, errb, hj.Reader); err != nil {
+		return fmt.Errorf("reset sandbox: %w", s.execErr("read exec output", err))
+	}
+	ins, err := s.p.cli.ContainerExecInspect(ctx, ec.ID)
+	if err != nil {
+		return fmt.Errorf("reset sandbox: %w", s.execErr("inspect exec", err))
+	}
+	if ins.ExitCode != 0 {
+		return sandbox.InfraError(fmt.Errorf("reset sandbox %s: exit %d: %s (the image needs /bin/sh, rm and mkdir)", s.name, ins.ExitCode, strings.TrimSpace(errb.buf.String())))
+	}
+	return nil
+}
+
+// Close force-removes the container with its volumes (and its own network).
+// It works with a cancelled ctx and is safe to call twice.
+func (s *Sandbox) Close(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return s.closeErr
+	}
+	s.closed = true
+	cctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	var errs []error
+	if err := s.p.removeContainer(cctx, s.id); err != nil {
+		errs = append(errs, err)
+	}
+	if s.net != nil {
+		if err := s.p.removeNetwork(cctx, s.net.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		s.closeErr = fmt.Errorf("close sandbox %s: %w", s.name, err)
+	}
+	return s.closeErr
+}
+
+func (p *Provider) removeContainer(ctx context.Context, id string) error {
+	var err error
+	for i := 0; i < 3; i++ {
+		err = p.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err == nil || errdefs.IsNotFound(err) {
+			return nil
+		}
+		// "removal already in progress" and transient daemon errors: try again.
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("remove container %s: %w", id, err)
+		case <-time.After(time.Duration(i+1) * 200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("remove container %s: %w", id, err)
+}
+
+// capped keeps the first max bytes written and notes whether more came.
+type capped struct {
+	buf       bytes.Buffer
+	max       int
+	truncated bool
+}
+
+func (c *capped) Write(b []byte) (int, error) {
+	room := c.max - c.buf.Len()
+	if room >= len(b) {
+		c.buf.Write(b)
+		return len(b), nil
+	}
+	if room > 0 {
+		c.buf.Write(b[:room])
+	}
+	c.truncated = true
+	return len(b), nil
+}
+
+// pidSniffer strips the wrapper's pid line from the head of stderr.
+type pidSniffer struct {
+	capped
+	head []byte
+	done bool
+	pid  chan int
+}
+
+func (p *pidSniffer) Write(b []byte) (int, error) {
+	n := len(b)
+	if p.done {
+		_, _ = p.capped.Write(b)
+		return n, nil
+	}
+	p.head = append(p.head, b...)
+	if !bytes.HasPrefix(p.head, []byte(pidMarker)) && !bytes.HasPrefix([]byte(pidMarker), p.head) {
+		p.done = true
+		close(p.pid)
+		_, _ = p.capped.Write(p.head)
+		p.head = nil
+		return n, nil
+	}
+	i := bytes.IndexByte(p.head, '\n')
+	if i < 0 {
+		return n, nil
+	}
+	line := p.head[len(pidMarker):i]
+	if pid, err := strconv.Atoi(string(line)); err == nil {
+		p.pid <- pid
+	}
+	p.done = true
+	rest := p.head[i+1:]
+	p.head = nil
+	_, _ = p.capped.Write(rest)
+	return n, nil
+}
+
+func stdcopyDemux(out, errw io.Writer, r io.Reader) (int64, error) {
+	return stdcopy.StdCopy(out, errw, r)
+}

@@ -1,0 +1,418 @@
+// Package docker is the Docker sandbox provider: every sandbox is a container
+// started from a local image, kept alive by an idle process, driven through
+// exec and the archive API (never bind mounts), with CPU, memory and PID
+// limits, no capabilities, no-new-privileges, and a network that reaches the
+// model gateway and nothing else (see docs/docker.md).
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/errdefs"
+
+	"github.com/steward-evals/steward/internal/sandbox"
+)
+
+// LabelLock names the absolute path of the lock file of the run that created
+// a resource; Sweep removes the resource once that lock is no longer held.
+const LabelLock = "dev.steward.lock"
+
+// labelRole tells run-wide resources (networks, relay) from sandboxes.
+const labelRole = "dev.steward.role"
+
+// Network modes of sandbox.Spec.Network.
+const (
+	NetworkGateway  = "gateway"  // reaches the model gateway only (default)
+	NetworkBridge   = "bridge"   // reaches the outside world and the gateway, not other sandboxes
+	NetworkIsolated = "isolated" // a network of its own per sandbox (counts against the address pools)
+)
+
+// Defaults applied when a spec leaves a limit at zero.
+const (
+	DefaultCPUs    = 1.0
+	DefaultMemory  = 2 << 30 // 2 GiB
+	DefaultPIDs    = 1024
+	DefaultWorkdir = "/work"
+)
+
+// Options configure a Provider.
+type Options struct {
+	// RunID names the run; it is put in every label and resource name.
+	RunID string
+	// Labels are added to every resource (e.g. sandbox.LabelProject).
+	Labels map[string]string
+	// LockPath is the run's lock file (see internal/runlock); its absolute
+	// path is stored in the dev.steward.lock label for Sweep.
+	LockPath string
+	// Log receives progress lines (image builds, network setup). nil = discard.
+	Log io.Writer
+	// InContainer says Steward itself runs in a container that reaches the
+	// host's daemon through its socket: sandboxes are then siblings and the
+	// gateway is reached through a relay (see docs/docker.md).
+	InContainer bool
+	// SelfContainer is Steward's own container id or name when InContainer;
+	// "" = the hostname, as Docker sets it.
+	SelfContainer string
+	// RelayCommand is the command (inside an image FROM scratch holding
+	// RelayBinary) that runs RunRelay: it gets LISTEN and TARGET appended.
+	// Default: [RelayBinary, "__relay"].
+	RelayCommand []string
+	// RelayBinary is a static executable that serves RelayCommand; default
+	// os.Executable() (the steward binary, built with CGO_ENABLED=0).
+	RelayBinary string
+	// DaemonJSONPath overrides where the daemon configuration is read; "" = /etc/docker/daemon.json.
+	DaemonJSONPath string
+	// Client is an existing client to use; nil = client.FromEnv with API version negotiation.
+	Client *client.Client
+}
+
+// Provider is the Docker sandbox provider.
+type Provider struct {
+	cli  *client.Client
+	opts Options
+	lock string
+	log  io.Writer
+
+	mu       sync.Mutex
+	builds   map[string]*buildOnce // by content hash
+	netGW    *runNet               // gateway-only network
+	netOut   *runNet               // bridge-mode network
+	gateway  *sandbox.GatewayAddr
+	relayID  string
+	selfNets []string // run networks Steward's container was connected to
+}
+
+type runNet struct {
+	ID, Name string
+	Gateway  netip.Addr
+}
+
+var _ sandbox.Provider = (*Provider)(nil)
+
+// NewClient returns a Docker client from the environment with API version negotiation.
+func NewClient() (*client.Client, error) {
+	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("create docker client: %w", err)
+	}
+	return c, nil
+}
+
+// Available reports whether a Docker daemon answers within a short time, so
+// that the runner can default to the docker provider.
+func Available(ctx context.Context) bool {
+	c, err := NewClient()
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err = c.Ping(ctx)
+	return err == nil
+}
+
+// New connects to the daemon and checks that it answers.
+func New(ctx context.Context, opts Options) (*Provider, error) {
+	if opts.RunID == "" {
+		opts.RunID = randomID(6)
+	}
+	cli := opts.Client
+	if cli == nil {
+		var err error
+		if cli, err = NewClient(); err != nil {
+			return nil, err
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(pctx); err != nil {
+		return nil, sandbox.InfraError(fmt.Errorf("connect to docker daemon: %w", err))
+	}
+	cli.NegotiateAPIVersion(ctx)
+	lock := ""
+	if opts.LockPath != "" {
+		abs, err := filepath.Abs(opts.LockPath)
+		if err != nil {
+			return nil, fmt.Errorf("resolve lock path: %w", err)
+		}
+		lock = abs
+	}
+	log := opts.Log
+	if log == nil {
+		log = io.Discard
+	}
+	return &Provider{cli: cli, opts: opts, lock: lock, log: log, builds: map[string]*buildOnce{}}, nil
+}
+
+// Client is the provider's Docker client.
+func (p *Provider) Client() *client.Client { return p.cli }
+
+// Name implements sandbox.Provider.
+func (p *Provider) Name() string { return "docker" }
+
+// labels are the labels of a resource of this run.
+func (p *Provider) labels(task, role string, extra map[string]string) map[string]string {
+	l := map[string]string{}
+	for k, v := range p.opts.Labels {
+		l[k] = v
+	}
+	for k, v := range extra {
+		l[k] = v
+	}
+	l[sandbox.LabelManaged] = "true"
+	l[sandbox.LabelRun] = p.opts.RunID
+	if task != "" {
+		l[sandbox.LabelTask] = task
+	}
+	l[LabelLock] = p.lock
+	if role != "" {
+		l[labelRole] = role
+	}
+	return l
+}
+
+var nameBad = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
+
+func dockerName(parts ...string) string {
+	s := nameBad.ReplaceAllString(strings.Join(parts, "-"), "_")
+	s = strings.Trim(s, "_.-")
+	if len(s) > 120 {
+		s = s[:120]
+	}
+	return "steward-" + s
+}
+
+func randomID(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func networkMode(s string) string {
+	if s == "" {
+		return NetworkGateway
+	}
+	return s
+}
+
+// Prepare checks or builds the specs' images and creates the run's networks.
+func (p *Provider) Prepare(ctx context.Context, specs []*sandbox.Spec) error {
+	var wantBridge bool
+	for _, s := range specs {
+		switch networkMode(s.Network) {
+		case NetworkGateway, NetworkIsolated:
+		case NetworkBridge:
+			wantBridge = true
+		default:
+			return fmt.Errorf("prepare task %s: unknown network %q (want gateway, bridge or isolated)", s.Task, s.Network)
+		}
+		if s.Build != "" {
+			ref, err := p.buildImage(ctx, s.Build, s.Task)
+			if err != nil {
+				return fmt.Errorf("prepare task %s: %w", s.Task, err)
+			}
+			s.Image = ref
+			continue
+		}
+		if err := p.checkImage(ctx, s.Image); err != nil {
+			return fmt.Errorf("prepare task %s: %w", s.Task, err)
+		}
+	}
+	if _, err := p.ensureNet(ctx, false); err != nil {
+		return err
+	}
+	if wantBridge {
+		if _, err := p.ensureNet(ctx, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Provider) checkImage(ctx context.Context, ref string) error {
+	if ref == "" {
+		return errors.New("no image: set image: or build:")
+	}
+	_, err := p.cli.ImageInspect(ctx, ref)
+	if err == nil {
+		return nil
+	}
+	if errdefs.IsNotFound(err) {
+		return fmt.Errorf("image %q is not present on the Docker daemon: build it (docker build -t %s DIR) or pull it (docker pull %s), or use build: with a Dockerfile directory", ref, ref, ref)
+	}
+	return sandbox.InfraError(fmt.Errorf("inspect image %s: %w", ref, err))
+}
+
+// ensureNet creates (once) the run's gateway-only network or its bridge-mode network.
+// Both are bridges with inter-container communication disabled, so sandboxes on
+// them cannot reach each other; the gateway-only one is internal (no route out).
+func (p *Provider) ensureNet(ctx context.Context, outbound bool) (*runNet, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	slot := &p.netGW
+	kind := "gw"
+	if outbound {
+		slot, kind = &p.netOut, "out"
+	}
+	if *slot != nil {
+		return *slot, nil
+	}
+	n, err := p.createNetwork(ctx, dockerName(p.opts.RunID, kind), !outbound, false, "", "network-"+kind)
+	if err != nil {
+		return nil, err
+	}
+	*slot = n
+	fmt.Fprintf(p.log, "docker: created network %s (%s, gateway %s)\n", n.Name, map[bool]string{true: "internal", false: "outbound"}[!outbound], n.Gateway)
+	return n, nil
+}
+
+func (p *Provider) createNetwork(ctx context.Context, name string, internal, icc bool, task, role string) (*runNet, error) {
+	opts := map[string]string{"com.docker.network.bridge.enable_icc": fmt.Sprint(icc)}
+	resp, err := p.cli.NetworkCreate(ctx, name, network.CreateOptions{
+		Driver:   "bridge",
+		Internal: internal,
+		Options:  opts,
+		Labels:   p.labels(task, role, nil),
+	})
+	if err != nil {
+		return nil, sandbox.InfraError(fmt.Errorf("create network %s: %w", name, err))
+	}
+	ins, err := p.cli.NetworkInspect(ctx, resp.ID, network.InspectOptions{})
+	if err != nil {
+		_ = p.cli.NetworkRemove(context.WithoutCancel(ctx), resp.ID)
+		return nil, sandbox.InfraError(fmt.Errorf("inspect network %s: %w", name, err))
+	}
+	n := &runNet{ID: resp.ID, Name: name}
+	for _, c := range ins.IPAM.Config {
+		if a, err := netip.ParseAddr(c.Gateway); err == nil && a.Is4() {
+			n.Gateway = a
+		}
+	}
+	if !n.Gateway.IsValid() {
+		_ = p.cli.NetworkRemove(context.WithoutCancel(ctx), resp.ID)
+		return nil, sandbox.InfraError(fmt.Errorf("create network %s: no IPv4 gateway", name))
+	}
+	return n, nil
+}
+
+// Gateway says where the model gateway must listen. On the host it is the
+// host side of the run's gateway network; sandboxes dial that address, which
+// the kernel delivers locally (INPUT), past the bridge isolation rules. When
+// Steward runs in a container, a relay on the host network listens on that
+// address and forwards to Steward's own container (see docs/docker.md).
+func (p *Provider) Gateway(ctx context.Context) (sandbox.GatewayAddr, error) {
+	p.mu.Lock()
+	if p.gateway != nil {
+		g := *p.gateway
+		p.mu.Unlock()
+		return g, nil
+	}
+	p.mu.Unlock()
+	n, err := p.ensureNet(ctx, false)
+	if err != nil {
+		return sandbox.GatewayAddr{}, err
+	}
+	var g sandbox.GatewayAddr
+	if !p.opts.InContainer {
+		g = sandbox.GatewayAddr{Listen: net.JoinHostPort(n.Gateway.String(), "0"), Host: n.Gateway.String()}
+	} else {
+		g, err = p.startRelay(ctx, n)
+		if err != nil {
+			return sandbox.GatewayAddr{}, err
+		}
+	}
+	p.mu.Lock()
+	p.gateway = &g
+	p.mu.Unlock()
+	return g, nil
+}
+
+// Finalize removes the run's networks and relay. Sandboxes must be closed first;
+// any still attached to a run network are removed with it. It works with a
+// cancelled ctx.
+func (p *Provider) Finalize(ctx context.Context) error {
+	ctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	var errs []error
+	p.mu.Lock()
+	relay := p.relayID
+	p.relayID = ""
+	nets := []*runNet{p.netGW, p.netOut}
+	p.netGW, p.netOut, p.gateway = nil, nil, nil
+	p.mu.Unlock()
+	if relay != "" {
+		if err := p.removeContainer(ctx, relay); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, n := range nets {
+		if n == nil {
+			continue
+		}
+		if err := p.removeNetwork(ctx, n.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("finalize docker provider: %w", err)
+	}
+	return nil
+}
+
+// removeNetwork disconnects whatever is still attached and removes the network.
+func (p *Provider) removeNetwork(ctx context.Context, id string) error {
+	ins, err := p.cli.NetworkInspect(ctx, id, network.InspectOptions{})
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("inspect network %s: %w", id, err)
+	}
+	for cid := range ins.Containers {
+		if err := p.cli.NetworkDisconnect(ctx, id, cid, true); err != nil && !errdefs.IsNotFound(err) {
+			// A sandbox of this run still attached: remove it, it cannot outlive the run.
+			_ = p.removeContainer(ctx, cid)
+		}
+	}
+	if err := p.cli.NetworkRemove(ctx, id); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("remove network %s: %w", ins.Name, err)
+	}
+	return nil
+}
+
+// cleanupCtx detaches from a possibly cancelled parent and bounds the cleanup.
+func cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+}
+
+func runFilter(runID string) filters.Args {
+	return filters.NewArgs(
+		filters.Arg("label", sandbox.LabelManaged+"=true"),
+		filters.Arg("label", sandbox.LabelRun+"="+runID),
+	)
+}
+
+func hostnameOr(s string) string {
+	if s != "" {
+		return s
+	}
+	h, _ := os.Hostname()
+	return h
+}

@@ -1,0 +1,140 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/errdefs"
+
+	"github.com/steward-evals/steward/internal/runlock"
+	"github.com/steward-evals/steward/internal/sandbox"
+)
+
+// SweepResult counts what Sweep removed and kept.
+type SweepResult struct {
+	Containers, Networks, Volumes int // removed
+	Kept                          int // resources of live runs, untouched
+	Runs                          []string
+}
+
+func lockAlive(path string) bool { return runlock.Alive(path) }
+
+// Sweep removes every Steward-labelled container, network and volume whose
+// run's lock is no longer held (D4). A live run's resources are never touched.
+// Resources without a lock label are left alone too (nothing proves them dead).
+func (p *Provider) Sweep(ctx context.Context, w io.Writer) (SweepResult, error) {
+	return Sweep(ctx, p.cli, w)
+}
+
+// Sweep is Provider.Sweep for any client.
+func Sweep(ctx context.Context, cli apiClient, w io.Writer) (SweepResult, error) {
+	if w == nil {
+		w = io.Discard
+	}
+	var res SweepResult
+	var errs []error
+	f := filters.NewArgs(filters.Arg("label", sandbox.LabelManaged+"=true"))
+	dead := func(labels map[string]string) bool {
+		lock, ok := labels[LabelLock]
+		return ok && lock != "" && !runlock.Alive(lock)
+	}
+	seen := map[string]bool{}
+	note := func(labels map[string]string) {
+		r := labels[sandbox.LabelRun]
+		if !seen[r] {
+			seen[r] = true
+			res.Runs = append(res.Runs, r)
+		}
+	}
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return res, sandbox.InfraError(fmt.Errorf("sweep: list containers: %w", err))
+	}
+	for _, c := range cs {
+		if !dead(c.Labels) {
+			res.Kept++
+			continue
+		}
+		note(c.Labels)
+		if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove container %s: %w", c.ID[:12], err))
+			continue
+		}
+		res.Containers++
+		fmt.Fprintf(w, "sweep: removed container %s of dead run %s\n", trimName(c.Names), c.Labels[sandbox.LabelRun])
+	}
+	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil {
+		return res, sandbox.InfraError(fmt.Errorf("sweep: list networks: %w", err))
+	}
+	for _, n := range ns {
+		if !dead(n.Labels) {
+			res.Kept++
+			continue
+		}
+		note(n.Labels)
+		ins, err := cli.NetworkInspect(ctx, n.ID, network.InspectOptions{})
+		if err == nil {
+			for cid := range ins.Containers {
+				// Anything still attached belongs to the dead run (or was
+				// connected by it, e.g. Steward's own container): detach it.
+				_ = cli.NetworkDisconnect(ctx, n.ID, cid, true)
+			}
+		}
+		if err := cli.NetworkRemove(ctx, n.ID); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err))
+			continue
+		}
+		res.Networks++
+		fmt.Fprintf(w, "sweep: removed network %s of dead run %s\n", n.Name, n.Labels[sandbox.LabelRun])
+	}
+	vs, err := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+	if err != nil {
+		return res, sandbox.InfraError(fmt.Errorf("sweep: list volumes: %w", err))
+	}
+	for _, v := range vs.Volumes {
+		if !dead(v.Labels) {
+			res.Kept++
+			continue
+		}
+		note(v.Labels)
+		if err := cli.VolumeRemove(ctx, v.Name, true); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove volume %s: %w", v.Name, err))
+			continue
+		}
+		res.Volumes++
+	}
+	if err := errors.Join(errs...); err != nil {
+		return res, fmt.Errorf("sweep: %w", err)
+	}
+	return res, nil
+}
+
+func trimName(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	n := names[0]
+	if len(n) > 0 && n[0] == '/' {
+		n = n[1:]
+	}
+	return n
+}
+
+// apiClient is the part of the Docker client Sweep uses.
+type apiClient interface {
+	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
+	ContainerRemove(ctx context.Context, id string, options container.RemoveOptions) error
+	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
+	NetworkInspect(ctx context.Context, id string, options network.InspectOptions) (network.Inspect, error)
+	NetworkDisconnect(ctx context.Context, id, container string, force bool) error
+	NetworkRemove(ctx context.Context, id string) error
+	VolumeList(ctx context.Context, options volume.ListOptions) (volume.ListResponse, error)
+	VolumeRemove(ctx context.Context, id string, force bool) error
+}
