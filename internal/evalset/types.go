@@ -173,6 +173,10 @@ type Fleet struct {
 
 	// File is the _steward.yaml path it came from ("" if none).
 	File string `yaml:"-" json:"-"`
+	// Sources says where each setting's value came from, keyed by its
+	// _steward.yaml name: "default", "_steward.yaml:LINE",
+	// "env STEWARD_MAX_SANDBOXES" or "flag" (for the PLAN line, C2).
+	Sources map[string]string `yaml:"-" json:"sources,omitempty"`
 }
 
 // RampRange is samples_ramp: [lo, hi] or false.

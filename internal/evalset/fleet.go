@@ -1,0 +1,290 @@
+package evalset
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Default fleet settings.
+const (
+	DefaultTendInterval = 10 * time.Second
+	// DefaultRecordDir is the record directory's name beside the eval set.
+	DefaultRecordDir = ".steward"
+	// MaxFleetValue bounds max_sandboxes, max_workers and max_tasks.
+	MaxFleetValue = 100000
+	// MinTendInterval and MaxTendInterval bound tend_interval.
+	MinTendInterval = 100 * time.Millisecond
+	MaxTendInterval = time.Hour
+)
+
+// Environment variables read for fleet settings.
+const (
+	EnvMaxSandboxes = "STEWARD_MAX_SANDBOXES"
+	EnvMaxWorkers   = "STEWARD_MAX_WORKERS"
+	EnvMaxTasks     = "STEWARD_MAX_TASKS"
+	EnvSamplesRamp  = "STEWARD_SAMPLES_RAMP"
+	EnvTendInterval = "STEWARD_TEND_INTERVAL"
+	EnvRecord       = "STEWARD_RECORD"
+)
+
+// Source labels used in Fleet.Sources.
+const (
+	SourceDefault = "default"
+	SourceFlag    = "flag"
+)
+
+// DefaultFleet returns the defaults for an eval set in dir.
+func DefaultFleet(dir string) Fleet {
+	return Fleet{
+		SamplesRamp:  DefaultRamp,
+		TendInterval: Duration(DefaultTendInterval),
+		Record:       filepath.Join(dir, DefaultRecordDir),
+		Sources: map[string]string{
+			"max_sandboxes": SourceDefault, "max_workers": SourceDefault, "max_tasks": SourceDefault,
+			"samples_ramp": SourceDefault, "tend_interval": SourceDefault, "record": SourceDefault,
+		},
+	}
+}
+
+// LoadFleet reads the fleet settings file at path (usually _steward.yaml
+// beside the eval set; a missing file means defaults), then applies the
+// STEWARD_* variables read through getenv (nil = none) and the flags.
+// Relative paths in the file resolve against its directory. On bad input
+// it returns a zero Fleet and a *Errors naming every problem, so a running
+// supervisor that re-reads the file can keep its last good settings.
+func LoadFleet(path string, getenv func(string) string, flags FleetOverrides) (Fleet, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return Fleet{}, fmt.Errorf("resolve fleet file path: %w", err)
+	}
+	display := filepath.Clean(path)
+	if filepath.IsAbs(path) {
+		// Keep messages short: show the path relative to the working
+		// directory when it lies below it.
+		if wd, err := os.Getwd(); err == nil {
+			if rel, err := filepath.Rel(wd, abs); err == nil && !strings.HasPrefix(rel, "..") {
+				display = rel
+			}
+		}
+	}
+	errs := &Errors{}
+	f := DefaultFleet(filepath.Dir(abs))
+	if st, err := os.Stat(abs); err == nil || !errors.Is(err, os.ErrNotExist) {
+		if err == nil && st.IsDir() {
+			errs.add(Error{File: display, Msg: "is a directory, not a file"})
+		} else if data, ok := readLimited(abs, display, errs); ok {
+			f.File = abs
+			decodeFleetFile(display, filepath.Dir(abs), data, &f, errs)
+		}
+	}
+	applyFleetEnv(&f, getenv, errs)
+	applyFleetFlags(&f, flags, errs)
+	if err := errs.orNil(); err != nil {
+		return Fleet{}, err
+	}
+	return f, nil
+}
+
+func decodeFleetFile(display, dir string, data []byte, f *Fleet, errs *Errors) {
+	d := newDecoder(display, errs)
+	doc := parseYAML(display, data, errs)
+	root := d.resolve(doc, "")
+	if root == nil || isNull(root) {
+		return // an empty file keeps the defaults
+	}
+	if root.Kind != yaml.MappingNode {
+		d.errNode(root, "", "%s must be a mapping of fleet settings, got %s", FleetFileName, describe(root))
+		return
+	}
+	var got Fleet
+	got.SamplesRamp = f.SamplesRamp
+	d.decodeStruct(root, reflect.ValueOf(&got).Elem(), "")
+	if d.blown {
+		return
+	}
+	set := func(key string) (pos, bool) {
+		p, ok := d.at[key]
+		return p, ok
+	}
+	errAt := func(key, format string, args ...any) {
+		p := d.at[key]
+		errs.add(Error{File: display, Line: p.line, Column: p.col, Field: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	from := func(p pos) string { return fmt.Sprintf("%s:%d", FleetFileName, p.line) }
+	for _, k := range []struct {
+		key string
+		v   int
+		dst *int
+	}{{"max_sandboxes", got.MaxSandboxes, &f.MaxSandboxes}, {"max_workers", got.MaxWorkers, &f.MaxWorkers}, {"max_tasks", got.MaxTasks, &f.MaxTasks}} {
+		p, ok := set(k.key)
+		if !ok {
+			continue
+		}
+		if msg := checkFleetInt(k.v); msg != "" {
+			errAt(k.key, "%s", msg)
+			continue
+		}
+		*k.dst = k.v
+		f.Sources[k.key] = from(p)
+	}
+	if p, ok := set("samples_ramp"); ok {
+		f.SamplesRamp = got.SamplesRamp
+		f.Sources["samples_ramp"] = from(p)
+	}
+	if p, ok := set("tend_interval"); ok {
+		if msg := checkTend(got.TendInterval.D()); msg != "" {
+			errAt("tend_interval", "%s", msg)
+		} else {
+			f.TendInterval = got.TendInterval
+			f.Sources["tend_interval"] = from(p)
+		}
+	}
+	if p, ok := set("record"); ok {
+		if strings.TrimSpace(got.Record) == "" {
+			errAt("record", "must name a directory")
+		} else {
+			r := got.Record
+			if !filepath.IsAbs(r) {
+				r = filepath.Join(dir, r)
+			}
+			f.Record = filepath.Clean(r)
+			f.Sources["record"] = from(p)
+		}
+	}
+}
+
+func checkFleetInt(v int) string {
+	switch {
+	case v < 0:
+		return fmt.Sprintf("must be 0 (unset) or more, got %d", v)
+	case v > MaxFleetValue:
+		return fmt.Sprintf("%d is above the maximum %d", v, MaxFleetValue)
+	}
+	return ""
+}
+
+func checkTend(v time.Duration) string {
+	switch {
+	case v < MinTendInterval:
+		return fmt.Sprintf("%s is too short: the minimum is %s", v, MinTendInterval)
+	case v > MaxTendInterval:
+		return fmt.Sprintf("%s is too long: the maximum is %s", v, MaxTendInterval)
+	}
+	return ""
+}
+
+func applyFleetEnv(f *Fleet, getenv func(string) string, errs *Errors) {
+	if getenv == nil {
+		return
+	}
+	bad := func(name, format string, args ...any) {
+		errs.add(Error{File: "env", Field: name, Msg: fmt.Sprintf(format, args...)})
+	}
+	for _, k := range []struct {
+		env, key string
+		dst      *int
+	}{{EnvMaxSandboxes, "max_sandboxes", &f.MaxSandboxes}, {EnvMaxWorkers, "max_workers", &f.MaxWorkers}, {EnvMaxTasks, "max_tasks", &f.MaxTasks}} {
+		s := strings.TrimSpace(getenv(k.env))
+		if s == "" {
+			continue
+		}
+		v, err := strconv.Atoi(s)
+		if err != nil {
+			bad(k.env, "%q is not a whole number", s)
+			continue
+		}
+		if msg := checkFleetInt(v); msg != "" {
+			bad(k.env, "%s", msg)
+			continue
+		}
+		*k.dst = v
+		f.Sources[k.key] = "env " + k.env
+	}
+	if s := strings.TrimSpace(getenv(EnvSamplesRamp)); s != "" {
+		r, err := ParseRamp(s)
+		if err != nil {
+			bad(EnvSamplesRamp, "%v", err)
+		} else {
+			f.SamplesRamp = r
+			f.Sources["samples_ramp"] = "env " + EnvSamplesRamp
+		}
+	}
+	if s := strings.TrimSpace(getenv(EnvTendInterval)); s != "" {
+		v, err := ParseDuration(s)
+		if err == nil {
+			if msg := checkTend(v.D()); msg != "" {
+				err = errors.New(msg)
+			}
+		}
+		if err != nil {
+			bad(EnvTendInterval, "%v", err)
+		} else {
+			f.TendInterval = v
+			f.Sources["tend_interval"] = "env " + EnvTendInterval
+		}
+	}
+	if s := strings.TrimSpace(getenv(EnvRecord)); s != "" {
+		if abs, err := filepath.Abs(s); err != nil {
+			bad(EnvRecord, "cannot resolve %q: %v", s, err)
+		} else {
+			f.Record = abs
+			f.Sources["record"] = "env " + EnvRecord
+		}
+	}
+}
+
+func applyFleetFlags(f *Fleet, fl FleetOverrides, errs *Errors) {
+	bad := func(name, format string, args ...any) {
+		errs.add(Error{File: "flag", Field: name, Msg: fmt.Sprintf(format, args...)})
+	}
+	for _, k := range []struct {
+		key string
+		v   *int
+		dst *int
+	}{{"max_sandboxes", fl.MaxSandboxes, &f.MaxSandboxes}, {"max_workers", fl.MaxWorkers, &f.MaxWorkers}, {"max_tasks", fl.MaxTasks, &f.MaxTasks}} {
+		if k.v == nil {
+			continue
+		}
+		if msg := checkFleetInt(*k.v); msg != "" {
+			bad(k.key, "%s", msg)
+			continue
+		}
+		*k.dst = *k.v
+		f.Sources[k.key] = SourceFlag
+	}
+	if fl.SamplesRamp != nil {
+		r, err := ParseRamp(*fl.SamplesRamp)
+		if err != nil {
+			bad("samples_ramp", "%v", err)
+		} else {
+			f.SamplesRamp = r
+			f.Sources["samples_ramp"] = SourceFlag
+		}
+	}
+	if fl.TendInterval != nil {
+		if msg := checkTend(*fl.TendInterval); msg != "" {
+			bad("tend_interval", "%s", msg)
+		} else {
+			f.TendInterval = Duration(*fl.TendInterval)
+			f.Sources["tend_interval"] = SourceFlag
+		}
+	}
+	if fl.Record != nil {
+		if strings.TrimSpace(*fl.Record) == "" {
+			bad("record", "must name a directory")
+		} else if abs, err := filepath.Abs(*fl.Record); err != nil {
+			bad("record", "cannot resolve %q: %v", *fl.Record, err)
+		} else {
+			f.Record = abs
+			f.Sources["record"] = SourceFlag
+		}
+	}
+}

@@ -1,0 +1,326 @@
+package evalset
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// FleetFileName is the fleet settings file read beside an eval set.
+const FleetFileName = "_steward.yaml"
+
+// FleetOverrides carries the fleet settings given as command-line flags; a
+// nil pointer means the flag was not given. Flags win over STEWARD_*
+// environment variables, which win over _steward.yaml, which wins over the
+// defaults.
+type FleetOverrides struct {
+	MaxSandboxes *int
+	MaxWorkers   *int
+	MaxTasks     *int
+	// SamplesRamp is written as for STEWARD_SAMPLES_RAMP: "40,300" or "false".
+	SamplesRamp  *string
+	TendInterval *time.Duration
+	// Record is the record directory; relative paths resolve against the
+	// current working directory.
+	Record *string
+}
+
+// LoadOptions are what Load needs from the outside world.
+type LoadOptions struct {
+	// Getenv reads STEWARD_* variables; nil means an empty environment.
+	Getenv func(string) string
+	Flags  FleetOverrides
+}
+
+// Load reads, resolves and validates the eval set at path and the
+// _steward.yaml beside it (optional), then applies environment variables
+// and flags to the fleet settings. On bad input it returns a *Errors
+// listing every problem found; the returned set is then nil.
+//
+// After Load: every path in the set is absolute (except Task.Inputs, which
+// stay globs relative to Dir so fingerprints do not depend on where the
+// checkout lives); every sample has an id; defaults are filled in.
+func Load(path string, opts LoadOptions) (*EvalSet, error) {
+	errs := &Errors{}
+	display := filepath.Clean(path)
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("resolve eval set path: %w", err)
+	}
+	data, ok := readLimited(abs, display, errs)
+	var es *EvalSet
+	if ok {
+		es = parseEvalSet(display, abs, data, errs)
+	}
+	fleet, ferr := LoadFleet(filepath.Join(filepath.Dir(path), FleetFileName), opts.Getenv, opts.Flags)
+	if ferr != nil {
+		var fe *Errors
+		if errors.As(ferr, &fe) {
+			errs.merge(fe)
+		} else {
+			return nil, ferr
+		}
+	}
+	if err := errs.orNil(); err != nil {
+		return nil, err
+	}
+	es.Fleet = fleet
+	return es, nil
+}
+
+// readLimited reads a file of at most MaxFileSize bytes.
+func readLimited(abs, display string, errs *Errors) ([]byte, bool) {
+	f, err := os.Open(abs)
+	if err != nil {
+		errs.add(Error{File: display, Msg: "cannot read: " + pathErrMsg(err)})
+		return nil, false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		errs.add(Error{File: display, Msg: "cannot read: " + pathErrMsg(err)})
+		return nil, false
+	}
+	if !st.Mode().IsRegular() {
+		errs.add(Error{File: display, Msg: "is not a regular file"})
+		return nil, false
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		errs.add(Error{File: display, Msg: "cannot read: " + pathErrMsg(err)})
+		return nil, false
+	}
+	if len(data) > MaxFileSize {
+		errs.add(Error{File: display, Msg: fmt.Sprintf("file is larger than the %d MiB limit", MaxFileSize>>20)})
+		return nil, false
+	}
+	return data, true
+}
+
+func pathErrMsg(err error) string {
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "no such file"
+	case errors.Is(err, os.ErrPermission):
+		return "permission denied"
+	}
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// parseYAML parses one YAML document into a node tree, reporting syntax
+// errors with the line yaml.v3 gives.
+func parseYAML(display string, data []byte, errs *Errors) *yaml.Node {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		errs.add(yamlError(display, err))
+		return nil
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		errs.add(Error{File: display, Line: extra.Line, Msg: "more than one YAML document (---): an eval set is one document"})
+	} else if !errors.Is(err, io.EOF) {
+		errs.add(yamlError(display, err))
+	}
+	return &doc
+}
+
+func yamlError(display string, err error) Error {
+	msg := err.Error()
+	var te *yaml.TypeError
+	if errors.As(err, &te) && len(te.Errors) > 0 {
+		msg = te.Errors[0]
+	}
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return Error{File: display, Line: line, Msg: "YAML syntax error: " + m[2]}
+	}
+	return Error{File: display, Msg: "YAML syntax error: " + strings.TrimPrefix(msg, "yaml: ")}
+}
+
+// parseEvalSet decodes and validates an eval set held in data. abs is the
+// eval set's absolute path (its directory resolves relative paths).
+func parseEvalSet(display, abs string, data []byte, errs *Errors) *EvalSet {
+	es := &EvalSet{File: abs, Dir: filepath.Dir(abs)}
+	d := newDecoder(display, errs)
+	doc := parseYAML(display, data, errs)
+	root := d.resolve(doc, "")
+	switch {
+	case doc == nil && errs.Len() == 0:
+		errs.add(Error{File: display, Msg: "the eval set is empty: it needs at least a tasks list"})
+		return es
+	case root == nil:
+		return es
+	case root.Kind != yaml.MappingNode:
+		if !isNull(root) {
+			d.errNode(root, "", "the eval set must be a mapping with a tasks list, got %s", describe(root))
+			return es
+		}
+		errs.add(Error{File: display, Msg: "the eval set is empty: it needs at least a tasks list"})
+		return es
+	}
+	d.at[""] = pos{display, root.Line, root.Column}
+	d.decodeStruct(root, reflect.ValueOf(es).Elem(), "")
+	if d.blown {
+		return es
+	}
+	v := &validator{d: d, es: es, display: display}
+	v.loadSampleFiles()
+	v.validate()
+	return es
+}
+
+// ParseJSONL reads JSON Lines samples (Inspect's dataset fields: id, input,
+// target, metadata, files, setup); name is used in messages and in each
+// sample's Source ("name:line"). Blank lines are skipped. Samples without
+// an id get their 1-based position ("1", "2", …). Paths in files are left
+// as written. On bad input it returns a *Errors with the JSONL line numbers.
+func ParseJSONL(name string, data []byte) ([]*Sample, error) {
+	errs := &Errors{}
+	d := newDecoder(name, errs)
+	samples := d.decodeJSONL(data, "samples")
+	for i, s := range samples {
+		if s.ID == "" {
+			s.ID = strconv.Itoa(i + 1)
+		}
+	}
+	if err := errs.orNil(); err != nil {
+		return nil, err
+	}
+	return samples, nil
+}
+
+// decodeJSONL decodes every line of data into a sample, recording
+// positions under prefix[i].
+func (d *decoder) decodeJSONL(data []byte, prefix string) []*Sample {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '[' {
+		d.errs.add(Error{File: d.file, Line: 1, Msg: "samples_file must be JSON Lines (one JSON object per line), not a JSON array"})
+		return nil
+	}
+	var out []*Sample
+	lineNo := 0
+	for len(data) > 0 {
+		lineNo++
+		var line []byte
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			line, data = data, nil
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.UseNumber()
+		var v any
+		err := dec.Decode(&v)
+		if err == nil && dec.More() {
+			err = errors.New("more than one JSON value on the line (one sample per line)")
+		} else if err == nil {
+			if _, terr := dec.Token(); terr != io.EOF {
+				err = errors.New("unexpected text after the JSON object")
+			}
+		}
+		if err != nil {
+			col := 0
+			var se *json.SyntaxError
+			if errors.As(err, &se) {
+				col = int(se.Offset)
+			}
+			d.errs.add(Error{File: d.file, Line: lineNo, Column: col, Msg: "invalid JSON: " + err.Error()})
+			continue
+		}
+		path := index(prefix, len(out))
+		m, ok := v.(map[string]any)
+		if !ok {
+			d.errs.add(Error{File: d.file, Line: lineNo, Field: path, Msg: "expected a JSON object per line, got " + jsonKind(v)})
+			continue
+		}
+		n := jsonToNode(m, lineNo)
+		s := &Sample{}
+		d.decodeValue(n, n, reflect.ValueOf(s).Elem(), path)
+		if d.blown {
+			return out
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	}
+	return "a value"
+}
+
+// jsonToNode builds a yaml node tree from a decoded JSON value so samples
+// from JSONL go through the same decoder as inline ones. Keys are sorted.
+func jsonToNode(v any, line int) *yaml.Node {
+	n := &yaml.Node{Line: line, Column: 1}
+	switch x := v.(type) {
+	case map[string]any:
+		n.Kind, n.Tag = yaml.MappingNode, "!!map"
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			n.Content = append(n.Content,
+				&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k, Line: line, Column: 1, Style: yaml.DoubleQuotedStyle},
+				jsonToNode(x[k], line))
+		}
+	case []any:
+		n.Kind, n.Tag = yaml.SequenceNode, "!!seq"
+		for _, e := range x {
+			n.Content = append(n.Content, jsonToNode(e, line))
+		}
+	case string:
+		n.Kind, n.Tag, n.Value = yaml.ScalarNode, "!!str", x
+	case json.Number:
+		n.Kind, n.Value = yaml.ScalarNode, x.String()
+		n.Tag = "!!float"
+		if _, err := strconv.ParseInt(x.String(), 10, 64); err == nil {
+			n.Tag = "!!int"
+		}
+	case bool:
+		n.Kind, n.Tag, n.Value = yaml.ScalarNode, "!!bool", strconv.FormatBool(x)
+	default:
+		n.Kind, n.Tag, n.Value = yaml.ScalarNode, "!!null", "null"
+	}
+	return n
+}
