@@ -496,7 +496,7 @@ func (c *Controller) Tend(now time.Time, g Signals, ts []TaskSignals) Decision {
 
 	// First pass: fixed tasks, range caps, reversals and the gates.
 	want := make([]int, len(c.tasks)) // climb each task asks for
-	var down []int                     // ramped tasks to step down
+	var down []int                    // ramped tasks to step down
 	for i, t := range c.tasks {
 		s := sig(i)
 		td := TaskDecision{Name: t.Name, From: c.sp[i], Signals: s}
