@@ -105,6 +105,17 @@ const (
 type Ticket struct {
 	start time.Time
 	done  bool
+	// retryOf is the episode a previous try of the same request was
+	// rate-limited in (0: none); episode is the one this try landed in.
+	retryOf, episode int
+}
+
+// RetryOf marks t as a retry of a request rate-limited in prev's episode:
+// another 429 for it belongs to that episode, not a new one.
+func (t *Ticket) RetryOf(prev *Ticket) {
+	if prev != nil {
+		t.retryOf = prev.episode
+	}
 }
 
 // controllerWindow holds the per-window counters.
@@ -334,14 +345,13 @@ func (c *Controller) rateLimitedLocked(now time.Time, t *Ticket, info RateInfo) 
 	}
 	// One cut per episode: 429s inside the cooldown, or for requests sent
 	// before the last cut, belong to the episode already answered.
-	if now.Before(c.cooldownUntil) || t.start.Before(c.lastCut) {
-		if until := now.Add(info.RetryAfter); info.RetryAfter > 0 && until.After(c.cooldownUntil) {
-			c.cooldownUntil = until
-		}
+	if now.Before(c.cooldownUntil) || t.start.Before(c.lastCut) || (t.retryOf > 0 && t.retryOf == c.episodes) {
+		t.episode = c.episodes
 		return
 	}
 	c.episodes++
 	c.win.episodes++
+	t.episode = c.episodes
 	from := c.limitLocked()
 	nl := math.Floor(c.limit * c.p.Cut)
 	if nl < float64(c.p.Min) {

@@ -143,7 +143,7 @@ func New(cfg Config) (*Gateway, error) {
 		case "anthropic":
 			cfg.BaseURL = "https://api.anthropic.com"
 		default:
-			cfg.BaseURL = "http://mock.invalid/v1"
+			cfg.BaseURL = "http://mock.invalid"
 		}
 	}
 	base, err := url.Parse(cfg.BaseURL)

@@ -276,11 +276,14 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 	hooks := a.hooks
 	a.mu.Unlock()
 	var waited time.Duration
+	var prev *Ticket
 	for try := 0; ; try++ {
 		t, err := g.ctl.Acquire(ctx)
 		if err != nil {
 			return 0, 0, true
 		}
+		t.RetryOf(prev)
+		prev = t
 		req, err := g.newUpstreamRequest(ctx, r, body)
 		if err != nil {
 			g.ctl.Done(t, OutcomeCancelled, RateInfo{})

@@ -1,0 +1,383 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+var noInfo = RateInfo{Fraction: -1, Remaining: -1}
+
+func acquireN(t *testing.T, c *Controller, n int) []*Ticket {
+	t.Helper()
+	var ts []*Ticket
+	for i := 0; i < n; i++ {
+		tk, _ := c.TryAcquire()
+		if tk == nil {
+			t.Fatalf("acquire %d of %d refused (limit %d, in flight %d)", i+1, n, c.Limit(), c.InFlight())
+		}
+		ts = append(ts, tk)
+	}
+	return ts
+}
+
+func TestControllerGrowsOnlyWhenSaturated(t *testing.T) {
+	clk := newManualClock()
+	c := NewController(StewardPolicy(), clk)
+	if c.Limit() != 20 {
+		t.Fatalf("start limit = %d, want 20", c.Limit())
+	}
+	// 100 requests one at a time never fill the limit: no growth.
+	for i := 0; i < 100; i++ {
+		tk := acquireN(t, c, 1)[0]
+		clk.Advance(100 * time.Millisecond)
+		c.Done(tk, OutcomeOK, noInfo)
+	}
+	if c.Limit() != 20 {
+		t.Fatalf("limit grew to %d while unused", c.Limit())
+	}
+	// Fill it: the next success grows it (slow start: +1).
+	ts := acquireN(t, c, 20)
+	if tk, _ := c.TryAcquire(); tk != nil {
+		t.Fatal("21st request admitted at limit 20")
+	}
+	clk.Advance(100 * time.Millisecond)
+	c.Done(ts[0], OutcomeOK, noInfo)
+	if c.Limit() != 21 {
+		t.Fatalf("limit after a saturated success = %d, want 21", c.Limit())
+	}
+	// The growth consumed the saturation: more successes with no new
+	// saturation do not grow it.
+	for _, tk := range ts[1:] {
+		c.Done(tk, OutcomeOK, noInfo)
+	}
+	if c.Limit() != 21 {
+		t.Fatalf("limit = %d after unsaturated successes, want 21", c.Limit())
+	}
+	w := c.Window()
+	if !w.Saturated || w.Peak != 20 {
+		t.Fatalf("window = %+v, want saturated with peak 20", w)
+	}
+	if w2 := c.Window(); w2.Saturated || w2.Peak != 0 {
+		t.Fatalf("window not reset: %+v", w2)
+	}
+}
+
+// saturate keeps the limit full and returns successes until the limit stops moving or n rounds.
+func driveSaturated(c *Controller, clk *manualClock, rounds int, info RateInfo) {
+	for i := 0; i < rounds; i++ {
+		var ts []*Ticket
+		for {
+			tk, _ := c.TryAcquire()
+			if tk == nil {
+				break
+			}
+			ts = append(ts, tk)
+		}
+		clk.Advance(100 * time.Millisecond)
+		for _, tk := range ts {
+			c.Done(tk, OutcomeOK, info)
+		}
+	}
+}
+
+func TestControllerSlowStartThenAdditive(t *testing.T) {
+	clk := newManualClock()
+	p := StewardPolicy()
+	p.Max = 1000
+	c := NewController(p, clk)
+	driveSaturated(c, clk, 1, noInfo)
+	if got := c.Limit(); got < 21 {
+		t.Fatalf("slow start did not grow: %d", got)
+	}
+	// Cut once, then growth is additive: about +1 per round of a full limit.
+	ts := acquireN(t, c, c.Limit()-c.InFlight())
+	clk.Advance(time.Second)
+	c.Done(ts[0], OutcomeRateLimited, noInfo)
+	for _, tk := range ts[1:] {
+		c.Done(tk, OutcomeOK, noInfo)
+	}
+	after := c.Limit()
+	clk.Advance(10 * time.Second) // past the cooldown
+	driveSaturated(c, clk, 5, noInfo)
+	if got := c.Limit(); got < after+3 || got > after+6 {
+		t.Fatalf("additive increase over 5 full rounds: %d -> %d, want about +5", after, got)
+	}
+}
+
+func TestControllerOneCutPerEpisode(t *testing.T) {
+	clk := newManualClock()
+	c := NewController(StewardPolicy(), clk)
+	ts := acquireN(t, c, 20)
+	clk.Advance(200 * time.Millisecond)
+	// All 20 in-flight requests come back 429: one episode, one cut.
+	for _, tk := range ts {
+		c.Done(tk, OutcomeRateLimited, noInfo)
+	}
+	if got := c.Limit(); got != 15 {
+		t.Fatalf("limit after one episode = %d, want 15 (20 × 0.75)", got)
+	}
+	if c.Episodes() != 1 {
+		t.Fatalf("episodes = %d, want 1", c.Episodes())
+	}
+	// A request sent before the cut that comes back 429 after the cooldown
+	// still belongs to the old episode.
+	clk.Advance(time.Second)
+	old := acquireN(t, c, 1)[0]
+	old.start = clk.Now().Add(-5 * time.Second)
+	c.Done(old, OutcomeRateLimited, noInfo)
+	if c.Episodes() != 1 || c.Limit() != 15 {
+		t.Fatalf("stale 429 started a new episode: episodes %d limit %d", c.Episodes(), c.Limit())
+	}
+	// A new 429 after the cooldown, for a request sent after the cut: second episode.
+	clk.Advance(time.Minute)
+	tk := acquireN(t, c, 1)[0]
+	clk.Advance(100 * time.Millisecond)
+	c.Done(tk, OutcomeRateLimited, noInfo)
+	if c.Episodes() != 2 || c.Limit() != 11 {
+		t.Fatalf("second episode: episodes %d limit %d, want 2 and 11", c.Episodes(), c.Limit())
+	}
+	w := c.Window()
+	if w.Episodes != 2 || w.RateLimited != 22 || !w.Pushback {
+		t.Fatalf("window = %+v", w)
+	}
+	h := c.History()
+	var cuts int
+	for _, e := range h {
+		if strings.HasPrefix(e.Reason, "rate-limit episode") {
+			cuts++
+		}
+	}
+	if cuts != 2 {
+		t.Fatalf("history has %d cuts, want 2: %+v", cuts, h)
+	}
+}
+
+func TestControllerMinimum(t *testing.T) {
+	clk := newManualClock()
+	p := InspectPolicy()
+	c := NewController(p, clk)
+	for i := 0; i < 20; i++ {
+		tk := acquireN(t, c, 1)[0]
+		clk.Advance(time.Hour)
+		c.Done(tk, OutcomeRateLimited, noInfo)
+	}
+	if c.Limit() != 10 {
+		t.Fatalf("inspect limit after many episodes = %d, want min 10", c.Limit())
+	}
+	c2 := NewController(StewardPolicy(), clk)
+	for i := 0; i < 30; i++ {
+		tk := acquireN(t, c2, 1)[0]
+		clk.Advance(time.Hour)
+		c2.Done(tk, OutcomeRateLimited, noInfo)
+	}
+	if c2.Limit() != 1 {
+		t.Fatalf("steward limit after many episodes = %d, want min 1", c2.Limit())
+	}
+}
+
+func TestControllerRetryAfterHonoured(t *testing.T) {
+	clk := newManualClock()
+	c := NewController(StewardPolicy(), clk)
+	ts := acquireN(t, c, 20)
+	c.Done(ts[0], OutcomeRateLimited, RateInfo{Fraction: -1, Remaining: -1, RetryAfter: 30 * time.Second})
+	// Hold: nothing new goes upstream before Retry-After has passed.
+	tk, hold := c.TryAcquire()
+	if tk != nil || hold != 30*time.Second {
+		t.Fatalf("during Retry-After: admitted=%v hold=%s, want refused for 30s", tk != nil, hold)
+	}
+	// Acquire waits the hold out on the clock.
+	got := make(chan *Ticket)
+	go func() {
+		tk, _ := c.Acquire(context.Background())
+		got <- tk
+	}()
+	time.Sleep(10 * time.Millisecond)
+	select {
+	case <-got:
+		t.Fatal("Acquire returned during the hold")
+	default:
+	}
+	for _, tk := range ts[1:] {
+		c.Done(tk, OutcomeOK, noInfo) // no growth inside the cooldown
+	}
+	if c.Limit() != 15 {
+		t.Fatalf("limit moved during the cooldown: %d", c.Limit())
+	}
+	clk.Advance(29 * time.Second)
+	select {
+	case <-got:
+		t.Fatal("Acquire returned 1s before Retry-After ended")
+	case <-time.After(20 * time.Millisecond):
+	}
+	clk.Advance(time.Second)
+	select {
+	case tk := <-got:
+		if tk == nil {
+			t.Fatal("no ticket")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Acquire still blocked after Retry-After")
+	}
+	// Past the cooldown growth resumes once saturated (additive now).
+	driveSaturated(c, clk, 3, noInfo)
+	if c.Limit() <= 15 {
+		t.Fatalf("no growth after the cooldown: %d", c.Limit())
+	}
+}
+
+func TestControllerHeadersSlowDownBefore429(t *testing.T) {
+	clk := newManualClock()
+	c := NewController(StewardPolicy(), clk)
+	low := RateInfo{Fraction: 0.05, Remaining: 50}
+	driveSaturated(c, clk, 3, low)
+	if c.Limit() != 20 {
+		t.Fatalf("limit grew to %d while remaining quota was low", c.Limit())
+	}
+	if w := c.Window(); !w.Pushback || w.RateLimited != 0 {
+		t.Fatalf("low remaining not reported as pushback: %+v", w)
+	}
+	crit := RateInfo{Fraction: 0.01, Remaining: 1}
+	ts := acquireN(t, c, 3)
+	clk.Advance(100 * time.Millisecond)
+	for _, tk := range ts {
+		c.Done(tk, OutcomeOK, crit)
+	}
+	if c.Limit() != 18 {
+		t.Fatalf("gentle cut: limit %d, want 18 (one ×0.9 cut for the burst)", c.Limit())
+	}
+	if c.Episodes() != 0 {
+		t.Fatal("a header slowdown counted as a rate-limit episode")
+	}
+	// Inspect-style ignores headers.
+	ci := NewController(InspectPolicy(), clk)
+	driveSaturated(ci, clk, 1, crit)
+	if ci.Limit() <= 20 {
+		t.Fatalf("inspect policy should ignore headers and grow, got %d", ci.Limit())
+	}
+}
+
+func TestControllerCeilingRaiseAndClamp(t *testing.T) {
+	clk := newManualClock()
+	c := NewController(StewardPolicy(), clk)
+	c.SetCeiling(24)
+	driveSaturated(c, clk, 20, noInfo)
+	if c.Limit() != 24 {
+		t.Fatalf("limit = %d, want stopped at ceiling 24", c.Limit())
+	}
+	c.SetCeiling(200) // the ramp raises it (R3)
+	driveSaturated(c, clk, 3, noInfo)
+	if c.Limit() <= 24 {
+		t.Fatalf("limit did not grow after the ceiling rose: %d", c.Limit())
+	}
+	// An episode, then Clamp: the ceiling comes down to where the limit fell (R2).
+	ts := acquireN(t, c, c.Limit()-c.InFlight())
+	clk.Advance(time.Second)
+	for _, tk := range ts {
+		c.Done(tk, OutcomeRateLimited, noInfo)
+	}
+	fell := c.Limit()
+	c.Clamp()
+	if c.Ceiling() != fell {
+		t.Fatalf("ceiling after clamp = %d, want %d", c.Ceiling(), fell)
+	}
+	clk.Advance(time.Minute)
+	driveSaturated(c, clk, 10, noInfo)
+	if c.Limit() != fell {
+		t.Fatalf("limit grew past the clamp: %d > %d", c.Limit(), fell)
+	}
+	// Lowering the ceiling below the limit brings the limit down.
+	c.SetCeiling(5)
+	if c.Limit() != 5 {
+		t.Fatalf("limit = %d after ceiling 5", c.Limit())
+	}
+	var reasons []string
+	for _, h := range c.History() {
+		reasons = append(reasons, h.Reason)
+	}
+	joined := strings.Join(reasons, ",")
+	for _, want := range []string{"ceiling", "clamp", "rate-limit episode", "slow start"} {
+		if !strings.Contains(joined, want) {
+			t.Fatalf("history lacks %q: %s", want, joined)
+		}
+	}
+}
+
+func TestControllerFixedUntouched(t *testing.T) {
+	clk := newManualClock()
+	c := NewController(FixedPolicy(10), clk)
+	driveSaturated(c, clk, 5, noInfo)
+	ts := acquireN(t, c, 10)
+	for _, tk := range ts {
+		c.Done(tk, OutcomeRateLimited, RateInfo{Fraction: 0, Remaining: 0, RetryAfter: time.Second})
+	}
+	c.SetCeiling(100)
+	c.Clamp()
+	driveSaturated(c, clk, 5, RateInfo{Fraction: 0, Remaining: 0})
+	if c.Limit() != 10 || c.Ceiling() != 10 || !c.Fixed() {
+		t.Fatalf("fixed controller moved: limit %d ceiling %d", c.Limit(), c.Ceiling())
+	}
+	if tk, _ := c.TryAcquire(); tk == nil {
+		t.Fatal("fixed mode held requests after a 429")
+	}
+}
+
+func TestControllerAcquireBlocksUntilDone(t *testing.T) {
+	c := NewController(FixedPolicy(1), newManualClock())
+	first, _ := c.TryAcquire()
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(context.Background())
+		got <- err
+	}()
+	select {
+	case <-got:
+		t.Fatal("second Acquire admitted at limit 1")
+	case <-time.After(20 * time.Millisecond):
+	}
+	c.Done(first, OutcomeOK, noInfo)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Acquire(ctx); err == nil {
+		t.Fatal("Acquire on a full limit with a cancelled context succeeded")
+	}
+}
+
+func TestParseRateInfo(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name  string
+		h     map[string]string
+		frac  float64
+		rem   int64
+		retry time.Duration
+	}{
+		{"none", nil, -1, -1, 0},
+		{"openai", map[string]string{"x-ratelimit-limit-requests": "100", "x-ratelimit-remaining-requests": "40",
+			"x-ratelimit-limit-tokens": "1000", "x-ratelimit-remaining-tokens": "100"}, 0.1, 40, 0},
+		{"anthropic", map[string]string{"anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-requests-remaining": "5",
+			"anthropic-ratelimit-output-tokens-limit": "1000", "anthropic-ratelimit-output-tokens-remaining": "900"}, 0.1, 5, 0},
+		{"retry-after seconds", map[string]string{"retry-after": "3"}, -1, -1, 3 * time.Second},
+		{"retry-after-ms wins", map[string]string{"retry-after": "3", "retry-after-ms": "250"}, -1, -1, 250 * time.Millisecond},
+		{"retry-after date", map[string]string{"retry-after": now.Add(7 * time.Second).Format(http.TimeFormat)}, -1, -1, 7 * time.Second},
+		{"remaining zero without limit", map[string]string{"x-ratelimit-remaining-requests": "0"}, 0, 0, 0},
+		{"garbage", map[string]string{"x-ratelimit-remaining-requests": "lots", "retry-after": "soon"}, -1, -1, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			for k, v := range tc.h {
+				h.Set(k, v)
+			}
+			got := ParseRateInfo(h, now)
+			if got.Fraction != tc.frac || got.Remaining != tc.rem || got.RetryAfter != tc.retry {
+				t.Fatalf("got %+v, want fraction %v remaining %d retry %s", got, tc.frac, tc.rem, tc.retry)
+			}
+		})
+	}
+}
