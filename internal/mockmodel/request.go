@@ -95,9 +95,13 @@ func (c *Call) OutputTokens() int64 {
 // DetectAPI tells which wire format a request speaks, from its path and headers.
 func DetectAPI(r *http.Request) API {
 	p := strings.TrimSuffix(r.URL.Path, "/")
-	if p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/") {
+	switch {
+	case p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/"):
 		return Anthropic
+	case p == "/v1/chat/completions" || p == "/v1/responses" || p == "/v1/completions" || p == "/v1/embeddings":
+		return OpenAI
 	}
+	// Shared or unknown routes: tell by the headers the SDKs send.
 	if r.Header.Get("anthropic-version") != "" || (r.Header.Get("x-api-key") != "" && r.Header.Get("Authorization") == "") {
 		return Anthropic
 	}
