@@ -40,16 +40,20 @@ type decoder struct {
 	// written maps a canonical path to the path as written, when the user
 	// used an alias (epochs for attempts).
 	written map[string]string
-	nodes   int
+	// bad holds paths whose value could not be decoded, so validation
+	// does not report them a second time.
+	bad   map[string]bool
+	nodes int
 	depth   int
 	blown   bool
 }
 
 func newDecoder(file string, errs *Errors) *decoder {
-	return &decoder{file: file, errs: errs, at: map[string]pos{}, written: map[string]string{}}
+	return &decoder{file: file, errs: errs, at: map[string]pos{}, written: map[string]string{}, bad: map[string]bool{}}
 }
 
 func (d *decoder) errNode(n *yaml.Node, field, format string, args ...any) {
+	d.bad[field] = true
 	e := Error{File: d.file, Field: field, Msg: fmt.Sprintf(format, args...)}
 	if n != nil {
 		e.Line, e.Column = n.Line, n.Column
@@ -476,6 +480,9 @@ func (d *decoder) generic(n *yaml.Node, path string) any {
 		d.blown = true
 		return nil
 	}
+	if _, ok := d.at[path]; !ok {
+		d.at[path] = pos{d.file, n.Line, n.Column}
+	}
 	switch n.Kind {
 	case yaml.ScalarNode:
 		switch n.Tag {
@@ -552,7 +559,7 @@ var hints = map[reflect.Type]map[string]string{
 		"samples_ramp": "samples_ramp is a fleet setting: put it in _steward.yaml beside the eval set",
 	},
 	reflect.TypeOf(Model{}): {
-		"api_key": "never write the key itself: put it in an environment variable and name that variable in api_key_env",
+		"api_key":  "never write the key itself: put it in an environment variable and name that variable in api_key_env",
 		"provider": "did you mean upstream?",
 	},
 	reflect.TypeOf(Sample{}): {

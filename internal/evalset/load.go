@@ -135,19 +135,21 @@ func parseYAML(display string, data []byte, errs *Errors) *yaml.Node {
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
-		errs.add(yamlError(display, err))
+		errs.add(yamlError(display, data, err))
 		return nil
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		errs.add(Error{File: display, Line: extra.Line, Msg: "more than one YAML document (---): an eval set is one document"})
 	} else if !errors.Is(err, io.EOF) {
-		errs.add(yamlError(display, err))
+		errs.add(yamlError(display, data, err))
 	}
 	return &doc
 }
 
-func yamlError(display string, err error) Error {
+var anchorRE = regexp.MustCompile(`unknown anchor '(.*)' referenced`)
+
+func yamlError(display string, data []byte, err error) Error {
 	msg := err.Error()
 	var te *yaml.TypeError
 	if errors.As(err, &te) && len(te.Errors) > 0 {
@@ -157,7 +159,17 @@ func yamlError(display string, err error) Error {
 		line, _ := strconv.Atoi(m[1])
 		return Error{File: display, Line: line, Msg: "YAML syntax error: " + m[2]}
 	}
-	return Error{File: display, Msg: "YAML syntax error: " + strings.TrimPrefix(msg, "yaml: ")}
+	e := Error{File: display, Msg: "YAML syntax error: " + strings.TrimPrefix(msg, "yaml: ")}
+	if m := anchorRE.FindStringSubmatch(msg); m != nil {
+		// yaml.v3 gives no line for this one: find the first use.
+		for i, l := range bytes.Split(data, []byte("\n")) {
+			if bytes.Contains(l, []byte("*"+m[1])) {
+				e.Line = i + 1
+				break
+			}
+		}
+	}
+	return e
 }
 
 // parseEvalSet decodes and validates an eval set held in data. abs is the

@@ -59,6 +59,9 @@ type validator struct {
 // errf reports a problem with the value at path, at the position of the
 // nearest enclosing value that was written.
 func (v *validator) errf(path, format string, args ...any) {
+	if v.d.bad[path] {
+		return
+	}
 	p, ok := v.d.at[path]
 	for q := path; !ok && q != ""; {
 		q = parent(q)
@@ -154,7 +157,7 @@ func (v *validator) loadSampleFiles() {
 			v.samplesOK[i] = false
 			continue
 		}
-		sd := &decoder{file: display, errs: v.d.errs, at: v.d.at, written: v.d.written}
+		sd := &decoder{file: display, errs: v.d.errs, at: v.d.at, written: v.d.written, bad: v.d.bad}
 		t.Samples = sd.decodeJSONL(data, tp+".samples")
 		if v.d.errs.Len() > before {
 			v.samplesOK[i] = false
@@ -478,11 +481,11 @@ func (v *validator) samples(i int, t *Task) map[string]int {
 		}
 		n := NormalizeID(s.ID)
 		if first, ok := ids[n]; ok {
-			what := "duplicate sample id"
+			note := ""
 			if !v.has(sp+".id") || !v.has(index(tp+".samples", first)+".id") {
-				what = "duplicate sample id (samples without an id take their position as id)"
+				note = " (a sample without an id takes its position as id)"
 			}
-			v.errf(sp+".id", "%s %q: also the id of the sample at %s", what, s.ID, v.where(index(tp+".samples", first)))
+			v.errf(sp+".id", "duplicate sample id %q: also the id of the sample at %s%s", s.ID, v.where(index(tp+".samples", first)), note)
 		} else {
 			ids[n] = j
 		}
@@ -547,10 +550,13 @@ func (v *validator) scorer(i int, t *Task) {
 	if cmd && sc.IgnoreCase {
 		v.errf(tp+".scorer.ignore_case", "applies to scorer.match only; a scorer command decides for itself")
 	}
-	if !v.samplesOK[i] || cmd {
+	if cmd || len(t.Samples) == 0 {
 		return
 	}
 	if sc.Match == "" {
+		if !v.samplesOK[i] {
+			return
+		}
 		any := false
 		for _, s := range t.Samples {
 			if s != nil && s.HasTarget() {
