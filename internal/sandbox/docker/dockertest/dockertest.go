@@ -1,0 +1,72 @@
+// Package dockertest holds helpers for tests that use the real Docker engine:
+// the CI rule for a missing daemon and a busybox image built FROM scratch.
+package dockertest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
+)
+
+// Client returns a client for the real daemon. When no daemon answers it
+// fails the test under CI=true and skips it otherwise.
+func Client(t testing.TB) *client.Client {
+	t.Helper()
+	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err = c.Ping(ctx)
+		cancel()
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("docker daemon required under CI=true: %v", err)
+		}
+		t.Skipf("no docker daemon: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// BusyboxPath is where Debian's busybox-static installs its binary.
+const BusyboxPath = "/bin/busybox"
+
+// BusyboxContext returns a fresh build directory holding
+// testdata/images/busybox/Dockerfile and the host's static busybox. owner is
+// written into the context so that each test suite gets its own image (its
+// content hash differs) and can remove it without disturbing another suite.
+func BusyboxContext(t testing.TB, owner string) string {
+	t.Helper()
+	bb, err := os.ReadFile(BusyboxPath)
+	if err != nil {
+		t.Fatalf("static busybox needed for test images (apt-get install -y busybox-static): %v", err)
+	}
+	df, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata", "images", "busybox", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "busybox"), bb, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), df, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "owner"), []byte(owner+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func repoRoot(t testing.TB) string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("cannot locate repository root")
+	}
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "..")
+}

@@ -1,0 +1,3 @@
+package docker
+
+func helperMain() int { return 0 }
