@@ -1,0 +1,641 @@
+package ghaction_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/steward-evals/steward/internal/ghaction"
+	"github.com/steward-evals/steward/internal/ghaction/fakegithub"
+	"github.com/steward-evals/steward/internal/report"
+)
+
+const (
+	owner    = "acme"
+	repo     = "evals"
+	prNumber = 7
+	writeTok = "ghs_write_token_0123456789"
+	readTok  = "ghs_read_only_token_abcdef"
+)
+
+func f64(v float64) *float64 { return &v }
+
+// fixedReport is what the stub launch returns: one failure, one error.
+func fixedReport(passed int) *report.Report {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	r := &report.Report{
+		Title: "nightly", EvalSet: "evals/steward.yaml", RunIDs: []string{"r1"},
+		Started: t0, Finished: t0.Add(time.Minute),
+		Plan:  "4 attempts · 4 samples × 1 task · concurrency 4 (from flag)",
+		Spend: report.Spend{USD: 0.12, InputTokens: 4000, OutputTokens: 300, Requests: 9},
+	}
+	for i := 0; i < 4; i++ {
+		row := report.AttemptRow{Task: "qa", Sample: fmt.Sprintf("q%d", i+1), Attempt: 1, Status: report.StatusPassed,
+			Score: f64(1), Duration: time.Second, Source: fmt.Sprintf("evals/qa.jsonl:%d", i+1)}
+		if i >= passed {
+			row.Status, row.Score, row.Explanation = report.StatusFailed, f64(0), "wrong answer\nsecond line"
+		}
+		if i == 3 && passed < 4 {
+			row.Status, row.Score, row.Reason = report.StatusErrored, nil, "agent exited 137 (OOM)"
+		}
+		r.Attempts = append(r.Attempts, row)
+	}
+	for _, a := range r.Attempts {
+		r.Counts.Total++
+		switch a.Status {
+		case report.StatusPassed:
+			r.Counts.Passed++
+		case report.StatusFailed:
+			r.Counts.Failed++
+		case report.StatusErrored:
+			r.Counts.Errored++
+		}
+	}
+	r.Tasks = []report.TaskReport{{Name: "qa", Counts: r.Counts, PassRate: r.Counts.PassRate()}}
+	return r
+}
+
+// stubLaunch returns a fixed report and records what it was asked.
+type stubLaunch struct {
+	mu    sync.Mutex
+	calls []ghaction.LaunchOptions
+	rep   func() *report.Report
+	code  int
+	err   error
+	log   string // written to opts.Log, as the live panel would
+}
+
+func (s *stubLaunch) launch(ctx context.Context, opts ghaction.LaunchOptions) (*report.Report, int, error) {
+	s.mu.Lock()
+	s.calls = append(s.calls, opts)
+	s.mu.Unlock()
+	if s.log != "" {
+		io.WriteString(opts.Log, s.log)
+	}
+	var r *report.Report
+	if s.rep != nil {
+		r = s.rep()
+	}
+	return r, s.code, s.err
+}
+
+// actionEnv is a GitHub Actions environment in a temporary directory.
+type actionEnv struct {
+	t         *testing.T
+	vars      map[string]string
+	workspace string
+	stdout    bytes.Buffer
+	sleeps    []time.Duration
+}
+
+func newActionEnv(t *testing.T, apiURL, token string) *actionEnv {
+	t.Helper()
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "workspace")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	event := filepath.Join(dir, "event.json")
+	payload := fmt.Sprintf(`{"action":"synchronize","number":%d,"pull_request":{"number":%d,"head":{"repo":{"full_name":"fork/evals"}}},"repository":{"full_name":"%s/%s"}}`, prNumber, prNumber, owner, repo)
+	if err := os.WriteFile(event, []byte(payload), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := &actionEnv{t: t, workspace: ws, vars: map[string]string{
+		"CI":                  "true",
+		"GITHUB_ACTIONS":      "true",
+		"GITHUB_EVENT_NAME":   "pull_request",
+		"GITHUB_EVENT_PATH":   event,
+		"GITHUB_REPOSITORY":   owner + "/" + repo,
+		"GITHUB_API_URL":      apiURL,
+		"GITHUB_SERVER_URL":   "https://github.com",
+		"GITHUB_RUN_ID":       "4242",
+		"GITHUB_WORKSPACE":    ws,
+		"GITHUB_STEP_SUMMARY": filepath.Join(dir, "step_summary.md"),
+		"GITHUB_OUTPUT":       filepath.Join(dir, "output.txt"),
+		"INPUT_EVAL-SET":      "evals/steward.yaml",
+		"INPUT_CONCURRENCY":   "4",
+		"INPUT_SAMPLES-RAMP":  "40,300",
+		"INPUT_BUDGET":        "5",
+		"INPUT_RERUN":         "false",
+		"INPUT_EARLY-EXIT":    "true",
+		"INPUT_SHARD":         "",
+		"INPUT_RECORD":        ".steward",
+		"INPUT_TITLE":         "nightly",
+		"INPUT_GITHUB-TOKEN":  token,
+		"INPUT_COMMENT":       "true",
+		"INPUT_MODE":          "run",
+		"INPUT_RECORDS":       "",
+	}}
+	for _, f := range []string{"GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT"} {
+		if err := os.WriteFile(e.vars[f], nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
+func (e *actionEnv) env() ghaction.Env {
+	return ghaction.Env{
+		Getenv: func(k string) string { return e.vars[k] },
+		Stdout: &e.stdout,
+		Stderr: &e.stdout,
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			e.sleeps = append(e.sleeps, d)
+			return ctx.Err()
+		},
+	}
+}
+
+func (e *actionEnv) read(name string) string {
+	e.t.Helper()
+	b, err := os.ReadFile(e.vars[name])
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return string(b)
+}
+
+// outputs parses GITHUB_OUTPUT's name<<delimiter blocks.
+func (e *actionEnv) outputs() map[string]string {
+	e.t.Helper()
+	out := map[string]string{}
+	lines := strings.Split(e.read("GITHUB_OUTPUT"), "\n")
+	for i := 0; i < len(lines); i++ {
+		name, delim, ok := strings.Cut(lines[i], "<<")
+		if !ok {
+			continue
+		}
+		var val []string
+		for i++; i < len(lines) && lines[i] != delim; i++ {
+			val = append(val, lines[i])
+		}
+		out[name] = strings.Join(val, "\n")
+	}
+	return out
+}
+
+func newFake(t *testing.T) *fakegithub.Server {
+	f := fakegithub.New(t)
+	f.AddToken(writeTok, "github-actions[bot]", true)
+	f.AddToken(readTok, "github-actions[bot]", false)
+	f.AddPullRequest(owner, repo, prNumber)
+	return f
+}
+
+func markerComments(f *fakegithub.Server) []fakegithub.Comment {
+	var out []fakegithub.Comment
+	for _, c := range f.Comments(owner, repo, prNumber) {
+		if strings.HasPrefix(c.Body, "<!-- steward:report ") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func TestEndToEndCreatesThenEditsOneComment(t *testing.T) {
+	f := newFake(t)
+	// 150 comments by people first: the marker comment lands on page 2 and
+	// must be found by paginating.
+	for i := 0; i < 150; i++ {
+		f.AddComment(owner, repo, prNumber, "reviewer", fmt.Sprintf("looks good %d", i))
+	}
+
+	// First run: creates the comment.
+	e := newActionEnv(t, f.URL, writeTok)
+	stub := &stubLaunch{rep: func() *report.Report { return fixedReport(2) }, code: ghaction.ExitFailed}
+	code := ghaction.Run(context.Background(), e.env(), stub.launch)
+	if code != ghaction.ExitFailed {
+		t.Fatalf("exit code %d, want the launch's %d\n%s", code, ghaction.ExitFailed, e.stdout.String())
+	}
+	cs := markerComments(f)
+	if len(cs) != 1 {
+		t.Fatalf("%d report comments after the first run, want 1", len(cs))
+	}
+	first := cs[0]
+	if !strings.Contains(first.Body, "**2 passed** · **1 failed** · 1 errored") {
+		t.Errorf("comment body:\n%s", first.Body)
+	}
+	if !strings.HasPrefix(first.Body, "<!-- steward:report key=evals/steward.yaml/nightly -->\n") {
+		t.Errorf("comment does not start with its marker:\n%s", first.Body)
+	}
+	if !strings.Contains(first.Body, "(https://github.com/acme/evals/actions/runs/4242)") {
+		t.Errorf("comment does not link to the job summary:\n%s", first.Body)
+	}
+
+	// What the launch was asked.
+	if len(stub.calls) != 1 {
+		t.Fatalf("launch called %d times", len(stub.calls))
+	}
+	got := stub.calls[0]
+	if got.EvalSet != "evals/steward.yaml" || got.Concurrency != 4 || got.SamplesRamp != "40,300" ||
+		got.BudgetUSD != 5 || got.Rerun || !got.EarlyExit || got.Record != ".steward" || got.Title != "nightly" || got.Merge {
+		t.Errorf("launch options: %+v", got)
+	}
+
+	// Outputs, summary, report files.
+	out := e.outputs()
+	want := map[string]string{
+		"total": "4", "passed": "2", "failed": "1", "errored": "1", "skipped": "0",
+		"pass-rate": "0.5000", "spend-usd": "0.1200", "partial": "false",
+		"summary-path": ".steward/report/summary.md", "junit-path": ".steward/report/junit.xml",
+		"json-path": ".steward/report/report.json", "report-dir": ".steward/report",
+	}
+	for k, v := range want {
+		if out[k] != v {
+			t.Errorf("output %s = %q, want %q", k, out[k], v)
+		}
+	}
+	if !strings.Contains(out["comment-url"], fmt.Sprintf("#issuecomment-%d", first.ID)) {
+		t.Errorf("comment-url output %q", out["comment-url"])
+	}
+	summary := e.read("GITHUB_STEP_SUMMARY")
+	if !strings.Contains(summary, "## Steward: nightly") || !strings.Contains(summary, "### Failed and errored (2)") {
+		t.Errorf("step summary:\n%s", summary)
+	}
+	for _, name := range []string{"summary.md", "junit.xml", "report.json", "comment.md"} {
+		if _, err := os.Stat(filepath.Join(e.workspace, ".steward/report", name)); err != nil {
+			t.Errorf("report file: %v", err)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(e.workspace, ".steward/report/report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := report.ReadJSON(bytes.NewReader(b))
+	if err != nil || back.Counts != fixedReport(2).Counts {
+		t.Errorf("report.json: %v %+v", err, back)
+	}
+
+	// The log: token masked, annotations at the samples' lines, results table.
+	log := e.stdout.String()
+	if !strings.Contains(log, "::add-mask::"+writeTok+"\n") {
+		t.Errorf("the token was not masked")
+	}
+	if n := strings.Count(log, writeTok); n != 1 {
+		t.Errorf("the token appears %d times in the log, want only in add-mask", n)
+	}
+	if !strings.Contains(log, "::error file=evals/qa.jsonl,line=3,title=Steward%3A qa/q3 #1 failed::wrong answer ⏎ second line\n") {
+		t.Errorf("no error annotation for the failed sample:\n%s", log)
+	}
+	if !strings.Contains(log, "::warning file=evals/qa.jsonl,line=4,title=Steward%3A qa/q4 #1 errored::agent exited 137 (OOM)\n") {
+		t.Errorf("no warning annotation for the errored sample:\n%s", log)
+	}
+	if !strings.Contains(log, report.CountsLine(fixedReport(2).Counts)) {
+		t.Errorf("no counts line in the log")
+	}
+
+	// Second run, new results: edits the same comment.
+	e2 := newActionEnv(t, f.URL, writeTok)
+	stub2 := &stubLaunch{rep: func() *report.Report { return fixedReport(4) }, code: ghaction.ExitOK}
+	if code := ghaction.Run(context.Background(), e2.env(), stub2.launch); code != ghaction.ExitOK {
+		t.Fatalf("second run exit code %d\n%s", code, e2.stdout.String())
+	}
+	cs = markerComments(f)
+	if len(cs) != 1 {
+		t.Fatalf("%d report comments after the second run, want 1", len(cs))
+	}
+	if cs[0].ID != first.ID {
+		t.Errorf("second run made comment %d, want an edit of %d", cs[0].ID, first.ID)
+	}
+	if !strings.Contains(cs[0].Body, "**4 passed** · **0 failed**") {
+		t.Errorf("comment not updated:\n%s", cs[0].Body)
+	}
+	if e2.outputs()["passed"] != "4" {
+		t.Errorf("second run outputs: %v", e2.outputs())
+	}
+
+	// The API calls, in order: list (2 pages), create; list (2 pages), edit.
+	var calls []string
+	for _, r := range f.Requests() {
+		call := r.Method + " " + r.Path
+		if p := r.Query.Get("page"); p != "" {
+			call += "?page=" + p
+		}
+		if r.Query.Get("per_page") != "100" && r.Method == http.MethodGet {
+			t.Errorf("list without per_page=100: %v", r.Query)
+		}
+		if r.Token != writeTok {
+			t.Errorf("request with token %q", r.Token)
+		}
+		calls = append(calls, call)
+	}
+	list := "GET /repos/acme/evals/issues/7/comments"
+	wantCalls := []string{
+		list, list + "?page=2", "POST /repos/acme/evals/issues/7/comments",
+		list, list + "?page=2", fmt.Sprintf("PATCH /repos/acme/evals/issues/comments/%d", first.ID),
+	}
+	if strings.Join(calls, "\n") != strings.Join(wantCalls, "\n") {
+		t.Errorf("API calls:\n%s\nwant:\n%s", strings.Join(calls, "\n"), strings.Join(wantCalls, "\n"))
+	}
+}
+
+func TestReadOnlyTokenStillSucceeds(t *testing.T) {
+	f := newFake(t)
+	e := newActionEnv(t, f.URL, readTok)
+	stub := &stubLaunch{rep: func() *report.Report { return fixedReport(4) }, code: ghaction.ExitOK}
+	if code := ghaction.Run(context.Background(), e.env(), stub.launch); code != ghaction.ExitOK {
+		t.Fatalf("exit code %d with a read-only token, want 0\n%s", code, e.stdout.String())
+	}
+	rej := f.TakeRejections()
+	if len(rej) != 1 || rej[0].Method != http.MethodPost || rej[0].Status != http.StatusForbidden {
+		t.Fatalf("want exactly the refused create, got %+v", rej)
+	}
+	if len(markerComments(f)) != 0 {
+		t.Errorf("a read-only token made a comment")
+	}
+	if !strings.Contains(e.stdout.String(), "::warning::Steward could not comment on pull request #7: the token is read-only") {
+		t.Errorf("the log does not say why there is no comment:\n%s", e.stdout.String())
+	}
+	summary := e.read("GITHUB_STEP_SUMMARY")
+	if !strings.Contains(summary, "_No pull request comment: the token cannot write to pull request #7") {
+		t.Errorf("the summary does not say why there is no comment:\n%s", summary)
+	}
+	if e.outputs()["passed"] != "4" {
+		t.Errorf("outputs not written: %v", e.outputs())
+	}
+}
+
+func TestRateLimitsAreWaitedOut(t *testing.T) {
+	f := newFake(t)
+	f.InjectRateLimit(fakegithub.Secondary, 30*time.Second)
+	f.InjectRateLimit(fakegithub.Primary, 90*time.Second)
+	f.InjectRateLimit(fakegithub.TooMany, 20*time.Second)
+	e := newActionEnv(t, f.URL, writeTok)
+	stub := &stubLaunch{rep: func() *report.Report { return fixedReport(4) }}
+	if code := ghaction.Run(context.Background(), e.env(), stub.launch); code != 0 {
+		t.Fatalf("exit code %d\n%s", code, e.stdout.String())
+	}
+	if len(markerComments(f)) != 1 {
+		t.Fatalf("comment not created after the rate limits")
+	}
+	if len(e.sleeps) != 3 {
+		t.Fatalf("slept %v, want three waits", e.sleeps)
+	}
+	if e.sleeps[0] != 30*time.Second {
+		t.Errorf("secondary limit: waited %v, want the Retry-After 30s", e.sleeps[0])
+	}
+	if e.sleeps[1] < 85*time.Second || e.sleeps[1] > 92*time.Second {
+		t.Errorf("primary limit: waited %v, want until the reset (~91s)", e.sleeps[1])
+	}
+	if e.sleeps[2] != 20*time.Second {
+		t.Errorf("429: waited %v, want the Retry-After 20s", e.sleeps[2])
+	}
+	limited := 0
+	for _, r := range f.Requests() {
+		if r.RateLimited != "" {
+			limited++
+		}
+	}
+	if limited != 3 {
+		t.Errorf("%d rate-limited requests, want 3", limited)
+	}
+}
+
+func TestRateLimitRetriesAreBounded(t *testing.T) {
+	f := newFake(t)
+	for i := 0; i < 10; i++ {
+		f.InjectRateLimit(fakegithub.Secondary, 10*time.Second)
+	}
+	e := newActionEnv(t, f.URL, writeTok)
+	stub := &stubLaunch{rep: func() *report.Report { return fixedReport(4) }}
+	if code := ghaction.Run(context.Background(), e.env(), stub.launch); code != 0 {
+		t.Fatalf("a rate-limited comment must not fail the run: exit %d", code)
+	}
+	if len(e.sleeps) != 3 {
+		t.Errorf("slept %d times, want the bound of 3", len(e.sleeps))
+	}
+	if got := len(f.Requests()); got != 4 {
+		t.Errorf("%d requests, want 4 (one try and three retries)", got)
+	}
+	if s := e.read("GITHUB_STEP_SUMMARY"); !strings.Contains(s, "still rate limited after 3 retries") {
+		t.Errorf("summary does not say the comment was given up:\n%s", s)
+	}
+
+	// A limit longer than the longest wait gives up at once.
+	f2 := newFake(t)
+	f2.InjectRateLimit(fakegithub.Primary, time.Hour)
+	e2 := newActionEnv(t, f2.URL, writeTok)
+	if code := ghaction.Run(context.Background(), e2.env(), stub.launch); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if len(e2.sleeps) != 0 {
+		t.Errorf("waited %v for an hour-long limit", e2.sleeps)
+	}
+	if !strings.Contains(e2.stdout.String(), "longer than the 2m0s this action waits") {
+		t.Errorf("log does not explain:\n%s", e2.stdout.String())
+	}
+}
+
+func TestBadInputsRunNothing(t *testing.T) {
+	e := newActionEnv(t, "http://127.0.0.1:9", writeTok)
+	e.vars["INPUT_CONCURRENCY"] = "many"
+	e.vars["INPUT_SHARD"] = "5/4"
+	e.vars["INPUT_MODE"] = "deploy"
+	e.vars["INPUT_COMMENT"] = "maybe"
+	e.vars["INPUT_BUDGET"] = "-1"
+	stub := &stubLaunch{rep: func() *report.Report { return fixedReport(4) }}
+	if code := ghaction.Run(context.Background(), e.env(), stub.launch); code != ghaction.ExitBadInput {
+		t.Fatalf("exit %d, want %d", code, ghaction.ExitBadInput)
+	}
+	if len(stub.calls) != 0 {
+		t.Errorf("launch ran despite bad inputs")
+	}
+	log := e.stdout.String()
+	for _, want := range []string{
+		`::error::input mode: "deploy" is not run or merge`,
+		`::error::input concurrency: "many" is not a whole number`,
+		`::error::input budget: "-1" is not an amount`,
+		`::error::input comment: "maybe" is not a boolean`,
+		`::error::input shard: parse shard "5/4": the index must be between 1 and 4`,
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+}
+
+func TestMergeModeExpandsRecords(t *testing.T) {
+	f := newFake(t)
+	e := newActionEnv(t, f.URL, writeTok)
+	for i := 1; i <= 3; i++ {
+		d := filepath.Join(e.workspace, "shards", fmt.Sprintf("steward-record-%d", i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.vars["INPUT_MODE"] = "merge"
+	e.vars["INPUT_RECORDS"] = "shards/steward-record-*\n"
+	stub := &stubLaunch{rep: func() *report.Report { return fixedReport(4) }}
+	if code := ghaction.Run(context.Background(), e.env(), stub.launch); code != 0 {
+		t.Fatalf("exit %d\n%s", code, e.stdout.String())
+	}
+	got := stub.calls[0]
+	if !got.Merge || len(got.Records) != 3 || !strings.HasSuffix(got.Records[2], "shards/steward-record-3") {
+		t.Errorf("merge options: %+v", got)
+	}
+	if len(markerComments(f)) != 1 {
+		t.Errorf("merge mode must post the single comment")
+	}
+
+	e.vars["INPUT_RECORDS"] = "nothing-here/*"
+	if code := ghaction.Run(context.Background(), e.env(), stub.launch); code != ghaction.ExitBadInput {
+		t.Errorf("a records glob that matches nothing: exit %d", code)
+	}
+}
+
+func TestNoCommentOutsidePullRequests(t *testing.T) {
+	f := newFake(t)
+	e := newActionEnv(t, f.URL, writeTok)
+	e.vars["GITHUB_EVENT_NAME"] = "push"
+	stub := &stubLaunch{rep: func() *report.Report { return fixedReport(4) }}
+	if code := ghaction.Run(context.Background(), e.env(), stub.launch); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if n := len(f.Requests()); n != 0 {
+		t.Errorf("%d API requests on a push event", n)
+	}
+	if e.outputs()["total"] != "4" {
+		t.Errorf("outputs: %v", e.outputs())
+	}
+
+	// comment: false on a pull request: no requests either.
+	e2 := newActionEnv(t, f.URL, writeTok)
+	e2.vars["INPUT_COMMENT"] = "false"
+	if code := ghaction.Run(context.Background(), e2.env(), stub.launch); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if n := len(f.Requests()); n != 0 {
+		t.Errorf("%d API requests with comment: false", n)
+	}
+
+	// workflow_run with a pr-number input (the fork-safe reporter) comments.
+	e3 := newActionEnv(t, f.URL, writeTok)
+	e3.vars["GITHUB_EVENT_NAME"] = "workflow_run"
+	e3.vars["INPUT_PR-NUMBER"] = fmt.Sprint(prNumber)
+	if code := ghaction.Run(context.Background(), e3.env(), stub.launch); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if len(markerComments(f)) != 1 {
+		t.Errorf("the workflow_run reporter did not comment")
+	}
+}
+
+func TestCancelledRunStillReports(t *testing.T) {
+	f := newFake(t)
+	e := newActionEnv(t, f.URL, writeTok)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the runner's SIGINT arrived during the run
+	stub := &stubLaunch{
+		rep: func() *report.Report {
+			r := fixedReport(2)
+			r.Partial = true
+			r.Left = []string{"qa: 3 attempts not dispatched"}
+			return r
+		},
+		code: 130,
+		err:  fmt.Errorf("run cancelled: %w", context.Canceled),
+	}
+	if code := ghaction.Run(ctx, e.env(), stub.launch); code != 130 {
+		t.Fatalf("exit %d, want the launch's 130", code)
+	}
+	cs := markerComments(f)
+	if len(cs) != 1 || !strings.Contains(cs[0].Body, "**Partial report:**") {
+		t.Fatalf("the partial report was not posted: %+v", cs)
+	}
+	if s := e.read("GITHUB_STEP_SUMMARY"); !strings.Contains(s, "qa: 3 attempts not dispatched") {
+		t.Errorf("summary lacks what was left:\n%s", s)
+	}
+	if e.outputs()["partial"] != "true" {
+		t.Errorf("partial output: %v", e.outputs())
+	}
+	if !strings.Contains(e.stdout.String(), "::error::run cancelled: context canceled") {
+		t.Errorf("the cancellation is not in the log")
+	}
+}
+
+func TestEvalOutputCannotIssueWorkflowCommands(t *testing.T) {
+	f := newFake(t)
+	e := newActionEnv(t, f.URL, writeTok)
+	stub := &stubLaunch{
+		rep: func() *report.Report {
+			r := fixedReport(2)
+			r.Attempts[2].Explanation = "bad\n::set-output name=passed::999\n::add-mask::x"
+			r.Attempts[2].Sample = "::warning::fake"
+			return r
+		},
+		log: "agent said: hello\n::set-output name=total::999\n",
+	}
+	if code := ghaction.Run(context.Background(), e.env(), stub.launch); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	log := e.stdout.String()
+	// The launch's output sits between stop-commands and its resume token.
+	i := strings.Index(log, "::stop-commands::")
+	j := strings.Index(log, "::set-output name=total::999")
+	if i < 0 || j < i {
+		t.Fatalf("launch output not fenced by stop-commands:\n%s", log)
+	}
+	tok := strings.SplitN(log[i+len("::stop-commands::"):], "\n", 2)[0]
+	if k := strings.Index(log, "::"+tok+"::"); k < j {
+		t.Errorf("commands resumed before the launch output ended")
+	}
+	// No line outside the fences starts a command we did not write.
+	for _, l := range strings.Split(log, "\n") {
+		if strings.HasPrefix(l, "::set-output") || strings.HasPrefix(l, "::add-mask::x") || strings.HasPrefix(l, "::warning::fake") {
+			if !strings.Contains(log[i:], l) {
+				t.Errorf("unfenced command line %q", l)
+			}
+		}
+	}
+	if got := e.outputs()["total"]; got != "4" {
+		t.Errorf("total output %q", got)
+	}
+	if strings.Contains(log, "::error file=evals/qa.jsonl,line=3,title=Steward%3A qa/%3A%3Awarning%3A%3Afake #1 failed::bad ⏎ ::set-output name=passed::999 ⏎ ::add-mask::x\n") == false {
+		t.Errorf("hostile annotation not escaped onto one line:\n%s", log)
+	}
+}
+
+func TestLaunchFailureWithoutReport(t *testing.T) {
+	e := newActionEnv(t, "http://127.0.0.1:9", writeTok)
+	stub := &stubLaunch{err: errors.New("load eval set: evals/steward.yaml:3: tasks: unknown key \"taks\"\nsecond line"), code: 2}
+	if code := ghaction.Run(context.Background(), e.env(), stub.launch); code != 2 {
+		t.Fatalf("exit %d, want the launch's 2", code)
+	}
+	stub.code = 0
+	if code := ghaction.Run(context.Background(), e.env(), stub.launch); code != ghaction.ExitInfra {
+		t.Fatalf("exit %d, want %d when the launch gives no code", code, ghaction.ExitInfra)
+	}
+	if !strings.Contains(e.stdout.String(), `::error::load eval set: evals/steward.yaml:3: tasks: unknown key "taks" ⏎ second line`) {
+		t.Errorf("error not reported:\n%s", e.stdout.String())
+	}
+}
+
+func TestReportFilesAreValid(t *testing.T) {
+	e := newActionEnv(t, "http://127.0.0.1:9", writeTok)
+	e.vars["GITHUB_EVENT_NAME"] = "push"
+	e.vars["INPUT_REPORT-DIR"] = "out/reports"
+	stub := &stubLaunch{rep: func() *report.Report { return fixedReport(1) }}
+	ghaction.Run(context.Background(), e.env(), stub.launch)
+	b, err := os.ReadFile(filepath.Join(e.workspace, "out/reports/report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	if e.outputs()["junit-path"] != "out/reports/junit.xml" {
+		t.Errorf("junit-path %q", e.outputs()["junit-path"])
+	}
+}
+

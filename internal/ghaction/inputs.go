@@ -1,0 +1,129 @@
+package ghaction
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/steward-evals/steward/internal/shard"
+)
+
+// Inputs are the action's inputs (action.yml), parsed and checked.
+type Inputs struct {
+	EvalSet     string
+	Concurrency int
+	SamplesRamp string
+	BudgetUSD   float64
+	Rerun       bool
+	EarlyExit   bool
+	Shard       string
+	Record      string
+	Title       string
+	Token       string
+	Comment     bool
+	Mode        string // "run" or "merge"
+	Records     []string
+	ReportDir   string
+	PRNumber    int // 0: from the event
+}
+
+// Modes.
+const (
+	ModeRun   = "run"
+	ModeMerge = "merge"
+)
+
+// input reads INPUT_<NAME> the way the runner sets it (upper case, hyphens
+// kept, spaces as underscores), trimmed.
+func input(getenv func(string) string, name string) string {
+	return strings.TrimSpace(getenv("INPUT_" + strings.ToUpper(strings.ReplaceAll(name, " ", "_"))))
+}
+
+func parseBool(name, v string, def bool) (bool, error) {
+	switch strings.ToLower(v) {
+	case "":
+		return def, nil
+	case "true", "yes", "on", "1":
+		return true, nil
+	case "false", "no", "off", "0":
+		return false, nil
+	}
+	return false, fmt.Errorf("input %s: %q is not a boolean (use true or false)", name, v)
+}
+
+// ParseInputs reads and checks every input, reporting all errors at once.
+func ParseInputs(getenv func(string) string) (Inputs, error) {
+	in := Inputs{
+		EvalSet:     input(getenv, "eval-set"),
+		SamplesRamp: input(getenv, "samples-ramp"),
+		Shard:       input(getenv, "shard"),
+		Record:      input(getenv, "record"),
+		Title:       input(getenv, "title"),
+		Token:       input(getenv, "github-token"),
+		Mode:        strings.ToLower(input(getenv, "mode")),
+		ReportDir:   input(getenv, "report-dir"),
+	}
+	var errs []error
+	if in.Mode == "" {
+		in.Mode = ModeRun
+	}
+	if in.Mode != ModeRun && in.Mode != ModeMerge {
+		errs = append(errs, fmt.Errorf("input mode: %q is not run or merge", in.Mode))
+	}
+	if in.EvalSet == "" {
+		in.EvalSet = "steward.yaml"
+	}
+	if in.ReportDir == "" {
+		in.ReportDir = ".steward/report"
+	}
+	if v := input(getenv, "concurrency"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("input concurrency: %q is not a whole number ≥ 0 (0: the provider's default)", v))
+		}
+		in.Concurrency = n
+	}
+	if v := input(getenv, "budget"); v != "" {
+		f, err := strconv.ParseFloat(strings.TrimPrefix(v, "$"), 64)
+		if err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+			errs = append(errs, fmt.Errorf("input budget: %q is not an amount of US dollars ≥ 0", v))
+		}
+		in.BudgetUSD = f
+	}
+	var err error
+	if in.Rerun, err = parseBool("rerun", input(getenv, "rerun"), false); err != nil {
+		errs = append(errs, err)
+	}
+	if in.EarlyExit, err = parseBool("early-exit", input(getenv, "early-exit"), false); err != nil {
+		errs = append(errs, err)
+	}
+	if in.Comment, err = parseBool("comment", input(getenv, "comment"), true); err != nil {
+		errs = append(errs, err)
+	}
+	if in.Shard != "" {
+		if _, _, err := shard.Parse(in.Shard); err != nil {
+			errs = append(errs, fmt.Errorf("input shard: %w", err))
+		}
+		if in.Mode == ModeMerge {
+			errs = append(errs, errors.New("input shard: merge mode combines shards; it takes no shard"))
+		}
+	}
+	for _, f := range strings.FieldsFunc(input(getenv, "records"), func(r rune) bool { return r == '\n' || r == ',' }) {
+		if f = strings.TrimSpace(f); f != "" {
+			in.Records = append(in.Records, f)
+		}
+	}
+	if in.Mode == ModeMerge && len(in.Records) == 0 {
+		errs = append(errs, errors.New("input records: merge mode needs the shard records to merge (one path or glob per line)"))
+	}
+	if v := input(getenv, "pr-number"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("input pr-number: %q is not a pull request number", v))
+		}
+		in.PRNumber = n
+	}
+	return in, errors.Join(errs...)
+}
