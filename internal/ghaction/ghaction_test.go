@@ -638,4 +638,3 @@ func TestReportFilesAreValid(t *testing.T) {
 		t.Errorf("junit-path %q", e.outputs()["junit-path"])
 	}
 }
-
