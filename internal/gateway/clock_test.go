@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -89,4 +90,19 @@ func (c *instantClock) Waits() []time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]time.Duration(nil), c.waits...)
+}
+
+// sharedClock is an instant clock both the gateway (After) and the fake
+// provider (Sleep) use, so a provider's Retry-After is waited out in the
+// provider's own time.
+type sharedClock struct{ *instantClock }
+
+func newSharedClock() *sharedClock { return &sharedClock{newInstantClock()} }
+
+func (c *sharedClock) Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	<-c.After(d)
+	return ctx.Err()
 }

@@ -23,6 +23,9 @@ type Policy struct {
 	Cut float64
 	// GrowOnlySaturated grows the limit only when requests actually filled it.
 	GrowOnlySaturated bool
+	// CutFromInFlight cuts from the requests actually in flight when they
+	// are fewer than the limit (TCP's flight size), so a cut always bites.
+	CutFromInFlight bool
 	// ReadHeaders slows down before a 429 from x-ratelimit-remaining-* and
 	// anthropic-ratelimit-*-remaining: stop growing when low, a gentle cut when
 	// nearly exhausted.
@@ -46,7 +49,7 @@ type Policy struct {
 func StewardPolicy() Policy {
 	return Policy{
 		Name: "steward", Start: 20, Min: 1, Max: 100, Cut: 0.75,
-		GrowOnlySaturated: true, ReadHeaders: true, Hold: true,
+		GrowOnlySaturated: true, CutFromInFlight: true, ReadHeaders: true, Hold: true,
 		MinCooldown: 500 * time.Millisecond, LowFraction: 0.10, CriticalFraction: 0.03, GentleCut: 0.9,
 	}
 }
@@ -332,6 +335,15 @@ func (c *Controller) cooldown(retryAfter time.Duration) time.Duration {
 	return d
 }
 
+// cutBase is what a cut multiplies: the limit, or the requests in flight
+// (counting the one just answered) when fewer and CutFromInFlight is set.
+func (c *Controller) cutBase() float64 {
+	if f := float64(c.inflight + 1); c.p.CutFromInFlight && f < c.limit {
+		return f
+	}
+	return c.limit
+}
+
 func (c *Controller) rateLimitedLocked(now time.Time, t *Ticket, info RateInfo) {
 	c.win.rateLimited++
 	c.win.pushback = true
@@ -353,7 +365,7 @@ func (c *Controller) rateLimitedLocked(now time.Time, t *Ticket, info RateInfo) 
 	c.win.episodes++
 	t.episode = c.episodes
 	from := c.limitLocked()
-	nl := math.Floor(c.limit * c.p.Cut)
+	nl := math.Floor(c.cutBase() * c.p.Cut)
 	if nl < float64(c.p.Min) {
 		nl = float64(c.p.Min)
 	}
@@ -378,7 +390,7 @@ func (c *Controller) okLocked(now time.Time, info RateInfo) {
 			c.win.pushback = true
 			if !now.Before(c.gentleUntil) && !now.Before(c.cooldownUntil) {
 				from := c.limitLocked()
-				nl := math.Floor(c.limit * c.p.GentleCut)
+				nl := math.Floor(c.cutBase() * c.p.GentleCut)
 				if nl < float64(c.p.Min) {
 					nl = float64(c.p.Min)
 				}

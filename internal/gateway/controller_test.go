@@ -133,14 +133,24 @@ func TestControllerOneCutPerEpisode(t *testing.T) {
 	}
 	// A new 429 after the cooldown, for a request sent after the cut: second episode.
 	clk.Advance(time.Minute)
-	tk := acquireN(t, c, 1)[0]
+	ts = acquireN(t, c, 15)
 	clk.Advance(100 * time.Millisecond)
-	c.Done(tk, OutcomeRateLimited, noInfo)
+	c.Done(ts[0], OutcomeRateLimited, noInfo)
 	if c.Episodes() != 2 || c.Limit() != 11 {
 		t.Fatalf("second episode: episodes %d limit %d, want 2 and 11", c.Episodes(), c.Limit())
 	}
+	for _, tk := range ts[1:] {
+		c.Done(tk, OutcomeOK, noInfo)
+	}
+	// A 429 while the limit is barely used cuts from what is in flight, so the cut bites.
+	clk.Advance(time.Minute)
+	tk := acquireN(t, c, 1)[0]
+	c.Done(tk, OutcomeRateLimited, noInfo)
+	if c.Episodes() != 3 || c.Limit() != 1 {
+		t.Fatalf("third episode with 1 in flight: episodes %d limit %d, want 3 and 1", c.Episodes(), c.Limit())
+	}
 	w := c.Window()
-	if w.Episodes != 2 || w.RateLimited != 22 || !w.Pushback {
+	if w.Episodes != 3 || w.RateLimited != 23 || !w.Pushback {
 		t.Fatalf("window = %+v", w)
 	}
 	h := c.History()
@@ -150,8 +160,8 @@ func TestControllerOneCutPerEpisode(t *testing.T) {
 			cuts++
 		}
 	}
-	if cuts != 2 {
-		t.Fatalf("history has %d cuts, want 2: %+v", cuts, h)
+	if cuts != 3 {
+		t.Fatalf("history has %d cuts, want 3: %+v", cuts, h)
 	}
 }
 
@@ -240,7 +250,7 @@ func TestControllerHeadersSlowDownBefore429(t *testing.T) {
 		t.Fatalf("low remaining not reported as pushback: %+v", w)
 	}
 	crit := RateInfo{Fraction: 0.01, Remaining: 1}
-	ts := acquireN(t, c, 3)
+	ts := acquireN(t, c, 20)
 	clk.Advance(100 * time.Millisecond)
 	for _, tk := range ts {
 		c.Done(tk, OutcomeOK, crit)

@@ -225,8 +225,11 @@ func (g *Gateway) newUpstreamRequest(ctx context.Context, r *http.Request, body 
 			req.Header.Set("Content-Type", "application/json")
 		}
 	}
-	switch g.cfg.Upstream {
-	case "anthropic":
+	// The key goes where the route's wire format expects it: an Anthropic
+	// upstream's OpenAI-compatible routes and an OpenAI-compatible upstream's
+	// /v1/messages each take the key their route's SDK would send.
+	switch g.format(r) {
+	case formatAnthropic:
 		req.Header.Set("x-api-key", g.cfg.APIKey)
 		if req.Header.Get("anthropic-version") == "" {
 			req.Header.Set("anthropic-version", "2023-06-01")

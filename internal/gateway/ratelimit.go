@@ -103,7 +103,7 @@ func spendLimit(h http.Header, body []byte) (string, bool) {
 		}
 	}
 	lb := bytes.ToLower(body)
-	for _, s := range []string{"insufficient_quota", "billing_hard_limit", "billing", "credit balance"} {
+	for _, s := range []string{"insufficient_quota", "billing_hard_limit", "billing", "credit balance", "spend limit"} {
 		if bytes.Contains(lb, []byte(s)) {
 			return s, true
 		}
