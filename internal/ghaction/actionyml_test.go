@@ -1,0 +1,140 @@
+package ghaction_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/steward-evals/steward/internal/ghaction"
+	"github.com/steward-evals/steward/internal/report"
+)
+
+type actionYML struct {
+	Inputs map[string]struct {
+		Description string `yaml:"description"`
+		Default     string `yaml:"default"`
+	} `yaml:"inputs"`
+	Outputs map[string]struct {
+		Description string `yaml:"description"`
+	} `yaml:"outputs"`
+	Runs struct {
+		Using      string   `yaml:"using"`
+		Image      string   `yaml:"image"`
+		Entrypoint string   `yaml:"entrypoint"`
+		Args       []string `yaml:"args"`
+	} `yaml:"runs"`
+}
+
+func readActionYML(t *testing.T) actionYML {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "action.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a actionYML
+	if err := yaml.Unmarshal(b, &a); err != nil {
+		t.Fatalf("action.yml: %v", err)
+	}
+	return a
+}
+
+// action.yml declares exactly the inputs Run reads and the outputs it writes.
+func TestActionYMLMatchesTheCode(t *testing.T) {
+	a := readActionYML(t)
+	if a.Runs.Using != "docker" || a.Runs.Image != "Dockerfile" || a.Runs.Entrypoint != "/steward" ||
+		strings.Join(a.Runs.Args, " ") != "action" {
+		t.Errorf("runs: %+v", a.Runs)
+	}
+	// Inputs read: record every INPUT_ variable a run asks for.
+	asked := map[string]bool{}
+	getenv := func(k string) string {
+		if name, ok := strings.CutPrefix(k, "INPUT_"); ok {
+			asked[strings.ToLower(name)] = true
+		}
+		return ""
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "out"), nil, 0o644)
+	env := ghaction.Env{Getenv: func(k string) string {
+		if k == "GITHUB_OUTPUT" {
+			return filepath.Join(dir, "out")
+		}
+		if k == "GITHUB_WORKSPACE" {
+			return dir
+		}
+		return getenv(k)
+	}}
+	ghaction.Run(context.Background(), env, func(context.Context, ghaction.LaunchOptions) (*report.Report, int, error) {
+		return &report.Report{}, 0, nil
+	})
+	var declared, read []string
+	for k := range a.Inputs {
+		declared = append(declared, k)
+	}
+	for k := range asked {
+		read = append(read, k)
+	}
+	sort.Strings(declared)
+	sort.Strings(read)
+	if strings.Join(declared, " ") != strings.Join(read, " ") {
+		t.Errorf("inputs declared in action.yml:\n  %v\nread by the code:\n  %v", declared, read)
+	}
+	// Outputs written.
+	b, err := os.ReadFile(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written []string
+	for _, m := range regexp.MustCompile(`(?m)^([a-z-]+)<<`).FindAllStringSubmatch(string(b), -1) {
+		written = append(written, m[1])
+	}
+	var outs []string
+	for k := range a.Outputs {
+		outs = append(outs, k)
+	}
+	sort.Strings(written)
+	sort.Strings(outs)
+	if strings.Join(outs, " ") != strings.Join(written, " ") {
+		t.Errorf("outputs declared in action.yml:\n  %v\nwritten by the code:\n  %v", outs, written)
+	}
+	for name, in := range a.Inputs {
+		if in.Description == "" {
+			t.Errorf("input %s has no description", name)
+		}
+	}
+}
+
+// The Dockerfiles' entrypoint is the binary in exec form, so steward is PID 1
+// and gets the runner's signals; the final stages hold nothing but it.
+func TestDockerfiles(t *testing.T) {
+	for _, name := range []string{"Dockerfile", "Dockerfile.prebuilt"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(b)
+		if !strings.Contains(s, "\nENTRYPOINT [\"/steward\"]\n") {
+			t.Errorf("%s: entrypoint not in exec form", name)
+		}
+		last := s[strings.LastIndex(s, "\nFROM "):]
+		if !strings.HasPrefix(last, "\nFROM scratch\n") {
+			t.Errorf("%s: final stage is not FROM scratch", name)
+		}
+		if strings.Contains(last, "\nRUN ") {
+			t.Errorf("%s: the final stage runs commands (scratch has no shell)", name)
+		}
+		if !strings.Contains(last, "/etc/ssl/certs/ca-certificates.crt") {
+			t.Errorf("%s: no CA certificates", name)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join("..", "..", "Dockerfile"))
+	if !strings.Contains(string(b), "CGO_ENABLED=0") {
+		t.Errorf("Dockerfile: the binary must be static")
+	}
+}
