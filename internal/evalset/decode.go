@@ -15,10 +15,10 @@ import (
 const (
 	// MaxFileSize bounds an eval set, a _steward.yaml or a JSONL samples file.
 	MaxFileSize = 64 << 20
-	// maxNodes bounds the YAML nodes visited while decoding, counting every
-	// expansion of an alias, so an alias bomb ("billion laughs") is refused
-	// instead of expanded.
-	maxNodes = 2_000_000
+	// maxAliasNodes bounds how many more YAML nodes decoding may visit than
+	// the document holds, i.e. the nodes reached again through aliases, so
+	// an alias bomb ("billion laughs") is refused instead of expanded.
+	maxAliasNodes = 500_000
 	// maxDepth bounds nesting (and so recursion) while decoding.
 	maxDepth = 64
 )
@@ -44,8 +44,9 @@ type decoder struct {
 	// does not report them a second time.
 	bad   map[string]bool
 	nodes int
-	depth   int
-	blown   bool
+	limit int // node budget; see maxAliasNodes
+	depth int
+	blown bool
 }
 
 func newDecoder(file string, errs *Errors) *decoder {
@@ -67,9 +68,12 @@ func (d *decoder) visit(n *yaml.Node, field string) bool {
 		return false
 	}
 	d.nodes++
-	if d.nodes > maxNodes {
+	if d.limit == 0 {
+		d.limit = maxAliasNodes
+	}
+	if d.nodes > d.limit {
 		d.blown = true
-		d.errNode(n, field, "document too large: more than %d values after expanding aliases (an alias bomb?)", maxNodes)
+		d.errNode(n, field, "aliases expand to more than %d extra values (an alias bomb?): write the values out or share less", maxAliasNodes)
 		return false
 	}
 	return true
@@ -407,7 +411,9 @@ func (d *decoder) decodeValue(at, n *yaml.Node, v reflect.Value, path string) {
 			}
 			s = reflect.Append(s, e)
 		}
-		v.Set(s)
+		if s.Len() > 0 { // an empty list stays nil, like an absent one
+			v.Set(s)
+		}
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
 			bad("a mapping")
@@ -430,10 +436,12 @@ func (d *decoder) decodeValue(at, n *yaml.Node, v reflect.Value, path string) {
 				d.at[kp] = pos{d.file, p.key.Line, p.key.Column}
 				m[p.key.Value] = val.Value
 			}
-			v.Set(reflect.ValueOf(m))
+			if len(m) > 0 {
+				v.Set(reflect.ValueOf(m))
+			}
 		case typeAnyMap:
-			x := d.generic(n, path)
-			if m, ok := x.(map[string]any); ok {
+			x := d.generic(n, path, false)
+			if m, ok := x.(map[string]any); ok && len(m) > 0 {
 				v.Set(reflect.ValueOf(m))
 			}
 		}
@@ -457,7 +465,7 @@ func (d *decoder) decodeValue(at, n *yaml.Node, v reflect.Value, path string) {
 			v.Set(reflect.ValueOf(out))
 			return
 		}
-		x := d.generic(n, path)
+		x := d.generic(n, path, true)
 		if x != nil {
 			v.Set(reflect.ValueOf(x))
 		}
@@ -468,7 +476,10 @@ func (d *decoder) decodeValue(at, n *yaml.Node, v reflect.Value, path string) {
 
 // generic converts a node to plain Go values: string, int, float64, bool,
 // nil, []any, map[string]any. Timestamps and other tags stay strings.
-func (d *decoder) generic(n *yaml.Node, path string) any {
+//
+// With track set, the position of every value is recorded (for messages
+// about chat messages); metadata and settings are not tracked.
+func (d *decoder) generic(n *yaml.Node, path string, track bool) any {
 	n = d.resolve(n, path)
 	if n == nil || !d.visit(n, path) {
 		return nil
@@ -480,8 +491,10 @@ func (d *decoder) generic(n *yaml.Node, path string) any {
 		d.blown = true
 		return nil
 	}
-	if _, ok := d.at[path]; !ok {
-		d.at[path] = pos{d.file, n.Line, n.Column}
+	if track {
+		if _, ok := d.at[path]; !ok {
+			d.at[path] = pos{d.file, n.Line, n.Column}
+		}
 	}
 	switch n.Kind {
 	case yaml.ScalarNode:
@@ -508,7 +521,11 @@ func (d *decoder) generic(n *yaml.Node, path string) any {
 	case yaml.SequenceNode:
 		out := make([]any, 0, len(n.Content))
 		for i, c := range n.Content {
-			out = append(out, d.generic(c, index(path, i)))
+			p := path
+			if track {
+				p = index(path, i)
+			}
+			out = append(out, d.generic(c, p, track))
 			if d.blown {
 				return nil
 			}
@@ -517,7 +534,11 @@ func (d *decoder) generic(n *yaml.Node, path string) any {
 	case yaml.MappingNode:
 		out := map[string]any{}
 		for _, p := range d.pairs(n, path) {
-			out[p.key.Value] = d.generic(p.val, join(path, p.key.Value))
+			kp := path
+			if track {
+				kp = join(path, p.key.Value)
+			}
+			out[p.key.Value] = d.generic(p.val, kp, track)
 			if d.blown {
 				return nil
 			}
@@ -646,4 +667,16 @@ func editDistance(a, b string) int {
 		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(rb)]
+}
+
+// countNodes counts a document's nodes without following aliases.
+func countNodes(n *yaml.Node) int {
+	if n == nil {
+		return 0
+	}
+	c := 1
+	for _, k := range n.Content {
+		c += countNodes(k)
+	}
+	return c
 }

@@ -96,6 +96,7 @@ func LoadFleet(path string, getenv func(string) string, flags FleetOverrides) (F
 func decodeFleetFile(display, dir string, data []byte, f *Fleet, errs *Errors) {
 	d := newDecoder(display, errs)
 	doc := parseYAML(display, data, errs)
+	d.limit = countNodes(doc) + maxAliasNodes
 	root := d.resolve(doc, "")
 	if root == nil || isNull(root) {
 		return // an empty file keeps the defaults

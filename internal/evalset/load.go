@@ -97,6 +97,10 @@ func readLimited(abs, display string, errs *Errors) ([]byte, bool) {
 		errs.add(Error{File: display, Msg: "is not a regular file"})
 		return nil, false
 	}
+	if st.Size() > MaxFileSize {
+		errs.add(Error{File: display, Msg: fmt.Sprintf("file is larger than the %d MiB limit", MaxFileSize>>20)})
+		return nil, false
+	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		errs.add(Error{File: display, Msg: "cannot read: " + pathErrMsg(err)})
@@ -178,6 +182,7 @@ func parseEvalSet(display, abs string, data []byte, errs *Errors) *EvalSet {
 	es := &EvalSet{File: abs, Dir: filepath.Dir(abs)}
 	d := newDecoder(display, errs)
 	doc := parseYAML(display, data, errs)
+	d.limit = countNodes(doc) + maxAliasNodes
 	root := d.resolve(doc, "")
 	switch {
 	case doc == nil && errs.Len() == 0:
@@ -272,6 +277,7 @@ func (d *decoder) decodeJSONL(data []byte, prefix string) []*Sample {
 			d.errs.add(Error{File: d.file, Line: lineNo, Field: path, Msg: "expected a JSON object per line, got " + jsonKind(v)})
 			continue
 		}
+		d.nodes, d.limit = 0, maxAliasNodes+len(line) // no aliases in JSON: the line bounds it
 		n := jsonToNode(m, lineNo)
 		s := &Sample{}
 		d.decodeValue(n, n, reflect.ValueOf(s).Elem(), path)

@@ -296,9 +296,12 @@ func (v *validator) task(i int, t *Task) {
 			v.errf(ip, "%q matches no files", g)
 		}
 	}
-	if v.has(tp+".shared_state") && strings.TrimSpace(t.SharedState.Key) == "" {
+	// shared_state: {} is a mistake; key: "" (as written back by a YAML
+	// encoder) means no lease.
+	if v.has(tp+".shared_state") && !v.has(tp+".shared_state.key") {
 		v.errf(tp+".shared_state.key", "missing: name the lease key")
 	}
+	t.SharedState.Key = strings.TrimSpace(t.SharedState.Key)
 
 	ids := v.samples(i, t)
 	v.scorer(i, t)
