@@ -110,7 +110,7 @@ const (
 )
 
 // chosenDown is the measured default (docs/benchmarks.md, "Ramp (simulated)").
-const chosenDown = DownFactor80
+const chosenDown = DownStep
 
 // String names the policy as the benchmarks print it.
 func (d StepDown) String() string {

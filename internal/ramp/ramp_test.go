@@ -278,7 +278,7 @@ func TestStepDownPolicies(t *testing.T) {
 		{DownToLimit, 200, 100, 50},
 		{DownToLimit, 200, 500, 180}, // limit above the sum: still one step
 		{DownToLimit, 200, 240, 120},
-		{DownDefault, 200, 100, 160},
+		{DownDefault, 200, 100, 180},
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s/%d/%d", tc.down, tc.from, tc.lim), func(t *testing.T) {

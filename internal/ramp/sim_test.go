@@ -57,7 +57,9 @@ func simScenarios() []simConfig {
 	tpm.Name, tpm.RPM, tpm.TPM, tpm.Unit = "tpm", 1e6, 25e6, "tpm"
 	half := baseSim()
 	half.Name, half.RPM, half.Unit, half.HalveAt = "rpm-halved", 10000, "rpm", 450
-	return []simConfig{rpm, tpm, half}
+	small := baseSim()
+	small.Name, small.RPM, small.Unit = "rpm-small", 2000, "rpm"
+	return []simConfig{rpm, tpm, half, small}
 }
 
 type policyKind int
@@ -717,10 +719,10 @@ func (s *sim) result() simResult {
 }
 
 // settle is how long after start the 30-second moving average of goodput
-// took to first reach 90% of its final level (the mean over the last third of
-// the phase); -1 if it never did. The AIMD sawtooth keeps goodput moving by
-// ±10-15% around its level, so "reached" is measured, not "never left"; the
-// oscillation columns show the movement.
+// took to reach 90% of its final level (the mean over the last third of the
+// phase) and hold it for a minute; -1 if it never did. The AIMD sawtooth
+// keeps goodput moving by ±10-15% around its level, so "reached and held"
+// is measured, not "never left"; the oscillation columns show the movement.
 func settle(ws []windowStat, start, window float64) float64 {
 	if len(ws) < 3 {
 		return -1
@@ -749,8 +751,16 @@ func settle(ws []windowStat, start, window float64) float64 {
 	if final <= 0 {
 		return -1
 	}
-	for i, x := range ma {
-		if x >= 0.9*final {
+	const hold = 6 // windows the level must hold once reached
+	for i := range ma {
+		ok := true
+		for _, x := range ma[i:min(len(ma), i+hold)] {
+			if x < 0.9*final {
+				ok = false
+				break
+			}
+		}
+		if ok {
 			return ws[i].T - start
 		}
 	}
