@@ -73,14 +73,14 @@ tasks:
 
 func fullTree(t *testing.T) string {
 	return writeTree(t, map[string]string{
-		"steward.yaml":      fullSet,
-		"img/Dockerfile":    "FROM scratch\n",
-		"lib/helper.py":     "print(1)\n",
-		"lib/sub/deep.py":   "print(2)\n",
-		"data/in.txt":       "input\n",
-		"data/math.jsonl":   "{\"id\":\"a\",\"input\":\"1+1\",\"target\":\"2\"}\n\n{\"input\":\"2+2\",\"target\":\"4\",\"metadata\":{\"n\":4,\"f\":1.5}}\r\n{\"id\":\"B\",\"input\":\"3+3\",\"files\":{\"x.txt\":\"data/in.txt\"}}\n",
-		"_steward.yaml":     "max_sandboxes: 6\nsamples_ramp: [40, 300]\ntend_interval: 5s\nrecord: out/rec\n",
-		"lib/.git/ignored":  "x",
+		"steward.yaml":     fullSet,
+		"img/Dockerfile":   "FROM scratch\n",
+		"lib/helper.py":    "print(1)\n",
+		"lib/sub/deep.py":  "print(2)\n",
+		"data/in.txt":      "input\n",
+		"data/math.jsonl":  "{\"id\":\"a\",\"input\":\"1+1\",\"target\":\"2\"}\n\n{\"input\":\"2+2\",\"target\":\"4\",\"metadata\":{\"n\":4,\"f\":1.5}}\r\n{\"id\":\"B\",\"input\":\"3+3\",\"files\":{\"x.txt\":\"data/in.txt\"}}\n",
+		"_steward.yaml":    "max_sandboxes: 6\nsamples_ramp: [40, 300]\ntend_interval: 5s\nrecord: out/rec\n",
+		"lib/.git/ignored": "x",
 	})
 }
 
