@@ -54,7 +54,9 @@ func reportMetrics(b *testing.B, r simResult) {
 }
 
 // stepDownCandidates are the reversal sizes compared to choose DownDefault.
-func stepDownCandidates() []StepDown { return []StepDown{DownStep, DownFactor80, DownHalf, DownToLimit} }
+func stepDownCandidates() []StepDown {
+	return []StepDown{DownStep, DownFactor80, DownHalf, DownToLimit}
+}
 
 // BenchmarkRampStepDown compares the step-down candidates (R2) on every
 // scenario, for two workloads and three seeds each, with Saturated fed as

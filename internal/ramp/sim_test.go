@@ -86,12 +86,12 @@ type simPolicy struct {
 // with a cooldown honouring Retry-After, and optionally growth only while
 // saturated, reading rate-limit headers, and a hold while Retry-After runs).
 type limiterPolicy struct {
-	start, min, max          float64
-	cut                      float64
-	growOnlySaturated        bool
-	readHeaders              bool
-	hold                     bool
-	minCooldown              float64
+	start, min, max           float64
+	cut                       float64
+	growOnlySaturated         bool
+	readHeaders               bool
+	hold                      bool
+	minCooldown               float64
 	lowFrac, critFrac, gentle float64
 }
 
@@ -105,12 +105,12 @@ func inspectLimiter() limiterPolicy {
 }
 
 type limiter struct {
-	p                                             limiterPolicy
-	unlimited                                     bool
-	limit, ssthresh, ceiling                      float64
+	p                                              limiterPolicy
+	unlimited                                      bool
+	limit, ssthresh, ceiling                       float64
 	cooldownUntil, lastCut, gentleUntil, holdUntil float64
-	latency                                       float64
-	saturated                                     bool
+	latency                                        float64
+	saturated                                      bool
 	// per window
 	pushback bool
 	episodes int
