@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -46,7 +45,8 @@ func (r Range) String() string {
 	return fmt.Sprintf("[%d, %d]", r.Lo, r.Hi)
 }
 
-// Validate refuses ranges the ramp cannot use.
+// Validate refuses ranges the ramp cannot use. (Parsing samples_ramp and
+// STEWARD_SAMPLES_RAMP is evalset's job; the supervisor converts.)
 func (r Range) Validate() error {
 	if !r.Enabled {
 		return nil
@@ -58,34 +58,6 @@ func (r Range) Validate() error {
 		return fmt.Errorf("samples_ramp %s: top must not be below the low end", r)
 	}
 	return nil
-}
-
-// ParseRange reads a samples_ramp value as written in STEWARD_SAMPLES_RAMP:
-// "40,300", "[40, 300]", "40-300", "false"/"off"/"no", or "true"/"on"
-// (the default range). The error says what is accepted.
-func ParseRange(s string) (Range, error) {
-	v := strings.ToLower(strings.TrimSpace(s))
-	switch v {
-	case "false", "off", "no", "never":
-		return Range{}, nil
-	case "true", "on", "yes", "default":
-		return DefaultRange, nil
-	}
-	t := strings.TrimSuffix(strings.TrimPrefix(v, "["), "]")
-	parts := strings.FieldsFunc(t, func(r rune) bool { return r == ',' || r == '-' || r == ' ' })
-	if len(parts) != 2 {
-		return Range{}, fmt.Errorf("parse samples_ramp %q: want two numbers \"lo,hi\" (e.g. 40,300) or false", s)
-	}
-	lo, err1 := strconv.Atoi(parts[0])
-	hi, err2 := strconv.Atoi(parts[1])
-	if err1 != nil || err2 != nil {
-		return Range{}, fmt.Errorf("parse samples_ramp %q: want two whole numbers \"lo,hi\" (e.g. 40,300) or false", s)
-	}
-	r := Range{Enabled: true, Lo: lo, Hi: hi}
-	if err := r.Validate(); err != nil {
-		return Range{}, fmt.Errorf("parse samples_ramp %q: %w", s, err)
-	}
-	return r, nil
 }
 
 // StepDown selects how far a reversal (R2) moves a ramped task down. Every

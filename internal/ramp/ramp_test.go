@@ -528,34 +528,3 @@ func TestMixedCeilingCountsFixed(t *testing.T) {
 		t.Fatalf("%+v", d)
 	}
 }
-
-func TestParseRange(t *testing.T) {
-	cases := []struct {
-		in   string
-		want Range
-		err  string
-	}{
-		{"40,300", Range{true, 40, 300}, ""},
-		{"[40, 300]", Range{true, 40, 300}, ""},
-		{" 40-300 ", Range{true, 40, 300}, ""},
-		{"false", Range{}, ""},
-		{"OFF", Range{}, ""},
-		{"true", DefaultRange, ""},
-		{"300,40", Range{}, "top must not be below the low end"},
-		{"0,40", Range{}, "low end must be at least 1"},
-		{"40", Range{}, "want two numbers"},
-		{"a,b", Range{}, "want two whole numbers"},
-	}
-	for _, tc := range cases {
-		got, err := ParseRange(tc.in)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("ParseRange(%q) err = %v, want %q", tc.in, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("ParseRange(%q) = %v, %v, want %v", tc.in, got, err, tc.want)
-		}
-	}
-}
