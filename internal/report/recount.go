@@ -1,0 +1,58 @@
+package report
+
+// Tally counts rows by status into c (Total, Reused and the status counts;
+// Running and Queued are live-panel counts and are left as they are).
+func (c *Counts) Tally(rows []AttemptRow) {
+	for _, a := range rows {
+		c.Total++
+		if a.Carried {
+			c.Reused++
+		}
+		switch a.Status {
+		case StatusPassed:
+			c.Passed++
+		case StatusFailed:
+			c.Failed++
+		case StatusErrored:
+			c.Errored++
+		case StatusInfra:
+			c.Infra++
+		case StatusSkipped:
+			c.Skipped++
+		case StatusInterrupted:
+			c.Interrupted++
+		}
+	}
+}
+
+// Recount recomputes Counts and Tasks from Attempts, so that every renderer
+// shows numbers that agree with the rows (after a merge, or when a report is
+// built from the record). Tasks keep their discovery order (existing entries
+// first, then tasks first seen in Attempts) and their Setpoint and Limit.
+func (r *Report) Recount() {
+	r.Counts = Counts{}
+	r.Counts.Tally(r.Attempts)
+	index := map[string]int{}
+	tasks := make([]TaskReport, 0, len(r.Tasks))
+	for _, t := range r.Tasks {
+		if _, dup := index[t.Name]; dup {
+			continue
+		}
+		index[t.Name] = len(tasks)
+		t.Counts = Counts{}
+		tasks = append(tasks, t)
+	}
+	for _, a := range r.Attempts {
+		i, ok := index[a.Task]
+		if !ok {
+			i = len(tasks)
+			index[a.Task] = i
+			tasks = append(tasks, TaskReport{Name: a.Task})
+		}
+		tasks[i].Counts.Tally([]AttemptRow{a})
+	}
+	for i := range tasks {
+		tasks[i].PassRate = tasks[i].Counts.PassRate()
+	}
+	r.Tasks = tasks
+}
