@@ -528,3 +528,44 @@ func TestMixedCeilingCountsFixed(t *testing.T) {
 		t.Fatalf("%+v", d)
 	}
 }
+
+// TestEdgeInputs: no tasks, and fewer task signals than tasks (missing = not saturated).
+func TestEdgeInputs(t *testing.T) {
+	c := mustNew(t, Config{Range: DefaultRange, Budget: 10}, nil)
+	if d := c.Tend(newClock().next(), quiet, nil); d.Total() != 0 || d.Ceiling != 0 || len(d.Tasks) != 0 {
+		t.Fatalf("no tasks: %+v", d)
+	}
+	c = mustNew(t, Config{Range: DefaultRange}, specs(3, 0))
+	d := c.Tend(newClock().next(), quiet, saturated(1))
+	if !reflect.DeepEqual(d.Setpoints, []int{70, 50, 50}) || d.Tasks[2].Reason != "not saturated" {
+		t.Fatalf("short signals: %+v", d)
+	}
+}
+
+// TestConcurrentControl: Hold, Resume and SetRange may come from another
+// goroutine while the tend loop runs (run with -race).
+func TestConcurrentControl(t *testing.T) {
+	c := mustNew(t, Config{Range: DefaultRange}, specs(4, 0))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			if i%2 == 0 {
+				c.Hold("busy")
+			} else {
+				c.Resume()
+			}
+			_ = c.SetRange(Range{true, 50, 100 + i})
+			_, _ = c.Held()
+			_, _ = c.Range()
+		}
+	}()
+	clk := newClock()
+	for range 200 {
+		c.Tend(clk.next(), quiet, saturated(4))
+		_ = c.Setpoints()
+		_ = c.Ceiling()
+		_, _ = c.Last()
+	}
+	<-done
+}
