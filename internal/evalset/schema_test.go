@@ -1,0 +1,187 @@
+package evalset
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"gopkg.in/yaml.v3"
+)
+
+const (
+	schemaDir    = "../../docs/schema"
+	examplesDir  = "../../examples"
+	evalSchema   = "steward.schema.json"
+	fleetSchema  = "steward-fleet.schema.json"
+	schemaPrefix = "https://github.com/steward-evals/steward/docs/schema/"
+)
+
+func compileSchema(t *testing.T, name string) *jsonschema.Schema {
+	t.Helper()
+	f, err := os.Open(filepath.Join(schemaDir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	doc, err := jsonschema.UnmarshalJSON(f)
+	if err != nil {
+		t.Fatalf("%s is not JSON: %v", name, err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	if err := c.AddResource(schemaPrefix+name, doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile(schemaPrefix + name)
+	if err != nil {
+		t.Fatalf("compile %s: %v", name, err)
+	}
+	return s
+}
+
+// yamlToJSONValue converts YAML to the value the schema validator takes
+// (through JSON, so numbers and maps have the validator's types).
+func yamlToJSONValue(t *testing.T, data []byte) any {
+	t.Helper()
+	var v any
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		t.Fatalf("yaml: %v", err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("to JSON: %v", err)
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inst
+}
+
+// exampleFiles lists every YAML file under examples/.
+func exampleFiles(t *testing.T) (sets, fleets []string) {
+	t.Helper()
+	err := filepath.WalkDir(examplesDir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || !(strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml")) {
+			return nil
+		}
+		if filepath.Base(p) == FleetFileName {
+			fleets = append(fleets, p)
+		} else {
+			sets = append(sets, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sets, fleets
+}
+
+// Every example validates against the schema, loads without error, and
+// names the schema in its modeline.
+func TestExamples(t *testing.T) {
+	sets, fleets := exampleFiles(t)
+	if len(sets) < 2 {
+		t.Fatalf("found only %d example eval sets under %s", len(sets), examplesDir)
+	}
+	es, fs := compileSchema(t, evalSchema), compileSchema(t, fleetSchema)
+	for _, p := range sets {
+		t.Run(p, func(t *testing.T) {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := es.Validate(yamlToJSONValue(t, data)); err != nil {
+				t.Errorf("schema: %v", err)
+			}
+			if _, err := Load(p, LoadOptions{}); err != nil {
+				t.Errorf("Load: %v", err)
+			}
+			if !bytes.Contains(data, []byte("yaml-language-server: $schema=")) {
+				t.Errorf("no yaml-language-server modeline")
+			}
+		})
+	}
+	for _, p := range fleets {
+		t.Run(p, func(t *testing.T) {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fs.Validate(yamlToJSONValue(t, data)); err != nil {
+				t.Errorf("schema: %v", err)
+			}
+			if _, err := LoadFleet(p, nil, FleetOverrides{}); err != nil {
+				t.Errorf("LoadFleet: %v", err)
+			}
+		})
+	}
+}
+
+// The schema and the loader agree: inputs the loader refuses, the schema
+// refuses too, and a good one passes both.
+func TestSchemaAgreesWithLoader(t *testing.T) {
+	es, fs := compileSchema(t, evalSchema), compileSchema(t, fleetSchema)
+	good := okTask
+	for _, c := range []struct {
+		name, yaml string
+		fleet      bool
+		ok         bool
+	}{
+		{"good", good, false, true},
+		{"good with everything optional null", "name:\nmodel:\ntasks:\n  - name: t\n    agent: x\n    sandbox:\n    scorer:\n    samples: [{input: a, target: a}]\n", false, true},
+		{"unknown key", okTask + "    atempts: 2\n", false, false},
+		{"missing agent", "tasks:\n  - name: t\n    samples: [{input: a, target: a}]\n", false, false},
+		{"missing samples", "tasks:\n  - name: t\n    agent: x\n", false, false},
+		{"samples and samples_file", okTask + "    samples_file: s.jsonl\n", false, false},
+		{"attempts zero", okTask + "    attempts: 0\n", false, false},
+		{"attempts and epochs", okTask + "    attempts: 2\n    epochs: 2\n", false, false},
+		{"max_samples negative", okTask + "    max_samples: -1\n", false, false},
+		{"bad duration", okTask + "    timeout: 10 parsecs\n", false, false},
+		{"bad size", okTask + "    sandbox: {memory: lots}\n", false, false},
+		{"unknown provider", okTask + "    sandbox: {provider: dockr}\n", false, false},
+		{"unknown network", okTask + "    sandbox: {network: none}\n", false, false},
+		{"unknown match", okTask + "    scorer: {match: exakt}\n", false, false},
+		{"command and match", okTask + "    scorer: {command: x, match: exact}\n", false, false},
+		{"image and build", okTask + "    sandbox: {image: a, build: b}\n", false, false},
+		{"unknown upstream", "model: {upstream: openia}\n" + okTask, false, false},
+		{"reserved env", okTask + "    env: {OPENAI_API_KEY: x}\n", false, false},
+		{"destination escapes", okTask + "    files: {../x: y}\n", false, false},
+		{"bad task name", "tasks:\n  - name: my task\n    agent: x\n    samples: [{input: a, target: a}]\n", false, false},
+		{"fleet good", "max_sandboxes: 4\nsamples_ramp: [40, 300]\ntend_interval: 5s\n", true, true},
+		{"fleet ramp false", "samples_ramp: false\n", true, true},
+		{"fleet ramp low zero", "samples_ramp: [0, 10]\n", true, false},
+		{"fleet ramp three items", "samples_ramp: [1, 2, 3]\n", true, false},
+		{"fleet ramp string", "samples_ramp: 40,300\n", true, false},
+		{"fleet negative", "max_sandboxes: -1\n", true, false},
+		{"fleet unknown key", "max_sandbox: 4\n", true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			schema, name := es, "steward.yaml"
+			if c.fleet {
+				schema, name = fs, FleetFileName
+			}
+			schemaErr := schema.Validate(yamlToJSONValue(t, []byte(c.yaml)))
+			files := map[string]string{name: c.yaml, "b/Dockerfile": "FROM scratch\n", "y": ""}
+			if c.fleet {
+				files["steward.yaml"] = okTask
+			}
+			dir := writeTree(t, files)
+			loadErr := problems(t, dir, LoadOptions{})
+			if (schemaErr == nil) != c.ok {
+				t.Errorf("schema: ok=%v, want %v (%v)", schemaErr == nil, c.ok, schemaErr)
+			}
+			if (len(loadErr) == 0) != c.ok {
+				t.Errorf("loader: ok=%v, want %v (%v)", len(loadErr) == 0, c.ok, loadErr)
+			}
+		})
+	}
+}
