@@ -70,11 +70,13 @@ type Env struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// ReportTimeout bounds the reporting after the run (default 2 minutes);
-	// CancelTimeout replaces it when the run was cancelled (default 5 s, to
-	// finish before the runner's SIGKILL).
+	// ReportTimeout bounds the reporting after the run (default 2 minutes).
+	// After a cancellation the reporting must end before the runner's kill,
+	// which comes 10 s after its SIGINT: CancelBudget is the time from the
+	// cancellation to the end of reporting (default 9 s), and the reporting
+	// always gets at least a second to write its files.
 	ReportTimeout time.Duration
-	CancelTimeout time.Duration
+	CancelBudget  time.Duration
 	// RateLimitRetries bounds retries of one API call after a rate limit
 	// (default 3); MaxRateLimitWait is the longest single wait (default 2 min):
 	// a longer limit gives up on the comment rather than hold the job.
@@ -113,8 +115,8 @@ func (e *Env) defaults() {
 	if e.ReportTimeout <= 0 {
 		e.ReportTimeout = 2 * time.Minute
 	}
-	if e.CancelTimeout <= 0 {
-		e.CancelTimeout = 5 * time.Second
+	if e.CancelBudget <= 0 {
+		e.CancelBudget = 9 * time.Second
 	}
 	if e.RateLimitRetries <= 0 {
 		e.RateLimitRetries = 3
@@ -193,6 +195,15 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 	if opts.Merge {
 		what = fmt.Sprintf("Steward: merge %d records", len(records))
 	}
+	// Note when the run is cancelled: the reporting's deadline counts from it.
+	var cancelledAt time.Time
+	cancelled := make(chan struct{})
+	stopWatch := context.AfterFunc(ctx, func() {
+		cancelledAt = env.Now()
+		close(cancelled)
+	})
+	defer stopWatch()
+
 	gh.Group(what)
 	resume := a.stopCommands()
 	rep, code, lerr := launch(ctx, opts)
@@ -217,7 +228,8 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 	// enough to finish before the runner's kill.
 	timeout := env.ReportTimeout
 	if ctx.Err() != nil {
-		timeout = env.CancelTimeout
+		<-cancelled // AfterFunc has run (or is running) once ctx is done
+		timeout = max(env.CancelBudget-env.Now().Sub(cancelledAt), time.Second)
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()

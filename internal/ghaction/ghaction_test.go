@@ -638,3 +638,48 @@ func TestReportFilesAreValid(t *testing.T) {
 		t.Errorf("junit-path %q", e.outputs()["junit-path"])
 	}
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// After a cancellation the reporting is bounded so that it ends before the
+// runner's kill: an API that never answers costs the comment, not the files.
+func TestCancelledReportingIsBounded(t *testing.T) {
+	e := newActionEnv(t, "http://127.0.0.1:9", writeTok)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	env := e.env()
+	var mu sync.Mutex
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	env.Now = func() time.Time { // the launch takes 30 s after the signal
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(15 * time.Second)
+		return now
+	}
+	hung := make(chan struct{}, 10)
+	env.HTTPClient = &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		hung <- struct{}{}
+		<-r.Context().Done() // a GitHub that never answers
+		return nil, r.Context().Err()
+	})}
+	stub := &stubLaunch{rep: func() *report.Report {
+		r := fixedReport(2)
+		r.Partial = true
+		return r
+	}, code: 130, err: context.Canceled}
+	if code := ghaction.Run(ctx, env, stub.launch); code != 130 {
+		t.Fatalf("exit %d", code)
+	}
+	if len(hung) == 0 {
+		t.Fatalf("the comment was not attempted")
+	}
+	s := e.read("GITHUB_STEP_SUMMARY")
+	if !strings.Contains(s, "**Partial report:**") || !strings.Contains(s, "context deadline exceeded") {
+		t.Errorf("summary:\n%s", s)
+	}
+	if _, err := os.Stat(filepath.Join(e.workspace, ".steward/report/junit.xml")); err != nil {
+		t.Errorf("report files not written: %v", err)
+	}
+}
