@@ -59,6 +59,7 @@ var migrations = []string{
 		reason TEXT NOT NULL DEFAULT '',
 		carried_from TEXT NOT NULL DEFAULT '',
 		fingerprint TEXT NOT NULL,
+		parts TEXT NOT NULL DEFAULT '{}',
 		started_at INTEGER NOT NULL DEFAULT 0,
 		finished_at INTEGER NOT NULL DEFAULT 0,
 		duration_ns INTEGER NOT NULL DEFAULT 0,
@@ -249,6 +250,7 @@ type Attempt struct {
 	Reason       string
 	CarriedFrom  string // run id the result was carried from ("" = ran here)
 	Fingerprint  string
+	Parts        string // JSON map of the fingerprint's component hashes (for carry reasons)
 	Started      time.Time
 	Finished     time.Time
 	Duration     time.Duration
@@ -261,12 +263,12 @@ type Attempt struct {
 	Source       string
 }
 
-const attemptCols = `run_id, seq, task, sample, attempt, status, score, answer, explanation, reason, carried_from, fingerprint, started_at, finished_at, duration_ns, input_tokens, output_tokens, cost_usd, requests, log, sandbox, source`
+const attemptCols = `run_id, seq, task, sample, attempt, status, score, answer, explanation, reason, carried_from, fingerprint, parts, started_at, finished_at, duration_ns, input_tokens, output_tokens, cost_usd, requests, log, sandbox, source`
 
 // Publish commits one attempt at once (S6: readable as soon as published).
 func (r *DB) Publish(ctx context.Context, a Attempt) error {
-	_, err := r.db.ExecContext(ctx, `INSERT OR REPLACE INTO attempts(`+attemptCols+`) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-		a.RunID, a.Seq, a.Task, a.Sample, a.Attempt, a.Status, a.Score, a.Answer, a.Explanation, a.Reason, a.CarriedFrom, a.Fingerprint,
+	_, err := r.db.ExecContext(ctx, `INSERT OR REPLACE INTO attempts(`+attemptCols+`) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		a.RunID, a.Seq, a.Task, a.Sample, a.Attempt, a.Status, a.Score, a.Answer, a.Explanation, a.Reason, a.CarriedFrom, a.Fingerprint, a.Parts,
 		unix(a.Started), unix(a.Finished), int64(a.Duration), a.InputTokens, a.OutputTokens, a.CostUSD, a.Requests, a.Log, a.Sandbox, a.Source)
 	if err != nil {
 		return fmt.Errorf("publish attempt %s/%s#%d: %w", a.Task, a.Sample, a.Attempt, err)
@@ -288,7 +290,7 @@ func scanAttempts(rows *sql.Rows) ([]Attempt, error) {
 		var a Attempt
 		var s, f, d int64
 		var score sql.NullFloat64
-		if err := rows.Scan(&a.RunID, &a.Seq, &a.Task, &a.Sample, &a.Attempt, &a.Status, &score, &a.Answer, &a.Explanation, &a.Reason, &a.CarriedFrom, &a.Fingerprint,
+		if err := rows.Scan(&a.RunID, &a.Seq, &a.Task, &a.Sample, &a.Attempt, &a.Status, &score, &a.Answer, &a.Explanation, &a.Reason, &a.CarriedFrom, &a.Fingerprint, &a.Parts,
 			&s, &f, &d, &a.InputTokens, &a.OutputTokens, &a.CostUSD, &a.Requests, &a.Log, &a.Sandbox, &a.Source); err != nil {
 			return nil, err
 		}

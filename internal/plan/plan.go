@@ -1,0 +1,314 @@
+// Package plan expands an eval set into attempts in discovery order (C8),
+// with group lanes (D3), fingerprints (S2) and carry decisions. It is pure
+// apart from reading the files that feed fingerprints; the runner only walks it.
+package plan
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/steward-evals/steward/internal/evalset"
+)
+
+// Actions.
+const (
+	ActionRun   = "run"
+	ActionCarry = "carry"
+)
+
+// Attempt is one planned attempt.
+type Attempt struct {
+	Seq    int // discovery index
+	Task   int // task index in Plan.Tasks
+	Sample *evalset.Sample
+	Number int // 1-based attempt number
+	// Lane is "task/group" for grouped samples (one attempt at a time per lane).
+	Lane        string
+	Fingerprint string
+	// Parts are the fingerprint's component hashes, named for carry reasons.
+	Parts map[string]string
+
+	// Action is ActionRun or ActionCarry; Reason says why it runs
+	// ("new", "sample changed", …) or what it carries.
+	Action      string
+	Reason      string
+	CarriedFrom string // run id, when carried
+	CarriedSeq  int
+}
+
+// ID is "task/sample#n".
+func (a *Attempt) ID(p *Plan) string {
+	return fmt.Sprintf("%s/%s#%d", p.Tasks[a.Task].Task.Name, a.Sample.ID, a.Number)
+}
+
+// Task is one task of the plan.
+type Task struct {
+	Index int
+	Task  *evalset.Task
+	// Attempts are the task's attempt seqs in dispatch order (group lanes
+	// reordered by normalised sample id, a member's attempts consecutive).
+	Order []int
+}
+
+// Plan is the whole plan.
+type Plan struct {
+	EvalSet  *evalset.EvalSet
+	Tasks    []*Task
+	Attempts []*Attempt
+}
+
+// Options select and shape the plan.
+type Options struct {
+	// TaskGlobs and SampleGlobs filter (path.Match patterns; any match keeps).
+	TaskGlobs, SampleGlobs []string
+	// ImageDigest resolves an image reference to its digest/ID for the
+	// fingerprint; nil leaves the reference itself in.
+	ImageDigest func(ref string) (string, error)
+}
+
+// Build expands es into a plan.
+func Build(es *evalset.EvalSet, opts Options) (*Plan, error) {
+	for _, g := range append(append([]string{}, opts.TaskGlobs...), opts.SampleGlobs...) {
+		if _, err := path.Match(g, ""); err != nil {
+			return nil, fmt.Errorf("bad filter glob %q: %w", g, err)
+		}
+	}
+	p := &Plan{EvalSet: es}
+	model := hashJSON(map[string]any{"upstream": es.Model.Upstream, "name": es.Model.Name, "base_url": es.Model.BaseURL, "settings": es.Model.Settings})
+	for _, t := range es.Tasks {
+		if !matchAny(opts.TaskGlobs, t.Name) {
+			continue
+		}
+		pt := &Task{Index: len(p.Tasks), Task: t}
+		taskHash, err := taskFingerprint(es, t)
+		if err != nil {
+			return nil, err
+		}
+		imageHash, err := imageFingerprint(t, opts.ImageDigest)
+		if err != nil {
+			return nil, err
+		}
+		inputsHash, err := inputsFingerprint(es, t)
+		if err != nil {
+			return nil, err
+		}
+		lanes := map[string]string{} // normalised sample id -> lane
+		for _, g := range t.Groups {
+			for _, m := range g.Samples {
+				lanes[evalset.NormalizeID(m)] = t.Name + "/" + g.Name
+			}
+		}
+		attempts := t.Attempts
+		if attempts < 1 {
+			attempts = 1
+		}
+		for _, s := range t.Samples {
+			if !matchAny(opts.SampleGlobs, s.ID) {
+				continue
+			}
+			sampleHash, err := sampleFingerprint(es, t, s)
+			if err != nil {
+				return nil, err
+			}
+			for n := 1; n <= attempts; n++ {
+				parts := map[string]string{"task": taskHash, "sample": sampleHash, "image": imageHash, "inputs": inputsHash, "model": model}
+				a := &Attempt{
+					Seq: len(p.Attempts), Task: pt.Index, Sample: s, Number: n,
+					Lane:   lanes[evalset.NormalizeID(s.ID)],
+					Parts:  parts,
+					Action: ActionRun, Reason: "new",
+				}
+				a.Fingerprint = hashJSON(map[string]any{"parts": parts, "attempt": n, "task": t.Name, "sample": s.ID})
+				p.Attempts = append(p.Attempts, a)
+				pt.Order = append(pt.Order, a.Seq)
+			}
+		}
+		orderLanes(p, pt)
+		p.Tasks = append(p.Tasks, pt)
+	}
+	return p, nil
+}
+
+// orderLanes sorts each lane's attempts by normalised sample id (then
+// attempt number) in the positions the lane occupies, so members run in a
+// stable order and a member's attempts stay consecutive (D3).
+func orderLanes(p *Plan, t *Task) {
+	byLane := map[string][]int{} // lane -> positions in t.Order
+	for i, seq := range t.Order {
+		if l := p.Attempts[seq].Lane; l != "" {
+			byLane[l] = append(byLane[l], i)
+		}
+	}
+	for _, pos := range byLane {
+		seqs := make([]int, len(pos))
+		for i, at := range pos {
+			seqs[i] = t.Order[at]
+		}
+		sort.SliceStable(seqs, func(i, j int) bool {
+			a, b := p.Attempts[seqs[i]], p.Attempts[seqs[j]]
+			if c := evalset.CompareIDs(a.Sample.ID, b.Sample.ID); c != 0 {
+				return c < 0
+			}
+			return a.Number < b.Number
+		})
+		for i, at := range pos {
+			t.Order[at] = seqs[i]
+		}
+	}
+}
+
+func matchAny(globs []string, s string) bool {
+	if len(globs) == 0 {
+		return true
+	}
+	for _, g := range globs {
+		if ok, _ := path.Match(g, s); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func hashJSON(v any) string {
+	b, err := json.Marshal(v) // map keys are sorted: canonical enough
+	if err != nil {
+		panic(fmt.Sprintf("fingerprint: %v", err))
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:16])
+}
+
+func hashFile(p string) (string, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", fmt.Errorf("fingerprint %s: %w", p, err)
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:16]), nil
+}
+
+func volatileSet(t *evalset.Task) map[string]bool {
+	v := map[string]bool{}
+	for _, k := range t.Volatile {
+		v[k] = true
+	}
+	return v
+}
+
+func taskFingerprint(es *evalset.EvalSet, t *evalset.Task) (string, error) {
+	vol := volatileSet(t)
+	env := map[string]string{}
+	for k, v := range t.Env {
+		if !vol[k] {
+			env[k] = v
+		}
+	}
+	files := map[string]string{}
+	for dst, src := range t.Files {
+		h, err := hashFile(src)
+		if err != nil {
+			return "", err
+		}
+		files[dst] = h
+	}
+	sb := t.Sandbox
+	return hashJSON(map[string]any{
+		"provider": sb.Provider, "cpus": sb.CPUs, "memory": sb.Memory, "pids": sb.PIDs, "network": sb.Network,
+		"cap_add": sb.CapAdd, "workdir": sb.Workdir, "setup": t.Setup, "agent": t.Agent, "scorer": t.Scorer,
+		"timeout": t.Timeout, "env": env, "files": files, "host": t.Host, "sandbox_reuse": t.SandboxReuse,
+	}), nil
+}
+
+func imageFingerprint(t *evalset.Task, digest func(string) (string, error)) (string, error) {
+	switch {
+	case t.Sandbox.Build != "":
+		h, err := DirHash(t.Sandbox.Build)
+		if err != nil {
+			return "", fmt.Errorf("fingerprint build context of task %s: %w", t.Name, err)
+		}
+		return "build:" + h, nil
+	case t.Sandbox.Image != "" && digest != nil:
+		d, err := digest(t.Sandbox.Image)
+		if err != nil {
+			return "", fmt.Errorf("fingerprint image of task %s: %w", t.Name, err)
+		}
+		return "image:" + d, nil
+	default:
+		return "image:" + t.Sandbox.Image, nil
+	}
+}
+
+func inputsFingerprint(es *evalset.EvalSet, t *evalset.Task) (string, error) {
+	files, err := es.InputFiles(t)
+	if err != nil {
+		return "", err
+	}
+	m := map[string]string{}
+	for _, f := range files {
+		h, err := hashFile(filepath.Join(es.Dir, f))
+		if err != nil {
+			return "", err
+		}
+		m[f] = h
+	}
+	return hashJSON(m), nil
+}
+
+func sampleFingerprint(es *evalset.EvalSet, t *evalset.Task, s *evalset.Sample) (string, error) {
+	vol := volatileSet(t)
+	meta := map[string]any{}
+	for k, v := range s.Metadata {
+		if !vol[k] {
+			meta[k] = v
+		}
+	}
+	files := map[string]string{}
+	for dst, src := range s.Files {
+		if strings.HasPrefix(src, "data:") {
+			files[dst] = hashJSON(src)
+			continue
+		}
+		h, err := hashFile(src)
+		if err != nil {
+			return "", err
+		}
+		files[dst] = h
+	}
+	return hashJSON(map[string]any{"id": s.ID, "input": s.Input, "target": s.Target, "metadata": meta, "files": files, "setup": s.Setup}), nil
+}
+
+// DirHash hashes a directory tree's paths, modes and contents.
+func DirHash(dir string) (string, error) {
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%o\x00", filepath.ToSlash(rel), info.Mode())
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(h, "%d\x00", len(b))
+			h.Write(b)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16]), nil
+}
