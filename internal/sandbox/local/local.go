@@ -1,0 +1,263 @@
+// Package local is the `local` sandbox provider: each sandbox is a temporary
+// workdir on the host and its commands are host processes in their own
+// process group. It is exclusive by default (C3): tasks run one sandbox at a
+// time unless they declare `exclusive: false`.
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/steward-evals/steward/internal/sandbox"
+)
+
+// Options configure the provider.
+type Options struct {
+	// BaseDir holds the sandboxes' workdirs (default os.TempDir()).
+	BaseDir string
+	// PATH for sandbox commands (default the host's PATH).
+	Path string
+}
+
+// Provider makes local sandboxes.
+type Provider struct {
+	opts Options
+	seq  atomic.Int64
+}
+
+// New returns a local provider.
+func New(opts Options) *Provider {
+	if opts.BaseDir == "" {
+		opts.BaseDir = os.TempDir()
+	}
+	if opts.Path == "" {
+		opts.Path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	return &Provider{opts: opts}
+}
+
+// Name is "local".
+func (p *Provider) Name() string { return "local" }
+
+// Capacity: one sandbox at a time for exclusive tasks (a correctness limit,
+// enforced by the scheduler's exclusivity gate, which --max-concurrency
+// cannot lift); tasks that declare exclusive: false are not bounded by the provider.
+func (p *Provider) Capacity(ctx context.Context, specs []sandbox.Spec) (sandbox.Capacity, error) {
+	return sandbox.Capacity{Limit: 1, Source: "local default", Exclusive: true}, nil
+}
+
+// Prepare has nothing to build.
+func (p *Provider) Prepare(ctx context.Context, specs []*sandbox.Spec) error { return nil }
+
+// Gateway: sandboxes are host processes and dial loopback.
+func (p *Provider) Gateway(ctx context.Context) (sandbox.GatewayAddr, error) {
+	return sandbox.GatewayAddr{Listen: "127.0.0.1:0", Host: "127.0.0.1"}, nil
+}
+
+// Finalize has nothing to remove.
+func (p *Provider) Finalize(ctx context.Context) error { return nil }
+
+// Create makes a workdir.
+func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	dir, err := os.MkdirTemp(p.opts.BaseDir, "steward-"+safe(spec.Task)+"-")
+	if err != nil {
+		return nil, sandbox.InfraError(fmt.Errorf("create local sandbox: %w", err))
+	}
+	work := filepath.Join(dir, "work")
+	tmp := filepath.Join(dir, "tmp")
+	for _, d := range []string{work, tmp} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			os.RemoveAll(dir)
+			return nil, sandbox.InfraError(fmt.Errorf("create local sandbox: %w", err))
+		}
+	}
+	return &box{id: fmt.Sprintf("local-%d", p.seq.Add(1)), root: dir, work: work, tmp: tmp, spec: spec, path: p.opts.Path}, nil
+}
+
+func safe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+type box struct {
+	id, root, work, tmp, path string
+	spec                      sandbox.Spec
+}
+
+func (b *box) ID() string      { return b.id }
+func (b *box) Workdir() string { return b.work }
+
+// within resolves a sandbox path and refuses escapes from the sandbox root.
+func (b *box) within(p string) (string, error) {
+	var full string
+	if filepath.IsAbs(p) {
+		full = filepath.Clean(p)
+	} else {
+		full = filepath.Join(b.work, p)
+	}
+	if full != b.root && !strings.HasPrefix(full, b.root+string(filepath.Separator)) {
+		return "", fmt.Errorf("path %q is outside the sandbox", p)
+	}
+	return full, nil
+}
+
+func (b *box) CopyIn(ctx context.Context, files []sandbox.File) error {
+	for _, f := range files {
+		full, err := b.within(f.Path)
+		if err != nil {
+			return fmt.Errorf("copy in: %w", err)
+		}
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return fmt.Errorf("copy in %s: %w", f.Path, err)
+		}
+		mode := os.FileMode(f.Mode)
+		if mode == 0 {
+			mode = 0o644
+		}
+		if err := os.WriteFile(full, f.Data, mode); err != nil {
+			return fmt.Errorf("copy in %s: %w", f.Path, err)
+		}
+	}
+	return nil
+}
+
+func (b *box) CopyOut(ctx context.Context, p string) ([]byte, error) {
+	full, err := b.within(p)
+	if err != nil {
+		return nil, fmt.Errorf("copy out: %w", err)
+	}
+	data, err := os.ReadFile(full)
+	if err != nil {
+		return nil, fmt.Errorf("copy out %s: %w", p, err)
+	}
+	return data, nil
+}
+
+// capWriter keeps the first max bytes.
+type capWriter struct {
+	buf       bytes.Buffer
+	max       int
+	truncated bool
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	room := w.max - w.buf.Len()
+	if room < len(p) {
+		w.truncated = true
+		if room > 0 {
+			w.buf.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	w.buf.Write(p)
+	return len(p), nil
+}
+
+func (b *box) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResult, error) {
+	max := spec.MaxOutput
+	if max <= 0 {
+		max = 1 << 20
+	}
+	if spec.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, spec.Timeout)
+		defer cancel()
+	}
+	cmd := exec.Command("/bin/sh", "-c", spec.Shell)
+	cmd.Dir = b.work
+	// A clean environment: nothing of the host's (no API keys) but what the task and Steward set.
+	env := map[string]string{"PATH": b.path, "HOME": b.work, "TMPDIR": b.tmp, "LANG": "C.UTF-8"}
+	for k, v := range b.spec.Env {
+		env[k] = v
+	}
+	for k, v := range spec.Env {
+		env[k] = v
+	}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	stdout, stderr := &capWriter{max: max}, &capWriter{max: max}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if spec.Stdin != nil {
+		cmd.Stdin = bytes.NewReader(spec.Stdin)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return sandbox.ExecResult{}, sandbox.InfraError(fmt.Errorf("exec in %s: %w", b.id, err))
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		// Kill the whole process group: an agent's children die with it.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		err = <-done
+	}
+	// Whatever the outcome, nothing of the group outlives the command.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	res := sandbox.ExecResult{
+		Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(),
+		Truncated: stdout.truncated || stderr.truncated, Duration: time.Since(start),
+	}
+	if ctx.Err() != nil {
+		res.ExitCode = -1
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && spec.Timeout > 0 {
+			res.TimedOut = true
+			return res, nil
+		}
+		return res, ctx.Err()
+	}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		res.ExitCode = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.ExitCode = 128 + int(ws.Signal())
+		}
+	default:
+		return res, sandbox.InfraError(fmt.Errorf("exec in %s: %w", b.id, err))
+	}
+	return res, nil
+}
+
+func (b *box) Reset(ctx context.Context) error {
+	for _, d := range []string{b.work, b.tmp} {
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			return fmt.Errorf("reset %s: %w", b.id, err)
+		}
+		for _, e := range entries {
+			if err := os.RemoveAll(filepath.Join(d, e.Name())); err != nil {
+				return fmt.Errorf("reset %s: %w", b.id, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (b *box) Close(ctx context.Context) error {
+	if err := os.RemoveAll(b.root); err != nil {
+		return fmt.Errorf("remove %s: %w", b.id, err)
+	}
+	return nil
+}
+
+var _ io.Writer = (*capWriter)(nil)

@@ -1,0 +1,87 @@
+package local
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/steward-evals/steward/internal/sandbox"
+)
+
+func TestLifecycle(t *testing.T) {
+	ctx := context.Background()
+	p := New(Options{BaseDir: t.TempDir()})
+	t.Setenv("OPENAI_API_KEY", "sk-real-secret")
+	b, err := p.Create(ctx, sandbox.Spec{Task: "t", Env: map[string]string{"A": "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	if err := b.CopyIn(ctx, []sandbox.File{{Path: "in/x.txt", Data: []byte("hello")}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Exec(ctx, sandbox.ExecSpec{Shell: `cat in/x.txt; echo " $A $B"; env > env.txt; echo err >&2; exit 3`, Env: map[string]string{"B": "2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Stdout) != "hello 1 2\n" || string(res.Stderr) != "err\n" || res.ExitCode != 3 {
+		t.Fatalf("res %+v", res)
+	}
+	env, err := b.CopyOut(ctx, "env.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(env), "sk-real-secret") {
+		t.Fatal("host API key leaked into the sandbox environment")
+	}
+	if err := b.CopyIn(ctx, []sandbox.File{{Path: "../../../etc/x", Data: nil}}); err == nil {
+		t.Fatal("escape allowed")
+	}
+	if err := b.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CopyOut(ctx, "env.txt"); err == nil {
+		t.Fatal("reset left files")
+	}
+	root := b.(*box).root
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Fatal("close left the workdir")
+	}
+}
+
+func TestTimeoutKillsGroup(t *testing.T) {
+	ctx := context.Background()
+	p := New(Options{BaseDir: t.TempDir()})
+	b, _ := p.Create(ctx, sandbox.Spec{Task: "t"})
+	defer b.Close(ctx)
+	// A child that would outlive a naive kill writes a marker later.
+	res, err := b.Exec(ctx, sandbox.ExecSpec{Shell: `(sleep 2; echo late > marker) & sleep 30`, Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.TimedOut {
+		t.Fatalf("not timed out: %+v", res)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if _, err := b.CopyOut(ctx, "marker"); err == nil {
+		t.Fatal("a child of the timed-out command survived")
+	}
+}
+
+func TestOutputCap(t *testing.T) {
+	ctx := context.Background()
+	b, _ := New(Options{BaseDir: t.TempDir()}).Create(ctx, sandbox.Spec{Task: "t"})
+	defer b.Close(ctx)
+	res, err := b.Exec(ctx, sandbox.ExecSpec{Shell: `yes | head -c 5000`, MaxOutput: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Stdout) != 100 || !res.Truncated {
+		t.Fatalf("len %d truncated %v", len(res.Stdout), res.Truncated)
+	}
+}
