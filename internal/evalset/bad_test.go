@@ -163,6 +163,8 @@ func TestBadInputs(t *testing.T) {
 			want: []string{`steward.yaml:6: tasks[0].inputs[0]: bad glob "lib/[a-": syntax error in pattern`}},
 		{name: "glob matches nothing", files: yamlOnly(okTask + "    inputs:\n      - lib/*.py\n"),
 			want: []string{`steward.yaml:7: tasks[0].inputs[0]: "lib/*.py" matches no files`}},
+		{name: "glob leaves the directory", files: yamlOnly(okTask + "    inputs: [../**]\n"),
+			want: []string{`steward.yaml:6: tasks[0].inputs[0]: must stay inside the eval set directory (no ..)`}},
 		{name: "absolute glob", files: yamlOnly(okTask + "    inputs: [/etc/*]\n"),
 			want: []string{`steward.yaml:6: tasks[0].inputs[0]: must be relative to the eval set directory`}},
 		{name: "group member unknown", files: yamlOnly("tasks:\n  - name: t\n    agent: x\n    samples:\n      - {id: alpha, input: a, target: a}\n    groups:\n      - name: g\n        samples: [alpah]\n"),

@@ -168,3 +168,19 @@ func (es *EvalSet) Task(name string) *Task {
 	}
 	return nil
 }
+
+// TargetText is what a scorer command receives as STEWARD_TARGET: the
+// target string, "" when there is none, or for a list of targets their JSON.
+func (s *Sample) TargetText() string {
+	switch t := s.Target.(type) {
+	case nil:
+		return ""
+	case string:
+		return t
+	}
+	b, err := json.Marshal(s.Targets())
+	if err != nil {
+		return fmt.Sprint(s.Target)
+	}
+	return string(b)
+}

@@ -15,8 +15,8 @@ import (
 const maxInputWalk = 200000
 
 // checkGlob reports whether pattern is a valid inputs glob: slash-separated,
-// relative, each segment a path.Match pattern or "**" (any number of
-// directories).
+// relative, inside the eval set directory (no ".."), each segment a
+// path.Match pattern or "**" (any number of directories).
 func checkGlob(pattern string) error {
 	if pattern == "" {
 		return errors.New("empty glob")
@@ -25,6 +25,9 @@ func checkGlob(pattern string) error {
 		return errors.New("must be relative to the eval set directory")
 	}
 	for _, seg := range strings.Split(filepath.ToSlash(pattern), "/") {
+		if seg == ".." {
+			return errors.New("must stay inside the eval set directory (no ..)")
+		}
 		if seg == "**" {
 			continue
 		}
@@ -66,8 +69,8 @@ func matchSegs(p, n []string) bool {
 
 // ExpandInputs expands inputs globs relative to dir into the regular files
 // they match: slash-separated paths relative to dir, sorted, without
-// duplicates. "**" matches any number of directories; .git directories are
-// skipped; symlinked directories are not followed.
+// duplicates. "**" matches any number of directories; .git and .steward
+// (record) directories are skipped; symlinked directories are not followed.
 func ExpandInputs(dir string, globs []string) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
@@ -119,7 +122,7 @@ func expandGlob(dir, g string) ([]string, error) {
 			return fmt.Errorf("more than %d files under %s", maxInputWalk, root)
 		}
 		if e.IsDir() {
-			if e.Name() == ".git" && p != root {
+			if (e.Name() == ".git" || e.Name() == DefaultRecordDir) && p != root {
 				return filepath.SkipDir
 			}
 			return nil

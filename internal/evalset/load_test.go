@@ -580,7 +580,7 @@ func TestFleetReReadKeepsLastGood(t *testing.T) {
 
 func TestExpandInputs(t *testing.T) {
 	dir := writeTree(t, map[string]string{
-		"a.py": "", "lib/b.py": "", "lib/x/c.py": "", "lib/x/c.txt": "", ".git/d.py": "", "lib/.git/e.py": "",
+		"a.py": "", "lib/b.py": "", "lib/x/c.py": "", "lib/x/c.txt": "", ".git/d.py": "", "lib/.git/e.py": "", ".steward/record.py": "",
 	})
 	for glob, want := range map[string]string{
 		"**/*.py":   "[a.py lib/b.py lib/x/c.py]",
@@ -597,5 +597,21 @@ func TestExpandInputs(t *testing.T) {
 	}
 	if _, err := ExpandInputs(dir, []string{"a**b"}); err == nil {
 		t.Error("a**b accepted")
+	}
+}
+
+func TestYesIsNotABoolAndTargetText(t *testing.T) {
+	dir := writeTree(t, map[string]string{"steward.yaml": okTask + "    early_exit: yes\n"})
+	got := problems(t, dir, LoadOptions{})
+	if len(got) != 1 || got[0] != `steward.yaml:6: tasks[0].early_exit: expected true or false, got "yes"` {
+		t.Fatalf("got %v", got)
+	}
+	for _, c := range []struct {
+		target any
+		want   string
+	}{{nil, ""}, {"a", "a"}, {[]string{"a", "b"}, `["a","b"]`}} {
+		if got := (&Sample{Target: c.target}).TargetText(); got != c.want {
+			t.Errorf("TargetText(%v) = %q", c.target, got)
+		}
 	}
 }
