@@ -274,7 +274,7 @@ func (s *Sandbox) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.Exec
 	env = append(env, "STEWARD_SHELL="+spec.Shell)
 	// The wrapper reports its pid (a process group leader: docker exec starts a
 	// new group) on stderr, then replaces itself with the command's shell.
-	wrapper := `printf '\000steward-pid:%s\n' "$$" >&2; exec /bin/sh -c "$STEWARD_SHELL"`
+	wrapper := `printf '\000steward-pid:%s\n' "$$" >&2; c=$STEWARD_SHELL; unset STEWARD_SHELL; exec /bin/sh -c "$c"`
 	ec, err := s.p.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
 		Cmd:          []string{"/bin/sh", "-c", wrapper},
 		Env:          env,

@@ -258,13 +258,13 @@ func (p *Provider) Doctor(ctx context.Context, w io.Writer) error {
 	dead := 0
 	for _, c := range cs {
 		runs[c.Labels[sandbox.LabelRun]] = true
-		if !lockAlive(c.Labels[LabelLock]) {
+		if deadRun(c.Labels) {
 			dead++
 		}
 	}
 	for _, n := range sn {
 		runs[n.Labels[sandbox.LabelRun]] = true
-		if !lockAlive(n.Labels[LabelLock]) {
+		if deadRun(n.Labels) {
 			dead++
 		}
 	}

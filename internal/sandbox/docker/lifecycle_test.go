@@ -38,7 +38,7 @@ func TestLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := mustExec(t, sb, `cat in.txt; ./deep/er/run.sh a b; cat /opt/abs.txt; echo; pwd; echo "$TASK_ENV $ATT_ENV"`)
+	res := mustExec(t, sb, `cat in.txt; ./deep/er/run.sh a b; cat /opt/abs.txt; echo; pwd; echo "$TASK_ENV $ATT_ENV$STEWARD_SHELL"`)
 	want := "hello\nran a b\nabs\n/work/attempt\nfrom-spec \n"
 	if string(res.Stdout) != want || res.ExitCode != 0 {
 		t.Fatalf("stdout %q exit %d stderr %q", res.Stdout, res.ExitCode, res.Stderr)

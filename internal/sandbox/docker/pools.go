@@ -255,8 +255,12 @@ type PoolReport struct {
 func RenderPoolReport(w io.Writer, r PoolReport) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "docker address pools (%s):", r.PoolsSource)
-	for _, p := range r.Pools {
-		fmt.Fprintf(&b, " %s/%d", p.Base, p.Size)
+	for i, p := range r.Pools {
+		sep := ","
+		if i == 0 {
+			sep = ""
+		}
+		fmt.Fprintf(&b, "%s %s in /%ds", sep, p.Base, p.Size)
 	}
 	fmt.Fprintf(&b, "\n  %d networks in all, %d in use by existing networks, %d free\n", r.Total, len(r.Used), r.Free)
 	if r.Want > 0 {

@@ -23,7 +23,12 @@ type SweepResult struct {
 	Runs                          []string
 }
 
-func lockAlive(path string) bool { return runlock.Alive(path) }
+// deadRun reports whether a resource's labels name a run lock that is no
+// longer held. Without a lock label nothing proves the run dead.
+func deadRun(labels map[string]string) bool {
+	lock, ok := labels[LabelLock]
+	return ok && lock != "" && !runlock.Alive(lock)
+}
 
 // Sweep removes every Steward-labelled container, network and volume whose
 // run's lock is no longer held (D4). A live run's resources are never touched.
@@ -40,10 +45,7 @@ func Sweep(ctx context.Context, cli apiClient, w io.Writer) (SweepResult, error)
 	var res SweepResult
 	var errs []error
 	f := filters.NewArgs(filters.Arg("label", sandbox.LabelManaged+"=true"))
-	dead := func(labels map[string]string) bool {
-		lock, ok := labels[LabelLock]
-		return ok && lock != "" && !runlock.Alive(lock)
-	}
+	dead := deadRun
 	seen := map[string]bool{}
 	note := func(labels map[string]string) {
 		r := labels[sandbox.LabelRun]
