@@ -46,8 +46,8 @@ const (
 // Defaults applied when a spec leaves a limit at zero.
 const (
 	DefaultCPUs    = 1.0
-	DefaultMemory  = 2 << 30 // 2 GiB
-	DefaultPIDs    = 1024
+	DefaultMemory  = 512 << 20 // 512 MiB, as evalset documents
+	DefaultPIDs    = 256
 	DefaultWorkdir = "/work"
 )
 
