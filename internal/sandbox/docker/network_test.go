@@ -328,3 +328,30 @@ var _ = errors.New
 var _ = netip.Addr{}
 var _ = container.ListOptions{}
 var _ = filters.Args{}
+
+func TestFinalizeRemovesLeftovers(t *testing.T) {
+	r := newRun(t, nil)
+	s := spec(t, "left")
+	prepare(t, r, &s)
+	ctx := context.Background()
+	// A sandbox nobody closes, and a container created but never started.
+	if _, err := r.P.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	_, err := r.P.cli.ContainerCreate(ctx, &container.Config{Image: s.Image, Labels: r.P.labels("left", "sandbox", nil)},
+		&container.HostConfig{NetworkMode: container.NetworkMode(r.P.netGW.Name)}, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, n := countRun(t, r.P.cli, r.ID); c != 2 || n != 1 {
+		t.Fatalf("before finalize: %d containers, %d networks", c, n)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := r.P.Finalize(cctx); err != nil {
+		t.Fatal(err)
+	}
+	if c, n := countRun(t, r.P.cli, r.ID); c != 0 || n != 0 {
+		t.Fatalf("after finalize: %d containers, %d networks", c, n)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
@@ -71,7 +72,7 @@ type Options struct {
 	SelfContainer string
 	// RelayCommand is the command (inside an image FROM scratch holding
 	// RelayBinary) that runs RunRelay: it gets LISTEN and TARGET appended.
-	// Default: [RelayBinary, "__relay"].
+	// Default: ["/steward", RelayArg] (RelayBinary is copied to /steward in the relay image).
 	RelayCommand []string
 	// RelayBinary is a static executable that serves RelayCommand; default
 	// os.Executable() (the steward binary, built with CGO_ENABLED=0).
@@ -361,6 +362,19 @@ func (p *Provider) Finalize(ctx context.Context) error {
 		if err := p.removeContainer(ctx, relay); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	// Sandboxes never closed (e.g. a create interrupted after the daemon made
+	// the container) cannot outlive the run.
+	f := runFilter(p.opts.RunID)
+	f.Add("label", LabelLock+"="+p.lock)
+	if left, err := p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f}); err == nil {
+		for _, c := range left {
+			if err := p.removeContainer(ctx, c.ID); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	} else {
+		errs = append(errs, fmt.Errorf("list leftover sandboxes: %w", err))
 	}
 	for _, n := range nets {
 		if n == nil {
