@@ -65,16 +65,7 @@ func LoadFleet(path string, getenv func(string) string, flags FleetOverrides) (F
 	if err != nil {
 		return Fleet{}, fmt.Errorf("resolve fleet file path: %w", err)
 	}
-	display := filepath.Clean(path)
-	if filepath.IsAbs(path) {
-		// Keep messages short: show the path relative to the working
-		// directory when it lies below it.
-		if wd, err := os.Getwd(); err == nil {
-			if rel, err := filepath.Rel(wd, abs); err == nil && !strings.HasPrefix(rel, "..") {
-				display = rel
-			}
-		}
-	}
+	display := displayPath(path, abs)
 	errs := &Errors{}
 	f := DefaultFleet(filepath.Dir(abs))
 	if st, err := os.Stat(abs); err == nil || !errors.Is(err, os.ErrNotExist) {

@@ -21,6 +21,22 @@ import (
 // FleetFileName is the fleet settings file read beside an eval set.
 const FleetFileName = "_steward.yaml"
 
+// DefaultFileName is the eval set Load reads when given a directory.
+const DefaultFileName = "steward.yaml"
+
+// displayPath is how a file is named in messages: as given, or relative
+// to the working directory when an absolute path lies below it.
+func displayPath(path, abs string) string {
+	if filepath.IsAbs(path) {
+		if wd, err := os.Getwd(); err == nil {
+			if rel, err := filepath.Rel(wd, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+				return rel
+			}
+		}
+	}
+	return filepath.Clean(path)
+}
+
 // FleetOverrides carries the fleet settings given as command-line flags; a
 // nil pointer means the flag was not given. Flags win over STEWARD_*
 // environment variables, which win over _steward.yaml, which wins over the
@@ -44,7 +60,8 @@ type LoadOptions struct {
 	Flags  FleetOverrides
 }
 
-// Load reads, resolves and validates the eval set at path and the
+// Load reads, resolves and validates the eval set at path (a directory
+// means its steward.yaml) and the
 // _steward.yaml beside it (optional), then applies environment variables
 // and flags to the fleet settings. On bad input it returns a *Errors
 // listing every problem found; the returned set is then nil.
@@ -54,11 +71,14 @@ type LoadOptions struct {
 // checkout lives); every sample has an id; defaults are filled in.
 func Load(path string, opts LoadOptions) (*EvalSet, error) {
 	errs := &Errors{}
-	display := filepath.Clean(path)
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		path = filepath.Join(path, DefaultFileName)
+	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("resolve eval set path: %w", err)
 	}
+	display := displayPath(path, abs)
 	data, ok := readLimited(abs, display, errs)
 	var es *EvalSet
 	if ok {

@@ -615,3 +615,44 @@ func TestYesIsNotABoolAndTargetText(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadDirectory(t *testing.T) {
+	dir := writeTree(t, map[string]string{"steward.yaml": okTask})
+	es, err := Load(dir, LoadOptions{})
+	if err != nil || es.File != filepath.Join(dir, "steward.yaml") {
+		t.Fatalf("Load(dir) = %v, %v", es, err)
+	}
+}
+
+// BenchmarkLoadJSONL loads an eval set whose task reads 10 000 JSONL samples.
+func BenchmarkLoadJSONL(b *testing.B) {
+	var sb strings.Builder
+	for i := 0; i < 10000; i++ {
+		fmt.Fprintf(&sb, "{\"id\":\"s%d\",\"input\":\"What is %d+%d?\",\"target\":\"%d\",\"metadata\":{\"i\":%d,\"tags\":[\"a\",\"b\"]}}\n", i, i, i, 2*i, i)
+	}
+	dir := writeTree(b, map[string]string{"steward.yaml": "tasks:\n  - name: t\n    agent: x\n    samples_file: s.jsonl\n", "s.jsonl": sb.String()})
+	b.SetBytes(int64(sb.Len()))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Load(filepath.Join(dir, "steward.yaml"), LoadOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLoadYAML loads an eval set with 2 000 inline samples.
+func BenchmarkLoadYAML(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString("tasks:\n  - name: t\n    agent: x\n    samples:\n")
+	for i := 0; i < 2000; i++ {
+		fmt.Fprintf(&sb, "      - id: s%d\n        input: What is %d+%d?\n        target: \"%d\"\n", i, i, i, 2*i)
+	}
+	dir := writeTree(b, map[string]string{"steward.yaml": sb.String()})
+	b.SetBytes(int64(sb.Len()))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Load(filepath.Join(dir, "steward.yaml"), LoadOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

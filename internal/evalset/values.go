@@ -179,7 +179,7 @@ const MaxRamp = 100000
 func ParseRamp(s string) (RampRange, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
 	switch t {
-	case "false", "off", "no", "0":
+	case "false", "off", "no":
 		return RampRange{}, nil
 	case "true", "on", "yes":
 		return DefaultRamp, nil
