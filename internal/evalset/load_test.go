@@ -656,3 +656,15 @@ func BenchmarkLoadYAML(b *testing.B) {
 		}
 	}
 }
+
+func TestSymlinkInsideIsAllowed(t *testing.T) {
+	dir := writeTree(t, map[string]string{
+		"steward.yaml": okTask + "    files: {h.py: link.py}\n",
+		"real/h.py":    "x",
+		"link.py":      "symlink:real/h.py",
+	})
+	es := mustLoad(t, dir, LoadOptions{})
+	if b, err := FileData(es.Tasks[0].Files["h.py"]); err != nil || string(b) != "x" {
+		t.Fatalf("FileData = %q, %v", b, err)
+	}
+}

@@ -4,7 +4,9 @@ package evalset
 
 import "time"
 
-// EvalSet is a loaded, validated eval set. Paths inside it are absolute.
+// EvalSet is a loaded, validated eval set. Paths inside it are absolute,
+// except Task.Inputs (globs relative to Dir). Defaults are filled in and
+// every sample has an id. See docs/evalset.md for the format.
 type EvalSet struct {
 	// File is the absolute path of the eval set YAML.
 	File string `yaml:"-" json:"-"`
@@ -57,6 +59,8 @@ type Task struct {
 	Scorer Scorer `yaml:"scorer" json:"scorer"`
 
 	// Samples are inline samples; SamplesFile is a JSONL file of samples.
+	// After Load, Samples holds the samples either way (in file order) and
+	// SamplesFile is absolute or "".
 	Samples     []*Sample `yaml:"samples" json:"samples"`
 	SamplesFile string    `yaml:"samples_file" json:"samples_file"`
 
@@ -76,14 +80,18 @@ type Task struct {
 	Groups       []*Group    `yaml:"groups" json:"groups"`
 	SharedState  SharedState `yaml:"shared_state" json:"shared_state"`
 	EarlyExit    bool        `yaml:"early_exit" json:"early_exit"`
-	// Inputs are globs (relative to the eval set dir) of files that decide
-	// outcomes (helpers, fixtures); their contents enter every attempt's fingerprint.
+	// Inputs are globs (relative to the eval set dir, no "..", "**" for any
+	// directories) of files that decide outcomes (helpers, fixtures); their
+	// contents enter every attempt's fingerprint. They stay relative after
+	// Load; EvalSet.InputFiles expands them.
 	Inputs []string `yaml:"inputs" json:"inputs"`
 	// Env is set in every sandbox of the task.
 	Env map[string]string `yaml:"env" json:"env"`
 	// Volatile names Env keys (and metadata keys) left out of the fingerprint.
 	Volatile []string `yaml:"volatile" json:"volatile"`
-	// Files are copied into every sandbox's workdir: destination -> source path (relative to the eval set dir).
+	// Files are copied into every sandbox's workdir: destination -> source
+	// path (relative to the eval set dir; absolute after Load) or a data: URL.
+	// FileData reads either.
 	Files map[string]string `yaml:"files" json:"files"`
 	// Retries is how many times an attempt that hit an infrastructure error is retried. Default 1.
 	Retries *int `yaml:"retries" json:"retries"`
@@ -142,14 +150,19 @@ type SharedState struct {
 
 // Sample is one test case (Inspect's dataset fields).
 type Sample struct {
+	// ID is unique in its task after NormalizeID; Load assigns the 1-based
+	// position ("1", "2", …) to samples written without one.
 	ID string `yaml:"id" json:"id"`
-	// Input is a string, or a list of chat messages ({role, content}).
+	// Input is a string, or a list of chat messages ({role, content}); after
+	// Load a string or a []any of map[string]any. InputText gives STEWARD_INPUT.
 	Input any `yaml:"input" json:"input"`
-	// Target is a string or a list of strings (any matches).
+	// Target is a string or a list of strings (any matches); after Load nil,
+	// a string or a []string. Targets and TargetText read it.
 	Target   any            `yaml:"target" json:"target"`
 	Metadata map[string]any `yaml:"metadata" json:"metadata"`
 	// Files: destination in the workdir -> source path (relative to the
-	// eval set dir) or inline content prefixed "data:" (Inspect style).
+	// eval set dir, absolute after Load; it may not leave the eval set dir)
+	// or inline content as a data URL ("data:,text", "data:;base64,…").
 	Files map[string]string `yaml:"files" json:"files"`
 	// Setup is a shell script run in the sandbox before the agent.
 	Setup string `yaml:"setup" json:"setup"`
