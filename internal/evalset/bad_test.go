@@ -195,6 +195,8 @@ func TestBadInputs(t *testing.T) {
 			want: []string{`steward.yaml:7: tasks[0].samples[0].input[0].role: expected role system, user, assistant or tool, got human`}},
 		{name: "reserved env", files: yamlOnly(okTask + "    env:\n      OPENAI_API_KEY: sk-1\n"),
 			want: []string{`steward.yaml:7: tasks[0].env.OPENAI_API_KEY: OPENAI_API_KEY is set by Steward in every sandbox and cannot be overridden`}},
+		{name: "reserved env prefix", files: yamlOnly(okTask + "    env:\n      STEWARD_MODE: fast\n"),
+			want: []string{`steward.yaml:7: tasks[0].env.STEWARD_MODE: names starting with STEWARD_ are reserved for the variables Steward sets`}},
 		{name: "bad env name", files: yamlOnly(okTask + "    env:\n      1BAD: x\n"),
 			want: []string{`steward.yaml:7: tasks[0].env.1BAD: "1BAD" is not an environment variable name`}},
 		{name: "jsonl invalid line", files: map[string]string{"steward.yaml": "tasks:\n  - name: t\n    agent: x\n    samples_file: s.jsonl\n", "s.jsonl": "{\"input\":\"a\",\"target\":\"a\"}\n\n{\"input\": oops}\n"},

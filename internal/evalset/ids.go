@@ -107,14 +107,29 @@ func (s *Sample) Targets() []string {
 func (s *Sample) HasTarget() bool { return len(s.Targets()) > 0 }
 
 // InputText is what an agent receives as STEWARD_INPUT: the input string,
-// or for a list of chat messages their JSON encoding.
+// or for a list of chat messages the text of the last user message (the
+// JSON of the whole list when there is none).
 func (s *Sample) InputText() string {
 	switch x := s.Input.(type) {
 	case string:
 		return x
 	case nil:
 		return ""
+	case []any:
+		for i := len(x) - 1; i >= 0; i-- {
+			if m, ok := x[i].(map[string]any); ok && m["role"] == "user" {
+				if c, ok := m["content"].(string); ok {
+					return c
+				}
+			}
+		}
 	}
+	return s.InputJSON()
+}
+
+// InputJSON is what an agent receives as STEWARD_INPUT_JSON: the input
+// (string or message list) encoded as JSON.
+func (s *Sample) InputJSON() string {
 	b, err := json.Marshal(s.Input)
 	if err != nil {
 		return fmt.Sprint(s.Input)
@@ -167,20 +182,4 @@ func (es *EvalSet) Task(name string) *Task {
 		}
 	}
 	return nil
-}
-
-// TargetText is what a scorer command receives as STEWARD_TARGET: the
-// target string, "" when there is none, or for a list of targets their JSON.
-func (s *Sample) TargetText() string {
-	switch t := s.Target.(type) {
-	case nil:
-		return ""
-	case string:
-		return t
-	}
-	b, err := json.Marshal(s.Targets())
-	if err != nil {
-		return fmt.Sprint(s.Target)
-	}
-	return string(b)
 }

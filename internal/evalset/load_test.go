@@ -144,8 +144,8 @@ func TestLoadFull(t *testing.T) {
 	if s1.ID != "2.50" || s1.Target != "1.10" || s1.Setup != "echo ready" || s1.Files["in.txt"] != filepath.Join(dir, "data/in.txt") {
 		t.Errorf("sample 1: %+v", s1)
 	}
-	if s1.InputText() != `[{"content":"be brief","role":"system"},{"content":"hi","role":"user"}]` {
-		t.Errorf("chat input text %s", s1.InputText())
+	if s1.InputText() != "hi" || s1.InputJSON() != `[{"content":"be brief","role":"system"},{"content":"hi","role":"user"}]` {
+		t.Errorf("chat input text %q json %s", s1.InputText(), s1.InputJSON())
 	}
 	f := es.Fleet
 	if f.MaxSandboxes != 6 || f.SamplesRamp != (RampRange{true, 40, 300}) || f.TendInterval.D() != 5*time.Second || f.Record != filepath.Join(dir, "out/rec") || f.File != filepath.Join(dir, "_steward.yaml") {
@@ -600,19 +600,11 @@ func TestExpandInputs(t *testing.T) {
 	}
 }
 
-func TestYesIsNotABoolAndTargetText(t *testing.T) {
+func TestYesIsNotABool(t *testing.T) {
 	dir := writeTree(t, map[string]string{"steward.yaml": okTask + "    early_exit: yes\n"})
 	got := problems(t, dir, LoadOptions{})
 	if len(got) != 1 || got[0] != `steward.yaml:6: tasks[0].early_exit: expected true or false, got "yes"` {
 		t.Fatalf("got %v", got)
-	}
-	for _, c := range []struct {
-		target any
-		want   string
-	}{{nil, ""}, {"a", "a"}, {[]string{"a", "b"}, `["a","b"]`}} {
-		if got := (&Sample{Target: c.target}).TargetText(); got != c.want {
-			t.Errorf("TargetText(%v) = %q", c.target, got)
-		}
 	}
 }
 

@@ -154,6 +154,8 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{"image and build", okTask + "    sandbox: {image: a, build: b}\n", false, false},
 		{"unknown upstream", "model: {upstream: openia}\n" + okTask, false, false},
 		{"reserved env", okTask + "    env: {OPENAI_API_KEY: x}\n", false, false},
+		{"reserved env prefix", okTask + "    env: {STEWARD_X: x}\n", false, false},
+		{"ordinary env", okTask + "    env: {MY_STEWARD_X: x, DEBUG: 1}\n", false, true},
 		{"destination escapes", okTask + "    files: {../x: y}\n", false, false},
 		{"bad task name", "tasks:\n  - name: my task\n    agent: x\n    samples: [{input: a, target: a}]\n", false, false},
 		{"fleet good", "max_sandboxes: 4\nsamples_ramp: [40, 300]\ntend_interval: 5s\n", true, true},

@@ -22,6 +22,9 @@ const (
 	DefaultRetries  = 1
 	DefaultUpstream = "mock"
 	DefaultMatch    = "exact"
+	// ReservedEnvPrefix starts the names of the variables Steward sets
+	// (STEWARD_SAMPLE_ID, STEWARD_INPUT, …); task env may not use it.
+	ReservedEnvPrefix = "STEWARD_"
 	// MaxRetries bounds retries; MinMemory is the smallest sandbox memory.
 	MaxRetries = 10
 	MinMemory  = Bytes(6 << 20)
@@ -33,9 +36,9 @@ var (
 	Networks  = []string{"gateway", "bridge", "isolated"}
 	Matches   = []string{"exact", "includes", "regex", "numeric"}
 	Upstreams = []string{"mock", "openai", "anthropic"}
-	// ReservedEnv are set by Steward in every sandbox; a task may not set them.
-	ReservedEnv = []string{"STEWARD_SAMPLE_ID", "STEWARD_INPUT", "STEWARD_ATTEMPT", "STEWARD_TASK",
-		"STEWARD_ANSWER", "STEWARD_TARGET", "OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"}
+	// ReservedEnv are set by Steward in every sandbox; a task may not set
+	// them, nor any other name starting with ReservedEnvPrefix.
+	ReservedEnv = []string{"OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"}
 	// DefaultAPIKeyEnv is the api_key_env used when none is given.
 	DefaultAPIKeyEnv = map[string]string{"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 )
@@ -387,6 +390,8 @@ func (v *validator) env(tp string, t *Task) {
 			v.errf(kp, "%q is not an environment variable name", k)
 		case oneOf(k, ReservedEnv):
 			v.errf(kp, "%s is set by Steward in every sandbox and cannot be overridden", k)
+		case strings.HasPrefix(k, ReservedEnvPrefix):
+			v.errf(kp, "names starting with %s are reserved for the variables Steward sets", ReservedEnvPrefix)
 		}
 	}
 }
