@@ -434,7 +434,24 @@ func (s *Sandbox) oomSince(ctx context.Context) bool {
 }
 
 // Reset kills whatever the last attempt left running and empties the workdir.
+// A sandbox at its PID limit (a fork bomb still churning) may refuse the first
+// exec, so it is tried a few times.
 func (s *Sandbox) Reset(ctx context.Context) error {
+	var err error
+	for try := 0; try < 4; try++ {
+		if err = s.reset(ctx); err == nil || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(try+1) * 250 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+func (s *Sandbox) reset(ctx context.Context) error {
 	script := killAllScript + `; cd / && rm -rf -- "$STEWARD_WD" && mkdir -p -- "$STEWARD_WD"`
 	ec, err := s.p.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
 		Cmd: []string{"/bin/sh", "-c", script}, Env: []string{"STEWARD_WD=" + s.workdir},
