@@ -62,7 +62,9 @@ func yamlToJSONValue(t *testing.T, data []byte) any {
 	return inst
 }
 
-// exampleFiles lists every YAML file under examples/.
+// exampleFiles lists the eval sets (files named steward.yaml, or naming the
+// eval set schema in a modeline) and fleet files under examples/. Other
+// YAML there (a workflow, say) is not an eval set and is left alone.
 func exampleFiles(t *testing.T) (sets, fleets []string) {
 	t.Helper()
 	err := filepath.WalkDir(examplesDir, func(p string, d os.DirEntry, err error) error {
@@ -74,7 +76,13 @@ func exampleFiles(t *testing.T) (sets, fleets []string) {
 		}
 		if filepath.Base(p) == FleetFileName {
 			fleets = append(fleets, p)
-		} else {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if filepath.Base(p) == DefaultFileName || bytes.Contains(data, []byte(evalSchema)) {
 			sets = append(sets, p)
 		}
 		return nil
@@ -89,7 +97,7 @@ func exampleFiles(t *testing.T) (sets, fleets []string) {
 // names the schema in its modeline.
 func TestExamples(t *testing.T) {
 	sets, fleets := exampleFiles(t)
-	if len(sets) < 2 {
+	if len(sets) < 3 {
 		t.Fatalf("found only %d example eval sets under %s", len(sets), examplesDir)
 	}
 	es, fs := compileSchema(t, evalSchema), compileSchema(t, fleetSchema)
@@ -185,5 +193,47 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 				t.Errorf("loader: ok=%v, want %v (%v)", len(loadErr) == 0, c.ok, loadErr)
 			}
 		})
+	}
+}
+
+// The examples show what their comments say they show.
+func TestExampleContents(t *testing.T) {
+	gs, err := Load(filepath.Join(examplesDir, "groups-and-state"), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, fs, chat := gs.Task("migrations"), gs.Task("flaky-search"), gs.Task("chat")
+	if m == nil || fs == nil || chat == nil {
+		t.Fatalf("tasks %v", gs.Tasks)
+	}
+	if len(m.Groups) != 2 || m.SharedState.Key != "example-db" || !m.SandboxReuse || m.Host.Setup == "" || m.Host.Teardown == "" {
+		t.Errorf("migrations: %+v", m)
+	}
+	if fs.Attempts != 3 || fs.MaxSamples != 1 || !fs.EarlyExit || *fs.Retries != 0 {
+		t.Errorf("flaky-search: %+v", fs)
+	}
+	if chat.Scorer.Match != "regex" || len(chat.Samples) != 3 || chat.Samples[2].InputText() != "What is 100/8?" {
+		t.Errorf("chat: %+v", chat)
+	}
+	if in, err := gs.InputFiles(chat); err != nil || len(in) != 1 || in[0] != "prompts/system.txt" {
+		t.Errorf("chat inputs %v %v", in, err)
+	}
+	if gs.Fleet.MaxWorkers != 2 || gs.Fleet.SamplesRamp != (RampRange{true, 4, 16}) {
+		t.Errorf("fleet %+v", gs.Fleet)
+	}
+
+	db, err := Load(filepath.Join(examplesDir, "docker-basic"), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range db.Tasks {
+		if tk.Sandbox.Provider != "docker" || filepath.Base(tk.Sandbox.Build) != "image" {
+			t.Errorf("%s sandbox %+v", tk.Name, tk.Sandbox)
+		}
+	}
+	if s := db.Task("sort-unique").Samples; len(s) != 3 || s[1].Files["words.txt"] != "data:,b%0Aa%0Ab%0A" {
+		t.Errorf("sort-unique samples %+v", s)
+	} else if b, err := FileData(s[2].Files["words.txt"]); err != nil || string(b) != "x\ny\nz\n" {
+		t.Errorf("base64 data URL: %q %v", b, err)
 	}
 }
