@@ -89,6 +89,9 @@ func ComputeCapacity(cpus int, memTotal, perSandbox int64, freeNetworks int) san
 }
 
 func gib(b int64) string {
+	if b < 1<<30 {
+		return fmt.Sprintf("%d MiB", b>>20)
+	}
 	v := float64(b) / (1 << 30)
 	s := fmt.Sprintf("%.1f", v)
 	s = strings.TrimSuffix(s, ".0")

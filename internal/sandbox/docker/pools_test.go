@@ -84,6 +84,7 @@ func TestComputeCapacity(t *testing.T) {
 		{16, 64 << 30, 1 << 30, 29, 29, "docker default: 29 free networks in address pools"},
 		{16, 1 << 30, 2 << 30, -1, 1, "docker default: memory 1 GiB ÷ 2 GiB"},
 		{16, 64 << 30, 1 << 30, 0, 1, "docker default: 0 free networks in address pools"},
+		{64, 23.5 * (1 << 30), 512 << 20, -1, 47, "docker default: memory 23.5 GiB ÷ 512 MiB"},
 	}
 	for _, tc := range tests {
 		c := ComputeCapacity(tc.cpus, tc.mem, tc.per, tc.free)
