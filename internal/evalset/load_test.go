@@ -570,6 +570,13 @@ func TestFleetReReadKeepsLastGood(t *testing.T) {
 	if bad.SamplesRamp.Enabled || good.SamplesRamp.Hi != 100 {
 		t.Errorf("bad read must return a zero Fleet: %+v", bad)
 	}
+	// An empty file (comments only) is defaults.
+	if err := os.WriteFile(path, []byte("# nothing yet\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if empty, err := LoadFleet(path, nil, FleetOverrides{}); err != nil || empty.SamplesRamp != DefaultRamp || empty.File != path {
+		t.Errorf("empty file: %+v %v", empty, err)
+	}
 	// A missing file is defaults, not an error.
 	os.Remove(path)
 	def, err := LoadFleet(path, nil, FleetOverrides{})
