@@ -1,16 +1,39 @@
+// Command steward runs agentic evaluations in CI. This file is the only one
+// that touches the process: stdio, the environment, signals and the exit code.
 package main
 
 import (
-	_ "github.com/docker/docker/client"
-	_ "github.com/google/go-github/v60/github"
-	_ "github.com/olekukonko/tablewriter"
-	_ "github.com/santhosh-tekuri/jsonschema/v6"
-	_ "github.com/sethvargo/go-githubactions"
-	_ "github.com/spf13/cobra"
-	_ "gopkg.in/yaml.v3"
-	_ "modernc.org/sqlite"
-	_ "github.com/openai/openai-go/v3"
-	_ "github.com/anthropics/anthropic-sdk-go/v2"
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/steward-evals/steward/internal/cli"
 )
 
-func main() {}
+func main() {
+	// The first SIGINT/SIGTERM stops dispatching and lets running attempts
+	// finish within the grace period; the second stops at once.
+	soft, stopSoft := context.WithCancel(context.Background())
+	hard, stopHard := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		stopSoft()
+		<-sigs
+		stopHard()
+	}()
+	exe, _ := os.Executable()
+	code := cli.Main(soft, os.Args[1:], cli.Env{
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv,
+		StderrTTY: isTTY(os.Stderr), StdinTTY: isTTY(os.Stdin), Hard: hard, Exe: exe,
+	})
+	stopHard()
+	os.Exit(code)
+}
+
+func isTTY(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,175 @@
+// Package cli is Steward's command line. It maps errors to the documented
+// exit codes; only cmd/steward touches the process.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/steward-evals/steward/internal/evalset"
+	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/run"
+)
+
+// Exit codes (documented in docs/cli.md).
+const (
+	ExitOK        = 0   // every judged attempt passed
+	ExitFailed    = 1   // some attempt failed, errored or was interrupted
+	ExitBadInput  = 2   // bad input: nothing ran
+	ExitInfra     = 3   // an infrastructure error (daemon, disk, upstream) stopped work
+	ExitCancelled = 130 // cancelled by a signal; what finished is in the record
+)
+
+// Env is the outside world, handed in by main.
+type Env struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+	// StderrTTY and StdinTTY say whether those are terminals.
+	StderrTTY, StdinTTY bool
+	// Hard is cancelled by the second signal.
+	Hard context.Context
+	// Exe is this binary's path.
+	Exe string
+}
+
+// Version is set by the linker (-X); otherwise read from build info.
+var Version = ""
+
+func version() string {
+	if Version != "" {
+		return Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func exitWith(code int, err error) error { return &exitError{code: code, err: err} }
+
+// Main runs the command line and returns the exit code.
+func Main(ctx context.Context, args []string, env Env) int {
+	if env.Getenv == nil {
+		env.Getenv = func(string) string { return "" }
+	}
+	if env.Hard == nil {
+		env.Hard = context.Background()
+	}
+	root := newRoot(env)
+	root.SetArgs(args)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	root.SetIn(env.Stdin)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil && ee.err.Error() != "" {
+			fmt.Fprintln(env.Stderr, "steward:", ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(env.Stderr, "steward:", err)
+	switch {
+	case isBadInput(err), isUsage(err):
+		return ExitBadInput
+	case ctx.Err() != nil:
+		return ExitCancelled
+	}
+	return ExitInfra
+}
+
+func isUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "invalid argument", "accepts ", "requires ", "flag needs", "required flag"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func newRoot(env Env) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "steward",
+		Short:         "Run agentic evaluations in CI: sandboxes, a model gateway, a sample ramp, and reports",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version(),
+	}
+	root.AddCommand(
+		newLaunch(env), newReport(env), newVersion(env), newDoctor(env), newSweep(env),
+		newRamp(env), newTend(env), newLease(env), newMerge(env), newAction(env), newAgent(env),
+		newRelay(env),
+	)
+	return root
+}
+
+func newVersion(env Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fmt.Fprintln(env.Stdout, "steward", version())
+			return nil
+		},
+	}
+}
+
+// recordFlag resolves the record directory: --record, else the eval set's
+// fleet setting, else .steward beside ./steward.yaml.
+func resolveRecord(flag, evalsetPath string, env Env) (string, error) {
+	if flag != "" {
+		return filepath.Abs(flag)
+	}
+	if evalsetPath == "" {
+		evalsetPath = "steward.yaml"
+	}
+	if _, err := os.Stat(evalsetPath); err == nil {
+		f, err := evalset.LoadFleet(filepath.Join(filepath.Dir(evalsetPath), "_steward.yaml"), env.Getenv, evalset.FleetOverrides{})
+		if err == nil && f.Record != "" {
+			return f.Record, nil
+		}
+		return filepath.Abs(filepath.Join(filepath.Dir(evalsetPath), ".steward"))
+	}
+	return filepath.Abs(".steward")
+}
+
+// exitFor maps a finished run's counts to an exit code.
+func exitFor(r *report.Report, cancelled bool) int {
+	switch {
+	case cancelled:
+		return ExitCancelled
+	case r.Counts.Infra > 0:
+		return ExitInfra
+	case r.Counts.Failed+r.Counts.Errored+r.Counts.Interrupted > 0:
+		return ExitFailed
+	}
+	return ExitOK
+}
+
+func isBadInput(err error) bool {
+	var verrs *evalset.Errors
+	var ee *exitError
+	return errors.As(err, &verrs) || errors.Is(err, run.ErrBadInput) || (errors.As(err, &ee) && ee.code == ExitBadInput)
+}

@@ -1,0 +1,243 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/steward-evals/steward/internal/evalset"
+	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/run"
+	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/sandbox/docker"
+	"github.com/steward-evals/steward/internal/sandbox/local"
+)
+
+type launchFlags struct {
+	dry, rerun, earlyExit, writeDaemonJSON, jsonOut bool
+	tasks, samples                                  []string
+	concurrency, maxWorkers, maxTasks               int
+	budget                                          float64
+	shard, title, record, samplesRamp, reportDir    string
+	tendInterval, grace                             time.Duration
+}
+
+func newLaunch(env Env) *cobra.Command {
+	var f launchFlags
+	cmd := &cobra.Command{
+		Use:   "launch [EVALSET]",
+		Short: "Run an eval set (default ./steward.yaml)",
+		Long: `Run an eval set: plan the attempts, carry unchanged judged results from the
+record, run the rest in sandboxes under the sandbox budget and the sample
+ramp, and print the results table in discovery order.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := "steward.yaml"
+			if len(args) == 1 {
+				path = args[0]
+			}
+			rep, cancelled, err := launch(cmd.Context(), env, path, f, cmd.Flags().Changed)
+			if err != nil {
+				return err
+			}
+			if f.dry {
+				return nil
+			}
+			if code := exitFor(rep, cancelled); code != ExitOK {
+				return exitWith(code, nil)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&f.dry, "dry", false, "print the plan (what would run, what is carried and why) and exit")
+	fl.StringSliceVar(&f.tasks, "task", nil, "run only tasks matching these globs")
+	fl.StringSliceVar(&f.samples, "sample", nil, "run only samples whose id matches these globs")
+	fl.IntVar(&f.concurrency, "max-concurrency", 0, "sandbox budget: live sandboxes machine-wide (wins over max_sandboxes)")
+	fl.Float64Var(&f.budget, "budget", 0, "stop starting attempts once this many USD are spent")
+	fl.BoolVar(&f.rerun, "rerun", false, "carry only passed results; run failed ones again")
+	fl.BoolVar(&f.earlyExit, "early-exit", false, "after an attempt passes, do not dispatch the sample's remaining attempts")
+	fl.StringVar(&f.shard, "shard", "", "run one slice of the eval set, e.g. 2/4")
+	fl.StringVar(&f.title, "title", "", "report title")
+	fl.StringVar(&f.record, "record", "", "record directory (default .steward beside the eval set)")
+	fl.IntVar(&f.maxWorkers, "max-workers", 0, "worker processes to pack tasks into")
+	fl.IntVar(&f.maxTasks, "max-tasks", 0, "tasks running at once (default all)")
+	fl.StringVar(&f.samplesRamp, "samples-ramp", "", `sample ramp range "40,300", or "false"`)
+	fl.DurationVar(&f.tendInterval, "tend-interval", 0, "ramp control window")
+	fl.StringVar(&f.reportDir, "report-dir", "", "also write report.md, report.json and junit.xml here")
+	fl.BoolVar(&f.jsonOut, "json", false, "print the JSON report on stdout instead of the table")
+	fl.BoolVar(&f.writeDaemonJSON, "write-daemon-json", false, "accept the address-pool fix (write daemon.json, with a backup) without asking")
+	fl.DurationVar(&f.grace, "grace", 30*time.Second, "after the first signal, how long running attempts may finish")
+	return cmd
+}
+
+func launch(ctx context.Context, env Env, path string, f launchFlags, changed func(string) bool) (*report.Report, bool, error) {
+	var ov evalset.FleetOverrides
+	if changed("max-concurrency") && f.concurrency < 1 {
+		return nil, false, exitWith(ExitBadInput, fmt.Errorf("--max-concurrency must be at least 1, got %d", f.concurrency))
+	}
+	if f.budget < 0 {
+		return nil, false, exitWith(ExitBadInput, fmt.Errorf("--budget must not be negative, got %g", f.budget))
+	}
+	if changed("max-workers") {
+		ov.MaxWorkers = &f.maxWorkers
+	}
+	if changed("max-tasks") {
+		ov.MaxTasks = &f.maxTasks
+	}
+	if changed("samples-ramp") {
+		ov.SamplesRamp = &f.samplesRamp
+	}
+	if changed("tend-interval") {
+		ov.TendInterval = &f.tendInterval
+	}
+	if changed("record") {
+		ov.Record = &f.record
+	}
+	es, err := evalset.Load(path, evalset.LoadOptions{Getenv: env.Getenv, Flags: ov})
+	if err != nil {
+		return nil, false, err
+	}
+	if es.Model.APIKeyEnv != "" {
+		// The real key is masked wherever Steward prints (the action also registers it with the runner).
+		_ = env.Getenv(es.Model.APIKeyEnv)
+	}
+	opts := run.Options{
+		EvalSet: es, TaskGlobs: f.tasks, SampleGlobs: f.samples, Concurrency: f.concurrency, BudgetUSD: f.budget,
+		Rerun: f.rerun, EarlyExit: f.earlyExit, Dry: f.dry, Shard: f.shard, Title: f.title,
+		Stdout: env.Stdout, Stderr: env.Stderr, TTY: env.StderrTTY, Color: env.StderrTTY && env.Getenv("NO_COLOR") == "",
+		Getenv: env.Getenv, Exe: env.Exe, Providers: providerFactory{env: env}, Grace: f.grace, Hard: env.Hard,
+		WriteDaemonJSON: f.writeDaemonJSON, FleetFlags: ov, Confirm: confirmer(env),
+	}
+	res, err := run.Launch(ctx, opts)
+	if err != nil {
+		return nil, false, err
+	}
+	if f.dry {
+		return res.Report, false, nil
+	}
+	rep := res.Report
+	if f.jsonOut {
+		if err := report.JSON(env.Stdout, rep); err != nil {
+			return nil, false, err
+		}
+	} else if err := report.Terminal(env.Stdout, rep, report.TerminalOptions{Color: opts.Color, NoPlan: true}); err != nil {
+		return nil, false, err
+	}
+	if f.reportDir != "" {
+		if err := writeReportFiles(f.reportDir, rep); err != nil {
+			return nil, false, err
+		}
+	}
+	return rep, res.Cancelled, nil
+}
+
+// writeReportFiles writes report.md, report.json and junit.xml.
+func writeReportFiles(dir string, rep *report.Report) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write reports: %w", err)
+	}
+	for name, render := range map[string]func(io.Writer) error{
+		"report.md":   func(w io.Writer) error { return report.Markdown(w, rep, report.MarkdownOptions{}) },
+		"report.json": func(w io.Writer) error { return report.JSON(w, rep) },
+		"junit.xml":   func(w io.Writer) error { return report.JUnit(w, rep) },
+	} {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return fmt.Errorf("write reports: %w", err)
+		}
+		if err := render(f); err != nil {
+			f.Close()
+			return fmt.Errorf("write %s: %w", name, err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// confirmer asks on a terminal; declining is the default, and without a
+// terminal nothing is asked.
+func confirmer(env Env) func(string) bool {
+	return func(q string) bool {
+		if !env.StdinTTY || env.Stdin == nil {
+			fmt.Fprintf(env.Stderr, "%s [y/N] no (not a terminal; pass --write-daemon-json to accept)\n", q)
+			return false
+		}
+		fmt.Fprintf(env.Stderr, "%s [y/N] ", q)
+		line, _ := bufio.NewReader(env.Stdin).ReadString('\n')
+		line = strings.ToLower(strings.TrimSpace(line))
+		return line == "y" || line == "yes"
+	}
+}
+
+// providerFactory makes the real providers.
+type providerFactory struct{ env Env }
+
+func (pf providerFactory) DockerAvailable(ctx context.Context) bool { return docker.Available(ctx) }
+
+func (pf providerFactory) Provider(ctx context.Context, name string, ri run.RunInfo) (sandbox.Provider, error) {
+	switch name {
+	case "local":
+		return local.New(local.Options{}), nil
+	case "docker":
+		p, err := docker.New(ctx, docker.Options{
+			RunID: ri.RunID, LockPath: ri.LockPath, Log: ri.Stderr,
+			InContainer: inContainer(pf.env), Labels: map[string]string{},
+		})
+		if err != nil {
+			return nil, err
+		}
+		return dockerProvider{p}, nil
+	}
+	return nil, fmt.Errorf("unknown sandbox provider %q", name)
+}
+
+// inContainer: STEWARD_IN_CONTAINER=1, or /.dockerenv exists (the action).
+func inContainer(env Env) bool {
+	if v := env.Getenv("STEWARD_IN_CONTAINER"); v != "" {
+		return v == "1" || v == "true"
+	}
+	_, err := os.Stat("/.dockerenv")
+	return err == nil
+}
+
+// dockerProvider adds the address-pool preflight (D1) and the sweep of dead
+// runs' leftovers (D4) to the docker provider.
+type dockerProvider struct{ *docker.Provider }
+
+func (d dockerProvider) PreflightRun(ctx context.Context, specs []*sandbox.Spec, concurrency int, w interface{ Write([]byte) (int, error) }, confirm func(string) bool, write bool) error {
+	if _, err := d.Sweep(ctx, io.Discard); err != nil {
+		fmt.Fprintf(w, "steward: sweep leftovers of dead runs: %v\n", err)
+	}
+	var plain []sandbox.Spec
+	for _, s := range specs {
+		plain = append(plain, *s)
+	}
+	want := docker.NetworksWanted(plain, concurrency)
+	rep, err := d.Preflight(ctx, want)
+	if err != nil {
+		return fmt.Errorf("address-pool preflight: %w", err)
+	}
+	if rep.Enough {
+		return nil
+	}
+	_ = docker.RenderPoolReport(w, rep)
+	if write || confirm("Write this into the daemon configuration now (a backup is kept; the daemon is NOT restarted)?") {
+		path := "/etc/docker/daemon.json"
+		backup, err := docker.WriteDaemonJSON(path)
+		if err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		fmt.Fprintf(w, "steward: wrote %s (backup %s). Nothing changes until you restart the daemon: %s\n", path, backup, rep.Restart)
+	}
+	return run.NotEnoughNetworks(rep.Want, rep.Free)
+}

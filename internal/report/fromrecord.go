@@ -1,0 +1,99 @@
+package report
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/steward-evals/steward/internal/record"
+)
+
+// FromRecord builds the report of one or more runs from the record alone, so
+// `steward launch`, `steward report`, `steward merge` and the action all
+// render the same thing. Attempts keep discovery order within each run; runs
+// follow in the order given.
+func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title string) (*Report, error) {
+	runs, err := db.Runs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]record.Run{}
+	for _, r := range runs {
+		byID[r.ID] = r
+	}
+	rep := &Report{Title: title, RunIDs: runIDs}
+	hold, _ := db.Control(ctx, "ramp.hold")
+	rep.Hold = hold
+	var shards []string
+	for _, id := range runIDs {
+		run, ok := byID[id]
+		if !ok {
+			return nil, fmt.Errorf("report: no run %s in the record %s", id, db.Path)
+		}
+		if rep.EvalSet == "" {
+			rep.EvalSet = run.EvalSet
+		}
+		if rep.Plan == "" {
+			rep.Plan = run.Plan
+		}
+		if rep.Title == "" {
+			rep.Title = run.Title
+		}
+		if rep.Started.IsZero() || run.Started.Before(rep.Started) {
+			rep.Started = run.Started
+		}
+		if run.Finished.After(rep.Finished) {
+			rep.Finished = run.Finished
+		}
+		if run.Shard != "" {
+			shards = append(shards, run.Shard)
+		}
+		if run.Status == "cancelled" || run.Status == "running" {
+			rep.Partial = true
+		}
+		if run.Left != "" {
+			rep.Left = append(rep.Left, strings.Split(run.Left, "\n")...)
+		}
+		if run.BudgetUSD > 0 {
+			rep.Spend.BudgetUSD = run.BudgetUSD
+		}
+		as, err := db.Attempts(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range as {
+			row := AttemptRow{
+				Task: a.Task, Sample: a.Sample, Attempt: a.Attempt, Status: a.Status, Score: a.Score,
+				Answer: a.Answer, Explanation: a.Explanation, Reason: a.Reason, Carried: a.CarriedFrom != "",
+				Duration: a.Duration, InputTokens: a.InputTokens, OutputTokens: a.OutputTokens, CostUSD: a.CostUSD,
+				Fingerprint: a.Fingerprint, Log: a.Log, Source: a.Source,
+			}
+			rep.Attempts = append(rep.Attempts, row)
+			rep.Spend.USD += a.CostUSD
+			rep.Spend.InputTokens += a.InputTokens
+			rep.Spend.OutputTokens += a.OutputTokens
+			rep.Spend.Requests += a.Requests
+		}
+		pts, err := db.Ramp(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range pts {
+			rep.Ramp = append(rep.Ramp, RampPoint{
+				At: p.At, Task: p.Task, Setpoint: p.Setpoint, Ceiling: p.Ceiling, Limit: p.ConnLimit, Decision: p.Decision,
+				Reason: p.Reason, Pushback: p.Pushback, Retries: p.Retries, Errored: p.Errored, Saturated: p.Saturated,
+			})
+		}
+	}
+	rep.Shard = strings.Join(shards, ", ")
+	rep.Recount()
+	// The last setpoint per task, from the ramp history.
+	last := map[string]int{}
+	for _, p := range rep.Ramp {
+		last[p.Task] = p.Setpoint
+	}
+	for i := range rep.Tasks {
+		rep.Tasks[i].Setpoint = last[rep.Tasks[i].Name]
+	}
+	return rep, nil
+}

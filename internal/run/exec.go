@@ -1,0 +1,586 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/steward-evals/steward/internal/evalset"
+	"github.com/steward-evals/steward/internal/gateway"
+	"github.com/steward-evals/steward/internal/plan"
+	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/sched"
+)
+
+// executor runs attempts: sandbox from a pool or new, files, setup, agent,
+// scorer, teardown, publish.
+type executor struct {
+	l     *launcher
+	mu    sync.Mutex
+	pools map[string][]sandbox.Sandbox // pool key -> idle sandboxes
+	owner map[string]int               // pool key -> task
+	bins  map[sandbox.Sandbox]bool     // sandboxes that hold the steward binary
+}
+
+func newExecutor(l *launcher) *executor {
+	return &executor{l: l, pools: map[string][]sandbox.Sandbox{}, owner: map[string]int{}, bins: map[sandbox.Sandbox]bool{}}
+}
+
+// poolKey: group lanes reuse one sandbox per lane (D3); sandbox_reuse tasks
+// keep a pool per task (D2); others use a fresh sandbox per attempt.
+func (e *executor) poolKey(a *plan.Attempt) string {
+	if a.Lane != "" {
+		return "lane:" + a.Lane
+	}
+	if e.l.p.Tasks[a.Task].Task.SandboxReuse {
+		return "task:" + strconv.Itoa(a.Task)
+	}
+	return ""
+}
+
+type hooks struct {
+	d  *sched.Dispatcher
+	id int
+}
+
+func (h hooks) BackoffStart()                        { _ = h.d.Backoff(h.id) }
+func (h hooks) BackoffEnd(ctx context.Context) error { return h.d.Resume(ctx, h.id) }
+func (h hooks) Usage(in, out int64, cost float64)    {}
+
+func (e *executor) runItem(ctx context.Context, it sched.Item) {
+	l := e.l
+	a := l.bySeq(l.seqOf[it.ID])
+	t := l.p.Tasks[a.Task].Task
+	retries := 1
+	if t.Retries != nil {
+		retries = *t.Retries
+	}
+	var row record.Attempt
+	for try := 0; ; try++ {
+		row = e.attempt(ctx, it, a)
+		if row.Status != report.StatusInfra || try >= retries || ctx.Err() != nil {
+			break
+		}
+		fmt.Fprintf(l.opts.Stderr, "steward: %s: infrastructure error, retrying (%d of %d): %s\n", a.ID(l.p), try+1, retries, row.Reason)
+	}
+	if err := l.db.Publish(context.Background(), row); err != nil {
+		fmt.Fprintf(l.opts.Stderr, "steward: %v\n", err)
+	}
+	l.mu.Lock()
+	l.published[a.Seq] = row.Status
+	if row.Status == report.StatusErrored || row.Status == report.StatusInfra {
+		l.errWin[a.Task]++
+	}
+	l.mu.Unlock()
+	_ = l.disp.Finish(it.ID)
+
+	// S4: after a pass, the sample's undispatched attempts are not dispatched.
+	if row.Status == report.StatusPassed && (t.EarlyExit || l.opts.EarlyExit) {
+		var ids []int
+		l.disp.With(func(s *sched.State) {
+			for _, b := range l.p.Attempts {
+				if b.Task == a.Task && b.Sample == a.Sample && b.Action == plan.ActionRun {
+					if s.Cancel(l.itemOf[b.Seq]) {
+						ids = append(ids, l.itemOf[b.Seq])
+					}
+				}
+			}
+		})
+		l.publishSkipped(ids, fmt.Sprintf("early exit: attempt %d passed", a.Number))
+	}
+	// S5: when the budget is spent, no new attempt starts.
+	if b := l.opts.BudgetUSD; b > 0 && l.gw.Spent() >= b {
+		l.mu.Lock()
+		first := !l.spentStop
+		l.spentStop = true
+		l.mu.Unlock()
+		if first {
+			fmt.Fprintf(l.opts.Stderr, "steward: budget spent ($%.4f of $%.2f): no new attempts start\n", l.gw.Spent(), b)
+		}
+		l.cancelQueued(fmt.Sprintf("budget spent ($%.2f)", b))
+	}
+	if l.onFinish != nil {
+		l.onFinish()
+	}
+}
+
+// attempt runs one try and returns its row (never publishes).
+func (e *executor) attempt(ctx context.Context, it sched.Item, a *plan.Attempt) record.Attempt {
+	l := e.l
+	t := l.p.Tasks[a.Task].Task
+	row := record.Attempt{
+		RunID: l.runID, Seq: a.Seq, Task: t.Name, Sample: a.Sample.ID, Attempt: a.Number,
+		Fingerprint: a.Fingerprint, Parts: a.PartsJSON(), Started: time.Now(), Source: a.Sample.Source,
+	}
+	finish := func(status, reason string) record.Attempt {
+		row.Status, row.Reason = status, l.scrub(reason)
+		row.Finished = time.Now()
+		row.Duration = row.Finished.Sub(row.Started)
+		row.Log = l.scrub(row.Log)
+		return row
+	}
+	classify := func(err error, what string) record.Attempt {
+		if ctx.Err() != nil {
+			return finish(report.StatusInterrupted, "interrupted: the run was cancelled")
+		}
+		if errors.Is(err, sandbox.ErrInfra) {
+			return finish(report.StatusInfra, what+": "+err.Error())
+		}
+		return finish(report.StatusErrored, what+": "+err.Error())
+	}
+	key := e.poolKey(a)
+	sb, err := e.get(ctx, a, key)
+	if err != nil {
+		return classify(err, "create sandbox")
+	}
+	row.Sandbox = sb.ID()
+	healthy := true
+	defer func() { e.put(key, a.Task, sb, healthy) }()
+
+	// Sample files and setup.
+	files, err := sampleFiles(a.Sample)
+	if err != nil {
+		healthy = false
+		return finish(report.StatusErrored, "sample files: "+err.Error())
+	}
+	if len(files) > 0 {
+		if err := sb.CopyIn(ctx, files); err != nil {
+			healthy = false
+			return classify(err, "copy sample files")
+		}
+	}
+	token := l.gw.Issue(l.runID+"/"+strconv.Itoa(a.Seq), hooks{d: l.disp, id: it.ID})
+	defer l.gw.Revoke(token)
+	env := e.env(a, token, sb)
+	timeout := t.Timeout.D()
+	deadline := time.Now().Add(timeout)
+	var logb strings.Builder
+	if a.Sample.Setup != "" {
+		res, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: a.Sample.Setup, Env: env, Timeout: time.Until(deadline), MaxOutput: 64 << 10})
+		logb.WriteString(section("sample setup", res))
+		row.Log = logb.String()
+		if err != nil {
+			healthy = false
+			return classify(err, "sample setup")
+		}
+		if r := execProblem("sample setup", res, t); r != "" {
+			healthy = !res.OOMKilled
+			return finish(report.StatusErrored, r)
+		}
+	}
+	// The agent.
+	res, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: t.Agent, Env: env, Timeout: time.Until(deadline), MaxOutput: 1 << 20})
+	logb.WriteString(section("agent", res))
+	row.Log = tail([]byte(logb.String()), 16<<10)
+	e.usage(&row)
+	if err != nil {
+		healthy = false
+		return classify(err, "run agent")
+	}
+	if r := execProblem("agent", res, t); r != "" {
+		if res.OOMKilled || res.TimedOut {
+			healthy = false
+		}
+		return finish(report.StatusErrored, r)
+	}
+	answer := strings.TrimSpace(string(res.Stdout))
+	if b, err := sb.CopyOut(ctx, "answer.txt"); err == nil {
+		answer = strings.TrimSpace(string(b))
+	}
+	row.Answer = l.scrub(truncate(answer, 8<<10))
+	// The scorer.
+	passed, score, expl, serr := e.score(ctx, sb, t, a.Sample, answer, env, deadline, &logb)
+	row.Log = tail([]byte(logb.String()), 16<<10)
+	e.usage(&row)
+	if serr != nil {
+		if errors.Is(serr, sandbox.ErrInfra) || ctx.Err() != nil {
+			healthy = false
+			return classify(serr, "run scorer")
+		}
+		return finish(report.StatusErrored, serr.Error())
+	}
+	row.Score, row.Explanation = &score, l.scrub(truncate(expl, 4<<10))
+	if passed {
+		return finish(report.StatusPassed, "")
+	}
+	return finish(report.StatusFailed, "")
+}
+
+func (e *executor) usage(row *record.Attempt) {
+	if u, ok := e.l.gw.Usage(e.l.runID + "/" + strconv.Itoa(row.Seq)); ok {
+		row.InputTokens, row.OutputTokens, row.CostUSD, row.Requests = u.InputTokens, u.OutputTokens, u.CostUSD, u.Requests
+	}
+}
+
+func execProblem(what string, res sandbox.ExecResult, t *evalset.Task) string {
+	switch {
+	case res.OOMKilled:
+		return fmt.Sprintf("%s ran out of memory (limit %s)", what, t.Sandbox.Memory)
+	case res.TimedOut:
+		return fmt.Sprintf("%s timed out (task timeout %s)", what, t.Timeout)
+	case res.ExitCode != 0:
+		return fmt.Sprintf("%s exited %d: %s", what, res.ExitCode, tail(res.Stderr, 300))
+	}
+	return ""
+}
+
+func section(name string, res sandbox.ExecResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "── %s (exit %d, %s)\n", name, res.ExitCode, res.Duration.Round(time.Millisecond))
+	if len(res.Stdout) > 0 {
+		b.WriteString(tail(res.Stdout, 6000))
+		b.WriteString("\n")
+	}
+	if len(res.Stderr) > 0 {
+		b.WriteString("stderr: ")
+		b.WriteString(tail(res.Stderr, 6000))
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func (l *launcher) scrub(s string) string {
+	if l.apiKey != "" {
+		s = strings.ReplaceAll(s, l.apiKey, "***")
+	}
+	return s
+}
+
+// env is what every command of the attempt sees.
+func (e *executor) env(a *plan.Attempt, token string, sb sandbox.Sandbox) map[string]string {
+	l := e.l
+	t := l.p.Tasks[a.Task].Task
+	input, inputJSON := inputStrings(a.Sample.Input)
+	meta, _ := json.Marshal(a.Sample.Metadata)
+	env := map[string]string{
+		"STEWARD_RUN_ID":     l.runID,
+		"STEWARD_TASK":       t.Name,
+		"STEWARD_SAMPLE_ID":  a.Sample.ID,
+		"STEWARD_INPUT":      input,
+		"STEWARD_INPUT_JSON": inputJSON,
+		"STEWARD_ATTEMPT":    strconv.Itoa(a.Number),
+		"STEWARD_METADATA":   string(meta),
+		"STEWARD_MODEL":      l.es.Model.Name,
+		"STEWARD_WORKDIR":    sb.Workdir(),
+	}
+	for _, kv := range gateway.Env(l.gwURL[l.taskProv[a.Task]], token) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	if l.taskProv[a.Task] == "local" && l.opts.Exe != "" {
+		env["STEWARD_BIN"] = l.opts.Exe
+	} else if e.hasBin(sb) {
+		env["STEWARD_BIN"] = "/opt/steward/steward"
+	}
+	return env
+}
+
+func inputStrings(in any) (text, js string) {
+	b, _ := json.Marshal(in)
+	switch v := in.(type) {
+	case string:
+		return v, string(b)
+	case []any:
+		// Chat messages: the text is the last user message's content.
+		for i := len(v) - 1; i >= 0; i-- {
+			if m, ok := v[i].(map[string]any); ok && m["role"] == "user" {
+				if c, ok := m["content"].(string); ok {
+					return c, string(b)
+				}
+			}
+		}
+	}
+	return string(b), string(b)
+}
+
+func sampleFiles(s *evalset.Sample) ([]sandbox.File, error) {
+	var out []sandbox.File
+	for dst, src := range s.Files {
+		data, err := evalset.FileData(src)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", dst, err)
+		}
+		out = append(out, sandbox.File{Path: dst, Data: data, Mode: 0o644})
+	}
+	return out, nil
+}
+
+// score judges the answer: a scorer command in the sandbox, or a target match.
+func (e *executor) score(ctx context.Context, sb sandbox.Sandbox, t *evalset.Task, s *evalset.Sample, answer string, env map[string]string, deadline time.Time, logb *strings.Builder) (bool, float64, string, error) {
+	targets := s.Targets()
+	if t.Scorer.Command != "" {
+		senv := map[string]string{}
+		for k, v := range env {
+			senv[k] = v
+		}
+		senv["STEWARD_ANSWER"] = answer
+		if len(targets) > 0 {
+			senv["STEWARD_TARGET"] = targets[0]
+		}
+		tj, _ := json.Marshal(targets)
+		senv["STEWARD_TARGETS"] = string(tj)
+		res, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: t.Scorer.Command, Env: senv, Timeout: time.Until(deadline), MaxOutput: 256 << 10})
+		logb.WriteString(section("scorer", res))
+		if err != nil {
+			return false, 0, "", err
+		}
+		if res.TimedOut || res.OOMKilled {
+			return false, 0, "", errors.New(execProblem("scorer", res, t))
+		}
+		return judgeScorerOutput(res.ExitCode, res.Stdout)
+	}
+	ok, expl, err := Match(t.Scorer.Match, t.Scorer.IgnoreCase, answer, targets)
+	if err != nil {
+		return false, 0, "", err
+	}
+	if ok {
+		return true, 1, expl, nil
+	}
+	return false, 0, expl, nil
+}
+
+// judgeScorerOutput: the last stdout line may be JSON {"passed","score","explanation"};
+// otherwise exit 0 passes.
+func judgeScorerOutput(exit int, stdout []byte) (bool, float64, string, error) {
+	lines := strings.Split(strings.TrimSpace(string(stdout)), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	if strings.HasPrefix(last, "{") {
+		var v struct {
+			Passed      *bool    `json:"passed"`
+			Score       *float64 `json:"score"`
+			Explanation string   `json:"explanation"`
+		}
+		if err := json.Unmarshal([]byte(last), &v); err == nil && (v.Passed != nil || v.Score != nil) {
+			passed := exit == 0
+			if v.Passed != nil {
+				passed = *v.Passed
+			}
+			score := 0.0
+			if passed {
+				score = 1
+			}
+			if v.Score != nil {
+				score = *v.Score
+			}
+			return passed, score, v.Explanation, nil
+		}
+	}
+	if exit == 0 {
+		return true, 1, "", nil
+	}
+	return false, 0, fmt.Sprintf("scorer exited %d", exit), nil
+}
+
+// Match compares an answer with targets (any target matching passes).
+func Match(kind string, ignoreCase bool, answer string, targets []string) (bool, string, error) {
+	if len(targets) == 0 {
+		return false, "", errors.New("the sample has no target to match")
+	}
+	norm := func(s string) string {
+		s = strings.TrimSpace(s)
+		if ignoreCase {
+			s = strings.ToLower(s)
+		}
+		return s
+	}
+	for _, tg := range targets {
+		switch kind {
+		case "", "exact":
+			if norm(answer) == norm(tg) {
+				return true, "exact match", nil
+			}
+		case "includes":
+			if strings.Contains(norm(answer), norm(tg)) {
+				return true, "answer includes the target", nil
+			}
+		case "regex":
+			pat := tg
+			if ignoreCase {
+				pat = "(?i)" + pat
+			}
+			re, err := regexp.Compile(pat)
+			if err != nil {
+				return false, "", fmt.Errorf("target regex %q: %w", tg, err)
+			}
+			if re.MatchString(answer) {
+				return true, "regex match", nil
+			}
+		case "numeric":
+			a, err1 := strconv.ParseFloat(strings.TrimSpace(strings.ReplaceAll(answer, ",", "")), 64)
+			b, err2 := strconv.ParseFloat(strings.TrimSpace(tg), 64)
+			if err1 == nil && err2 == nil && (a == b || abs(a-b) <= 1e-9*max(abs(a), abs(b))) {
+				return true, "numeric match", nil
+			}
+		default:
+			return false, "", fmt.Errorf("unknown match %q", kind)
+		}
+	}
+	return false, fmt.Sprintf("answer %q does not match target %q", truncate(answer, 200), truncate(targets[0], 200)), nil
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// get returns a sandbox ready for the attempt: idle from its pool, or new
+// (created, task files copied in, task setup run).
+func (e *executor) get(ctx context.Context, a *plan.Attempt, key string) (sandbox.Sandbox, error) {
+	if key != "" {
+		e.mu.Lock()
+		if p := e.pools[key]; len(p) > 0 {
+			sb := p[len(p)-1]
+			e.pools[key] = p[:len(p)-1]
+			e.mu.Unlock()
+			return sb, nil
+		}
+		e.mu.Unlock()
+	}
+	l := e.l
+	t := l.p.Tasks[a.Task].Task
+	spec := *l.specs[a.Task]
+	prov := l.providers[l.taskProv[a.Task]]
+	sb, err := prov.Create(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (sandbox.Sandbox, error) {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = sb.Close(cctx)
+		return nil, err
+	}
+	var files []sandbox.File
+	for dst, src := range t.Files {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return fail(fmt.Errorf("task file %s: %w", dst, err))
+		}
+		files = append(files, sandbox.File{Path: dst, Data: b, Mode: fileMode(src)})
+	}
+	if l.taskProv[a.Task] != "local" && l.opts.Exe != "" && mentionsSteward(t) {
+		b, err := os.ReadFile(l.opts.Exe)
+		if err != nil {
+			return fail(fmt.Errorf("read the steward binary: %w", err))
+		}
+		files = append(files, sandbox.File{Path: "/opt/steward/steward", Data: b, Mode: 0o755})
+		e.mu.Lock()
+		e.bins[sb] = true
+		e.mu.Unlock()
+	}
+	if len(files) > 0 {
+		if err := sb.CopyIn(ctx, files); err != nil {
+			return fail(err)
+		}
+	}
+	if t.Setup != "" {
+		env := map[string]string{"STEWARD_TASK": t.Name, "STEWARD_RUN_ID": l.runID}
+		res, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: t.Setup, Env: env, Timeout: t.Timeout.D(), MaxOutput: 64 << 10})
+		if err != nil {
+			return fail(err)
+		}
+		if r := execProblem("sandbox setup", res, t); r != "" {
+			return fail(errors.New(r))
+		}
+	}
+	return sb, nil
+}
+
+func mentionsSteward(t *evalset.Task) bool {
+	return strings.Contains(t.Agent+t.Setup+t.Scorer.Command, "STEWARD_BIN")
+}
+
+func (e *executor) hasBin(sb sandbox.Sandbox) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.bins[sb]
+}
+
+func fileMode(p string) int64 {
+	if fi, err := os.Stat(p); err == nil {
+		return int64(fi.Mode().Perm())
+	}
+	return 0o644
+}
+
+// put returns a sandbox to its pool (reset) or removes it. It runs before
+// the scheduler frees the attempt's slot, so exclusive providers never overlap.
+func (e *executor) put(key string, task int, sb sandbox.Sandbox, healthy bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if key != "" && healthy {
+		if err := sb.Reset(ctx); err == nil {
+			e.mu.Lock()
+			e.pools[key] = append(e.pools[key], sb)
+			e.owner[key] = task
+			e.mu.Unlock()
+			return
+		}
+	}
+	e.mu.Lock()
+	delete(e.bins, sb)
+	e.mu.Unlock()
+	if err := sb.Close(ctx); err != nil {
+		fmt.Fprintf(e.l.opts.Stderr, "steward: remove sandbox %s: %v\n", sb.ID(), err)
+	}
+}
+
+// closeTask removes a task's pooled sandboxes; it reports whether all went.
+func (e *executor) closeTask(task int) bool {
+	e.mu.Lock()
+	var boxes []sandbox.Sandbox
+	for k, p := range e.pools {
+		if e.owner[k] == task {
+			boxes = append(boxes, p...)
+			delete(e.pools, k)
+		}
+	}
+	e.mu.Unlock()
+	ok := true
+	for _, sb := range boxes {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		if err := sb.Close(ctx); err != nil {
+			fmt.Fprintf(e.l.opts.Stderr, "steward: remove sandbox %s: %v\n", sb.ID(), err)
+			ok = false
+		}
+		cancel()
+	}
+	return ok
+}
+
+// hostCommand runs a task-level host hook in the eval set dir.
+func (l *launcher) hostCommand(ctx context.Context, shell string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", shell)
+	cmd.Dir = l.es.Dir
+	cmd.Env = append(os.Environ(), "STEWARD_RUN_ID="+l.runID, "STEWARD_EVALSET="+l.es.File)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.Bytes(), err
+}
+
+var _ = filepath.Join

@@ -1,0 +1,466 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/steward-evals/steward/internal/gateway"
+	"github.com/steward-evals/steward/internal/plan"
+	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/runlock"
+	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/sched"
+)
+
+// Sweeper is implemented by providers that can remove what dead runs left (D4).
+type Sweeper interface {
+	Sweep(ctx context.Context, w interface{ Write([]byte) (int, error) }) error
+}
+
+func (l *launcher) execute(ctx context.Context) (*Result, error) {
+	db := l.db
+	lock, err := runlock.Acquire(l.lockPath())
+	if err != nil {
+		return nil, fmt.Errorf("take the run lock: %w", err)
+	}
+	defer lock.Release()
+	if err := db.StartRun(ctx, record.Run{ID: l.runID, EvalSet: l.es.File, Title: l.opts.Title, Plan: l.planLine, Shard: l.opts.Shard,
+		Started: l.start, PID: os.Getpid(), Host: hostname(), LockPath: l.lockPath(), BudgetUSD: l.opts.BudgetUSD}); err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(l.opts.Stderr, report.PlanLine(l.planLine))
+	status, finished := "finished", false
+	defer func() {
+		if finished {
+			return
+		}
+		status = "crashed"
+		fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = db.FinishRun(fctx, l.runID, status, time.Now(), l.left)
+	}()
+
+	// Providers: sweep what dead runs left, then build images and networks.
+	cleanup := &cleanups{}
+	defer cleanup.run()
+	needed := map[string][]*sandbox.Spec{}
+	for i, name := range l.taskProv {
+		if l.taskHasWork(i) {
+			needed[name] = append(needed[name], l.specs[i])
+		}
+	}
+	for name, specs := range needed {
+		prov := l.providers[name]
+		for _, s := range specs {
+			s.RunID = l.runID
+		}
+		if err := l.preflight(ctx, name, prov, specs); err != nil {
+			return nil, err
+		}
+		if err := prov.Prepare(ctx, specs); err != nil {
+			return nil, fmt.Errorf("prepare %s sandboxes: %w", name, err)
+		}
+		cleanup.add(func() {
+			fctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := prov.Finalize(fctx); err != nil {
+				fmt.Fprintf(l.opts.Stderr, "steward: finalize %s provider: %v\n", prov.Name(), err)
+			}
+		})
+	}
+
+	// The model gateway.
+	gwCtx, stopGW := context.WithCancel(context.Background())
+	defer stopGW()
+	if err := l.startGateway(gwCtx, needed); err != nil {
+		return nil, err
+	}
+
+	// Carried results are published at once; the rest are scheduled.
+	for _, a := range l.p.Attempts {
+		if a.Action == plan.ActionCarry {
+			if err := l.publishCarried(ctx, a); err != nil {
+				return nil, err
+			}
+		}
+	}
+	l.itemOf = map[int]int{}
+	for _, a := range l.p.Attempts {
+		if a.Action != plan.ActionRun {
+			continue
+		}
+		it := sched.Item{ID: len(l.items), Task: a.Task, Lane: a.Lane}
+		if l.exclusive[a.Task] {
+			it.Exclusive = "local"
+		}
+		l.itemOf[a.Seq] = it.ID
+		l.items = append(l.items, it)
+		l.seqOf = append(l.seqOf, a.Seq)
+	}
+	var order []int
+	for _, t := range l.p.Tasks {
+		for _, seq := range t.Order {
+			if id, ok := l.itemOf[seq]; ok {
+				order = append(order, id)
+			}
+		}
+	}
+	st, err := sched.New(l.items, len(l.p.Tasks), order)
+	if err != nil {
+		return nil, err
+	}
+	st.SetBudget(l.budget)
+	l.disp = sched.NewDispatcher(st)
+	ctl, err := l.newRamp()
+	if err != nil {
+		return nil, err
+	}
+	for i, sp := range ctl.Setpoints() {
+		st.SetSetpoint(i, sp)
+	}
+	l.errWin = make([]int, len(l.p.Tasks))
+
+	// Attempts run under actx: a soft cancel lets them finish within the
+	// grace period; the second signal (Hard) or the end of grace aborts them.
+	actx, abort := context.WithCancel(context.Background())
+	defer abort()
+	go func() {
+		select {
+		case <-l.opts.Hard.Done():
+			abort()
+		case <-ctx.Done():
+			l.cancelQueued("cancelled before it started")
+			fmt.Fprintf(l.opts.Stderr, "steward: stopping: no new attempts; running ones may finish within %s (signal again to stop at once)\n", l.opts.Grace)
+			select {
+			case <-time.After(l.opts.Grace):
+			case <-l.opts.Hard.Done():
+			case <-actx.Done():
+			}
+			abort()
+		case <-actx.Done():
+		}
+	}()
+
+	ex := newExecutor(l)
+	tasksDone := make([]chan struct{}, len(l.p.Tasks))
+	for i := range tasksDone {
+		tasksDone[i] = make(chan struct{})
+	}
+	var closeOnce = make([]sync.Once, len(l.p.Tasks))
+	checkTasks := func() {
+		l.disp.With(func(s *sched.State) {
+			for i := range l.p.Tasks {
+				if s.TaskFinished(i) {
+					closeOnce[i].Do(func() { close(tasksDone[i]) })
+				}
+			}
+		})
+	}
+	l.onFinish = checkTasks
+
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, max(1, l.es.Fleet.MaxTasks))
+	if l.es.Fleet.MaxTasks <= 0 {
+		slots = nil
+	}
+	for i := range l.p.Tasks {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			l.taskLifecycle(ctx, actx, i, ex, slots, tasksDone[i])
+		}(i)
+	}
+	checkTasks()
+
+	stopLoops := make(chan struct{})
+	var loops sync.WaitGroup
+	loops.Add(2)
+	go func() { defer loops.Done(); l.tendLoop(actx, ctl, stopLoops) }()
+	go func() { defer loops.Done(); l.panelLoop(stopLoops) }()
+
+	err = l.disp.Run(actx, func(it sched.Item) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ex.runItem(actx, it)
+		}()
+	})
+	if err != nil && actx.Err() != nil {
+		// Aborted: whatever is still queued was never started.
+		l.cancelQueued("cancelled before it started")
+	}
+	wg.Wait()
+	close(stopLoops)
+	loops.Wait()
+	l.panelFinal()
+	if ctx.Err() != nil || l.opts.Hard.Err() != nil {
+		status = "cancelled"
+	}
+	if err := db.FinishRun(context.Background(), l.runID, status, time.Now(), l.left); err != nil {
+		return nil, err
+	}
+	finished = true
+	rep, err := l.buildReport(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	if status == "cancelled" {
+		rep.Partial = true
+		rep.Left = l.left
+	}
+	return &Result{Report: rep, Cancelled: status == "cancelled"}, nil
+}
+
+type cleanups struct{ fns []func() }
+
+func (c *cleanups) add(f func()) { c.fns = append(c.fns, f) }
+func (c *cleanups) run() {
+	for i := len(c.fns) - 1; i >= 0; i-- {
+		c.fns[i]()
+	}
+}
+
+func (l *launcher) taskHasWork(i int) bool {
+	for _, a := range l.p.Attempts {
+		if a.Task == i && a.Action == plan.ActionRun {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *launcher) startGateway(ctx context.Context, needed map[string][]*sandbox.Spec) error {
+	m := l.es.Model
+	key := ""
+	if m.Upstream != "" && m.Upstream != "mock" {
+		env := m.APIKeyEnv
+		key = l.opts.Getenv(env)
+		if key == "" {
+			return badInput("%s: model.api_key_env: the environment variable %s is not set (the real key for the %s upstream)", l.es.File, env, m.Upstream)
+		}
+	}
+	gw, err := gateway.New(gateway.Config{
+		Upstream: m.Upstream, BaseURL: m.BaseURL, APIKey: key, MaxConnections: m.MaxConnections,
+		Prices: gateway.Prices{InputPerMTok: m.Prices.InputPerMTok, OutputPerMTok: m.Prices.OutputPerMTok},
+		Logger: l.opts.Stderr,
+	})
+	if err != nil {
+		return badInput("%s: model: %v", l.es.File, err)
+	}
+	l.gw = gw
+	l.apiKey = key
+	l.gwURL = map[string]string{}
+	listening := map[string]string{}
+	for name := range needed {
+		addr, err := l.providers[name].Gateway(ctx)
+		if err != nil {
+			return fmt.Errorf("find the gateway address for %s sandboxes: %w", name, err)
+		}
+		if url, ok := listening[addr.Listen+"|"+addr.Host]; ok {
+			l.gwURL[name] = url
+			continue
+		}
+		ln, err := listen(addr.Listen)
+		if err != nil {
+			return err
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		url := "http://" + net.JoinHostPort(addr.Host, strconv.Itoa(port))
+		listening[addr.Listen+"|"+addr.Host] = url
+		l.gwURL[name] = url
+		go func() { _ = gw.Serve(ctx, ln) }()
+	}
+	return nil
+}
+
+func (l *launcher) publishCarried(ctx context.Context, a *plan.Attempt) error {
+	prev, err := l.db.Judged(ctx, a.Fingerprint, l.opts.Rerun)
+	if err != nil {
+		return err
+	}
+	if prev == nil {
+		return fmt.Errorf("carry %s: the judged result vanished from the record", a.ID(l.p))
+	}
+	row := *prev
+	row.RunID, row.Seq, row.CarriedFrom = l.runID, a.Seq, prev.RunID
+	if prev.CarriedFrom != "" {
+		row.CarriedFrom = prev.CarriedFrom
+	}
+	row.Task, row.Sample, row.Attempt = l.p.Tasks[a.Task].Task.Name, a.Sample.ID, a.Number
+	row.Parts = a.PartsJSON()
+	row.Source = a.Sample.Source
+	// What was spent was spent by the run that judged it, not this one.
+	row.InputTokens, row.OutputTokens, row.CostUSD, row.Requests = 0, 0, 0, 0
+	if err := l.db.Publish(ctx, row); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.published[a.Seq] = row.Status
+	l.reused++
+	l.mu.Unlock()
+	return nil
+}
+
+// cancelQueued cancels every queued attempt and publishes it as skipped.
+func (l *launcher) cancelQueued(reason string) {
+	var ids []int
+	l.disp.With(func(s *sched.State) { ids = s.CancelAll() })
+	l.publishSkipped(ids, reason)
+	if len(ids) > 0 {
+		l.mu.Lock()
+		l.left = append(l.left, fmt.Sprintf("%d attempts not started (%s)", len(ids), reason))
+		l.mu.Unlock()
+	}
+}
+
+func (l *launcher) publishSkipped(ids []int, reason string) {
+	for _, id := range ids {
+		a := l.bySeq(l.seqOf[id])
+		_ = l.db.Publish(context.Background(), record.Attempt{
+			RunID: l.runID, Seq: a.Seq, Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number,
+			Status: report.StatusSkipped, Reason: reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(),
+			Finished: time.Now(), Source: a.Sample.Source,
+		})
+		l.mu.Lock()
+		l.published[a.Seq] = report.StatusSkipped
+		l.mu.Unlock()
+	}
+	if l.onFinish != nil && len(ids) > 0 {
+		l.onFinish()
+	}
+}
+
+// taskLifecycle: max_tasks slot → lease → host setup → ready → (attempts) →
+// sandbox teardown → host teardown → lease release (S1, C6, C9).
+func (l *launcher) taskLifecycle(ctx, actx context.Context, ti int, ex *executor, slots chan struct{}, done chan struct{}) {
+	t := l.p.Tasks[ti].Task
+	select {
+	case <-done:
+		return // nothing to run (all carried, filtered or cancelled)
+	default:
+	}
+	if slots != nil {
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+		case <-done:
+			return
+		}
+	}
+	var token string
+	if key := t.SharedState.Key; key != "" {
+		tok, err := l.acquireLease(ctx, ti, key, done)
+		if err != nil {
+			l.failTask(ti, report.StatusSkipped, fmt.Sprintf("not started: waiting for lease %q: %v", key, err))
+			return
+		}
+		if tok == "" {
+			return
+		}
+		token = tok
+	}
+	teardownOK := true
+	defer func() {
+		if token == "" {
+			return
+		}
+		if !teardownOK {
+			fmt.Fprintf(l.opts.Stderr, "steward: task %s: teardown failed, so lease %q stays held; after checking the shared state, free it with `steward lease inspect %s` and `steward lease recover`\n", t.Name, t.SharedState.Key, t.SharedState.Key)
+			return
+		}
+		if err := l.db.Release(context.Background(), t.SharedState.Key, token); err != nil {
+			fmt.Fprintf(l.opts.Stderr, "steward: task %s: %v\n", t.Name, err)
+		}
+	}()
+	if t.Host.Setup != "" {
+		if out, err := l.hostCommand(actx, t.Host.Setup); err != nil {
+			l.failTask(ti, report.StatusErrored, fmt.Sprintf("task setup failed: %v: %s", err, tail(out, 400)))
+			teardownOK = l.taskTeardown(ti, ex)
+			return
+		}
+	}
+	l.disp.With(func(s *sched.State) { s.SetReady(ti, true) })
+	<-done
+	teardownOK = l.taskTeardown(ti, ex)
+}
+
+func (l *launcher) taskTeardown(ti int, ex *executor) bool {
+	t := l.p.Tasks[ti].Task
+	ok := ex.closeTask(ti)
+	if t.Host.Teardown != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		if out, err := l.hostCommand(ctx, t.Host.Teardown); err != nil {
+			fmt.Fprintf(l.opts.Stderr, "steward: task %s: host teardown failed: %v: %s\n", t.Name, err, tail(out, 400))
+			ok = false
+		}
+	}
+	return ok
+}
+
+// failTask cancels a task's queued attempts and publishes them with status and reason.
+func (l *launcher) failTask(ti int, status, reason string) {
+	var ids []int
+	l.disp.With(func(s *sched.State) { ids = s.CancelTask(ti) })
+	for _, id := range ids {
+		a := l.bySeq(l.seqOf[id])
+		_ = l.db.Publish(context.Background(), record.Attempt{
+			RunID: l.runID, Seq: a.Seq, Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number,
+			Status: status, Reason: reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(), Finished: time.Now(), Source: a.Sample.Source,
+		})
+		l.mu.Lock()
+		l.published[a.Seq] = status
+		l.mu.Unlock()
+	}
+	if l.onFinish != nil {
+		l.onFinish()
+	}
+}
+
+// acquireLease waits, holding nothing, until key is free (S1). It returns ""
+// when the task ended while waiting (cancelled).
+func (l *launcher) acquireLease(ctx context.Context, ti int, key string, done chan struct{}) (string, error) {
+	t := l.p.Tasks[ti].Task
+	said := false
+	for {
+		tok, err := l.db.TryAcquire(ctx, key, l.runID, t.Name, os.Getpid(), hostname(), time.Now())
+		if err == nil {
+			if said {
+				fmt.Fprintf(l.opts.Stderr, "steward: task %s: acquired lease %q\n", t.Name, key)
+			}
+			return tok, nil
+		}
+		if !errors.Is(err, record.ErrLeaseHeld) {
+			return "", err
+		}
+		if !said {
+			h, _, _ := l.db.Holder(ctx, key)
+			fmt.Fprintf(l.opts.Stderr, "steward: task %s waits for lease %q, held by run %s (task %s, pid %d on %s) since %s; it holds no slot while it waits. Inspect with `steward lease inspect %s`.\n",
+				t.Name, key, h.RunID, h.Task, h.PID, h.Host, h.Acquired.Format(time.RFC3339), key)
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-done:
+			return "", nil
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func tail(b []byte, n int) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > n {
+		s = "…" + s[len(s)-n:]
+	}
+	return s
+}

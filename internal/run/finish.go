@@ -1,0 +1,121 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/olekukonko/tablewriter"
+
+	"github.com/steward-evals/steward/internal/plan"
+	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/sandbox"
+)
+
+func (l *launcher) buildReport(ctx context.Context) (*report.Report, error) {
+	rep, err := report.FromRecord(ctx, l.db, []string{l.runID}, l.opts.Title)
+	if err != nil {
+		return nil, err
+	}
+	for i := range rep.Tasks {
+		for _, t := range l.p.Tasks {
+			if t.Task.Name == rep.Tasks[i].Name && t.Task.MaxSamples > 0 {
+				rep.Tasks[i].Limit = fmt.Sprintf("≤%d", t.Task.MaxSamples)
+			}
+		}
+	}
+	return rep, nil
+}
+
+// dryReport is the plan as a report (nothing ran).
+func (l *launcher) dryReport() *report.Report {
+	rep := &report.Report{Title: l.opts.Title, EvalSet: l.es.File, Plan: l.planLine}
+	for _, a := range l.p.Attempts {
+		rep.Attempts = append(rep.Attempts, report.AttemptRow{
+			Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number, Status: "planned",
+			Reason: a.Action + ": " + a.Reason, Carried: a.Action == plan.ActionCarry, Fingerprint: a.Fingerprint, Source: a.Sample.Source,
+		})
+	}
+	return rep
+}
+
+// printDry prints the PLAN line, a per-task table and every attempt with its
+// action (carry or run), reason and lane.
+func (l *launcher) printDry() error {
+	w := l.opts.Stdout
+	fmt.Fprintln(w, report.PlanLine(l.planLine))
+	type agg struct{ samples, attempts, run, carry int }
+	per := make([]agg, len(l.p.Tasks))
+	seen := map[string]bool{}
+	for _, a := range l.p.Attempts {
+		g := &per[a.Task]
+		g.attempts++
+		if a.Action == plan.ActionCarry {
+			g.carry++
+		} else {
+			g.run++
+		}
+		k := fmt.Sprint(a.Task, "\x00", a.Sample.ID)
+		if !seen[k] {
+			seen[k] = true
+			g.samples++
+		}
+	}
+	tw := tablewriter.NewTable(w)
+	tw.Header("task", "provider", "samples", "attempts", "run", "carry", "limit", "lanes")
+	for i, t := range l.p.Tasks {
+		limit := "ramp"
+		switch {
+		case t.Task.MaxSamples > 0:
+			limit = fmt.Sprintf("≤%d", t.Task.MaxSamples)
+		case l.exclusive[i]:
+			limit = "≤1 (local exclusive)"
+		case !l.es.Fleet.SamplesRamp.Enabled:
+			limit = "fixed"
+		}
+		lanes := map[string]bool{}
+		for _, seq := range t.Order {
+			if ln := l.bySeq(seq).Lane; ln != "" {
+				lanes[ln] = true
+			}
+		}
+		_ = tw.Append([]string{t.Task.Name, l.taskProv[i], fmt.Sprint(per[i].samples), fmt.Sprint(per[i].attempts), fmt.Sprint(per[i].run), fmt.Sprint(per[i].carry), limit, fmt.Sprint(len(lanes))})
+	}
+	if err := tw.Render(); err != nil {
+		return err
+	}
+	at := tablewriter.NewTable(w)
+	at.Header("#", "task", "sample", "attempt", "action", "reason", "lane")
+	// Dispatch order within each task: lanes show their stable member order.
+	n := 0
+	for _, t := range l.p.Tasks {
+		for _, seq := range t.Order {
+			a := l.bySeq(seq)
+			n++
+			lane := a.Lane
+			if lane != "" {
+				lane = strings.TrimPrefix(lane, t.Task.Name+"/")
+			}
+			_ = at.Append([]string{fmt.Sprint(n), t.Task.Name, report.Plain(a.Sample.ID, 60), fmt.Sprint(a.Number), a.Action, a.Reason, lane})
+		}
+	}
+	return at.Render()
+}
+
+// Preflighter is implemented by providers that check the machine before any
+// sandbox starts (docker: address pools, D1).
+type Preflighter interface {
+	PreflightRun(ctx context.Context, specs []*sandbox.Spec, concurrency int, w interface{ Write([]byte) (int, error) }, confirm func(string) bool, write bool) error
+}
+
+func (l *launcher) preflight(ctx context.Context, name string, prov sandbox.Provider, specs []*sandbox.Spec) error {
+	pf, ok := prov.(Preflighter)
+	if !ok {
+		return nil
+	}
+	confirm := l.opts.Confirm
+	if confirm == nil {
+		confirm = func(string) bool { return false }
+	}
+	return pf.PreflightRun(ctx, specs, l.budget, l.opts.Stderr, confirm, l.opts.WriteDaemonJSON)
+}

@@ -1,0 +1,420 @@
+// Package run is the supervisor: it walks a plan with the scheduler, the
+// sandbox providers, the model gateway, the ramp and the record, and returns
+// the report built from the record.
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/steward-evals/steward/internal/evalset"
+	"github.com/steward-evals/steward/internal/gateway"
+	"github.com/steward-evals/steward/internal/plan"
+	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/sched"
+	"github.com/steward-evals/steward/internal/shard"
+)
+
+// Options configure one launch. The CLI fills them from flags.
+type Options struct {
+	EvalSet *evalset.EvalSet
+	// Filters (globs).
+	TaskGlobs, SampleGlobs []string
+	// Concurrency is --max-concurrency (0 = unset).
+	Concurrency int
+	BudgetUSD   float64
+	Rerun       bool
+	EarlyExit   bool
+	Dry         bool
+	Shard       string // "i/n" or ""
+	Title       string
+
+	Stdout, Stderr io.Writer
+	// TTY: redraw the panel in place; otherwise plain periodic lines.
+	TTY   bool
+	Color bool
+	// Getenv reads the real API key (model.api_key_env) and STEWARD_* settings.
+	Getenv func(string) string
+	// Exe is the steward binary (STEWARD_BIN for local sandboxes, copied into docker ones).
+	Exe string
+	// Providers makes sandbox providers by name.
+	Providers ProviderFactory
+	// Grace is how long running attempts may finish after a soft cancel (default 30s).
+	Grace time.Duration
+	// Hard, when done, aborts running attempts at once (the second signal).
+	Hard context.Context
+	// PanelInterval between plain panel lines (default 10s; CI logs).
+	PanelInterval time.Duration
+	// Confirm asks the user a yes/no question (nil = decline: the default answer).
+	Confirm func(question string) bool
+	// WriteDaemonJSON accepts the address-pool fix without asking.
+	WriteDaemonJSON bool
+	// FleetFlags are the fleet settings given as flags; they keep winning
+	// when the live run re-reads _steward.yaml.
+	FleetFlags evalset.FleetOverrides
+}
+
+// ProviderFactory makes the sandbox provider for a name, or says whether docker answers.
+type ProviderFactory interface {
+	Provider(ctx context.Context, name string, run RunInfo) (sandbox.Provider, error)
+	DockerAvailable(ctx context.Context) bool
+}
+
+// RunInfo is what a provider needs to label what it creates (D4).
+type RunInfo struct {
+	RunID    string
+	LockPath string
+	Stderr   io.Writer
+}
+
+// ErrBadInput marks errors caused by the user's input (exit code 2).
+var ErrBadInput = errors.New("bad input")
+
+func badInput(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadInput, fmt.Sprintf(format, args...))
+}
+
+// Result of a launch.
+type Result struct {
+	Report    *report.Report
+	Cancelled bool
+}
+
+type launcher struct {
+	opts  Options
+	es    *evalset.EvalSet
+	p     *plan.Plan
+	db    *record.DB
+	runID string
+	start time.Time
+
+	providers map[string]sandbox.Provider
+	taskProv  []string // provider name per plan task
+	exclusive []bool   // per plan task
+	specs     []*sandbox.Spec
+	gw        *gateway.Gateway
+	gwURL     map[string]string // provider -> base URL sandboxes use
+
+	items  []sched.Item
+	seqOf  []int // item id -> attempt seq
+	itemOf map[int]int
+	disp   *sched.Dispatcher
+
+	mu        sync.Mutex
+	published map[int]string // seq -> status, for counts
+	errWin    []int          // errored attempts this window, per task
+	spentStop bool
+	budget    int
+	budgetSrc string
+	planLine  string
+	left      []string
+	hold      string
+	apiKey    string
+	onFinish  func()
+	panelLast string
+	seqIndex  map[int]*plan.Attempt
+	reused    int
+}
+
+// Launch runs (or with Dry, plans) the eval set.
+func Launch(ctx context.Context, opts Options) (*Result, error) {
+	if opts.Stdout == nil {
+		opts.Stdout = io.Discard
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = io.Discard
+	}
+	if opts.Getenv == nil {
+		opts.Getenv = func(string) string { return "" }
+	}
+	if opts.Grace == 0 {
+		opts.Grace = 30 * time.Second
+	}
+	if opts.Hard == nil {
+		opts.Hard = context.Background()
+	}
+	if opts.PanelInterval == 0 {
+		opts.PanelInterval = 10 * time.Second
+	}
+	l := &launcher{opts: opts, es: opts.EvalSet, start: time.Now(), published: map[int]string{}}
+	if !opts.Dry {
+		l.runID = time.Now().UTC().Format("20060102-150405-") + record.NewID("")[:6]
+	}
+	return l.launch(ctx)
+}
+
+func (l *launcher) launch(ctx context.Context) (*Result, error) {
+	es := l.es
+	p, err := plan.Build(es, plan.Options{TaskGlobs: l.opts.TaskGlobs, SampleGlobs: l.opts.SampleGlobs})
+	if err != nil {
+		return nil, badInput("%v", err)
+	}
+	if len(p.Attempts) == 0 {
+		return nil, badInput("the filters select no attempts (tasks %v, samples %v)", l.opts.TaskGlobs, l.opts.SampleGlobs)
+	}
+	l.p = p
+	if l.opts.Shard != "" {
+		if err := l.applyShard(); err != nil {
+			return nil, err
+		}
+	}
+	l.seqIndex = map[int]*plan.Attempt{}
+	for _, a := range p.Attempts {
+		l.seqIndex[a.Seq] = a
+	}
+	db, err := record.Open(ctx, es.Fleet.Record)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	l.db = db
+	if err := plan.Carry(ctx, p, db, l.opts.Rerun); err != nil {
+		return nil, err
+	}
+	if err := l.chooseProviders(ctx); err != nil {
+		return nil, err
+	}
+	l.planLine = l.makePlanLine()
+	if l.opts.Dry {
+		return &Result{Report: l.dryReport()}, l.printDry()
+	}
+	return l.execute(ctx)
+}
+
+// applyShard keeps this shard's attempts: a sample's attempts stay together,
+// group lanes and tasks sharing a lease key never split.
+func (l *launcher) applyShard() error {
+	i, n, err := shard.Parse(l.opts.Shard)
+	if err != nil {
+		return badInput("--shard: %v", err)
+	}
+	type key struct {
+		task   int
+		sample string
+	}
+	var units []shard.Unit
+	unitOf := map[key]int{}
+	for _, a := range l.p.Attempts {
+		k := key{a.Task, a.Sample.ID}
+		u, ok := unitOf[k]
+		if !ok {
+			t := l.p.Tasks[a.Task].Task
+			bind := a.Lane
+			if t.SharedState.Key != "" {
+				bind = "lease:" + t.SharedState.Key
+			}
+			u = len(units)
+			unitOf[k] = u
+			units = append(units, shard.Unit{Key: t.Name + "/" + a.Sample.ID, Bind: bind})
+		}
+		units[u].Cost++
+	}
+	assign := shard.Assign(units, n)
+	keep := map[key]bool{}
+	for k, u := range unitOf {
+		keep[k] = assign[u] == i-1
+	}
+	// Seq stays the attempt's index in the whole eval set's discovery order,
+	// so merged shard records sort back into one run's order (C8).
+	var kept []*plan.Attempt
+	keepSeq := map[int]bool{}
+	for _, a := range l.p.Attempts {
+		if keep[key{a.Task, a.Sample.ID}] {
+			kept = append(kept, a)
+			keepSeq[a.Seq] = true
+		}
+	}
+	l.p.Attempts = kept
+	for _, t := range l.p.Tasks {
+		var order []int
+		for _, seq := range t.Order {
+			if keepSeq[seq] {
+				order = append(order, seq)
+			}
+		}
+		t.Order = order
+	}
+	return nil
+}
+
+// bySeq finds an attempt by its discovery seq (positions differ from seqs in a shard).
+func (l *launcher) bySeq(seq int) *plan.Attempt { return l.seqIndex[seq] }
+
+// chooseProviders picks each task's provider and computes the budget (C2, C3).
+func (l *launcher) chooseProviders(ctx context.Context) error {
+	l.providers = map[string]sandbox.Provider{}
+	l.taskProv = make([]string, len(l.p.Tasks))
+	l.exclusive = make([]bool, len(l.p.Tasks))
+	dockerOK := -1
+	for i, t := range l.p.Tasks {
+		name := t.Task.Sandbox.Provider
+		if name == "" {
+			if dockerOK < 0 {
+				dockerOK = 0
+				if l.opts.Providers != nil && l.opts.Providers.DockerAvailable(ctx) {
+					dockerOK = 1
+				}
+			}
+			name = "local"
+			if dockerOK == 1 && (t.Task.Sandbox.Image != "" || t.Task.Sandbox.Build != "") {
+				name = "docker"
+			}
+		}
+		l.taskProv[i] = name
+		l.exclusive[i] = name == "local" && (t.Task.Exclusive == nil || *t.Task.Exclusive)
+		sb := t.Task.Sandbox
+		spec := &sandbox.Spec{
+			Task: t.Task.Name, Image: sb.Image, Build: sb.Build, CPUs: sb.CPUs, Memory: int64(sb.Memory),
+			PIDs: sb.PIDs, Network: sb.Network, CapAdd: sb.CapAdd, Workdir: sb.Workdir, Env: map[string]string{},
+		}
+		for k, v := range t.Task.Env {
+			spec.Env[k] = v
+		}
+		l.specs = append(l.specs, spec)
+	}
+	caps := map[string]sandbox.Capacity{}
+	for i, name := range l.taskProv {
+		if _, ok := l.providers[name]; !ok {
+			if l.opts.Providers == nil {
+				return fmt.Errorf("no sandbox provider factory")
+			}
+			prov, err := l.opts.Providers.Provider(ctx, name, RunInfo{RunID: l.runID, LockPath: l.lockPath(), Stderr: l.opts.Stderr})
+			if err != nil {
+				return fmt.Errorf("sandbox provider %s (task %s): %w", name, l.p.Tasks[i].Task.Name, err)
+			}
+			l.providers[name] = prov
+		}
+	}
+	for name, prov := range l.providers {
+		var specs []sandbox.Spec
+		for i, n := range l.taskProv {
+			if n == name {
+				specs = append(specs, *l.specs[i])
+			}
+		}
+		c, err := prov.Capacity(ctx, specs)
+		if err != nil {
+			return fmt.Errorf("size the %s provider: %w", name, err)
+		}
+		caps[name] = c
+	}
+	l.budgetFromConfig(caps)
+	return nil
+}
+
+func (l *launcher) lockPath() string {
+	if l.runID == "" {
+		return ""
+	}
+	p, err := filepath.Abs(filepath.Join(l.es.Fleet.Record, "runs", l.runID+".lock"))
+	if err != nil {
+		return filepath.Join(l.es.Fleet.Record, "runs", l.runID+".lock")
+	}
+	return p
+}
+
+func (l *launcher) budgetFromConfig(caps map[string]sandbox.Capacity) {
+	switch {
+	case l.opts.Concurrency > 0:
+		l.budget, l.budgetSrc = l.opts.Concurrency, "from flag"
+	case l.es.Fleet.MaxSandboxes > 0:
+		l.budget, l.budgetSrc = l.es.Fleet.MaxSandboxes, "from config"
+	default:
+		// The tightest provider default among providers that bound the fleet.
+		l.budget, l.budgetSrc = 0, "from local default"
+		names := make([]string, 0, len(caps))
+		for n := range caps {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		allExclusive := true
+		for i := range l.p.Tasks {
+			if !l.exclusive[i] {
+				allExclusive = false
+			}
+		}
+		for _, n := range names {
+			c := caps[n]
+			if c.Exclusive {
+				if allExclusive && l.budget == 0 {
+					l.budget, l.budgetSrc = 1, "from local default"
+				}
+				continue
+			}
+			if c.Limit > 0 && (l.budget == 0 || c.Limit < l.budget) {
+				l.budget, l.budgetSrc = c.Limit, "from "+c.Source
+			}
+		}
+	}
+}
+
+func (l *launcher) makePlanLine() string {
+	samples := map[string]bool{}
+	run, carry := 0, 0
+	for _, a := range l.p.Attempts {
+		samples[l.p.Tasks[a.Task].Task.Name+"\x00"+a.Sample.ID] = true
+		if a.Action == plan.ActionCarry {
+			carry++
+		} else {
+			run++
+		}
+	}
+	parts := []string{
+		fmt.Sprintf("%d attempts", len(l.p.Attempts)),
+		fmt.Sprintf("%d samples × %d tasks", len(samples), len(l.p.Tasks)),
+	}
+	if carry > 0 {
+		parts = append(parts, fmt.Sprintf("%d carried", carry))
+	}
+	if l.budgetSrc == "" {
+		// Dry runs and launches before providers report: say what is known.
+		l.budgetFromConfig(nil)
+	}
+	if l.budget > 0 {
+		parts = append(parts, fmt.Sprintf("concurrency %d (%s)", l.budget, l.budgetSrc))
+	} else {
+		parts = append(parts, fmt.Sprintf("concurrency unbounded (%s)", l.budgetSrc))
+	}
+	for i, t := range l.p.Tasks {
+		switch {
+		case t.Task.MaxSamples > 0:
+			parts = append(parts, fmt.Sprintf("%s ≤%d", t.Task.Name, t.Task.MaxSamples))
+		case l.exclusive[i]:
+			parts = append(parts, fmt.Sprintf("%s ≤1 (local exclusive)", t.Task.Name))
+		}
+	}
+	if l.opts.Shard != "" {
+		parts = append(parts, "shard "+l.opts.Shard)
+	}
+	return strings.Join(parts, " · ")
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, sandbox.InfraError(fmt.Errorf("listen for the model gateway on %s: %w", addr, err))
+	}
+	return ln, nil
+}
+
+// NotEnoughNetworks is the error a launch stops with when the docker daemon's
+// address pools cannot give the networks the run wants (D1).
+func NotEnoughNetworks(want, free int) error {
+	return sandbox.InfraError(fmt.Errorf("the run wants %d docker networks but the daemon's address pools can give only %d: apply the daemon.json above and restart the daemon, or lower --max-concurrency", want, free))
+}

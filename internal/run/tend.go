@@ -1,0 +1,171 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/steward-evals/steward/internal/evalset"
+	"github.com/steward-evals/steward/internal/ramp"
+	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/sched"
+)
+
+// HoldKey is the record control that holds the ramp (R5); its value is the reason.
+const HoldKey = "ramp.hold"
+
+func toRange(r evalset.RampRange) ramp.Range {
+	return ramp.Range{Enabled: r.Enabled, Lo: r.Lo, Hi: r.Hi}
+}
+
+func (l *launcher) newRamp() (*ramp.Controller, error) {
+	var tasks []ramp.TaskSpec
+	for _, t := range l.p.Tasks {
+		tasks = append(tasks, ramp.TaskSpec{Name: t.Task.Name, MaxSamples: t.Task.MaxSamples})
+	}
+	c, err := ramp.New(ramp.Config{Range: toRange(l.es.Fleet.SamplesRamp), Budget: l.budget}, tasks)
+	if err != nil {
+		return nil, badInput("samples_ramp: %v", err)
+	}
+	return c, nil
+}
+
+// LiveState is what `steward tend` shows of a running invocation.
+type LiveState struct {
+	RunID     string        `json:"run_id"`
+	EvalSet   string        `json:"eval_set"`
+	Plan      string        `json:"plan"`
+	At        time.Time     `json:"at"`
+	Counts    report.Counts `json:"counts"`
+	Range     string        `json:"range"`
+	Held      string        `json:"held,omitempty"`
+	Decision  ramp.Decision `json:"decision"`
+	Tasks     []string      `json:"tasks"`
+	Setpoints []int         `json:"setpoints"`
+	Running   []int         `json:"running"`
+	Queued    []int         `json:"queued"`
+	Budget    int           `json:"budget"`
+}
+
+// tendLoop runs one control step per window (R1–R6): read the limiter and
+// gateway signals, move setpoints and the connection ceiling, keep history.
+func (l *launcher) tendLoop(ctx context.Context, ctl *ramp.Controller, stop chan struct{}) {
+	interval := l.es.Fleet.TendInterval.D()
+	if interval <= 0 {
+		interval = 10 * time.Second
+	}
+	if !l.fixedConnections() {
+		l.gw.SetCeiling(ctl.Ceiling())
+	}
+	var badRange string
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	saturated := make([]bool, len(l.p.Tasks))
+	// Saturation is sampled often within the window: a task is saturated
+	// when, at some moment of the window, its limiter was full with work queued.
+	sample := time.NewTicker(max(interval/20, 10*time.Millisecond))
+	defer sample.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-sample.C:
+			l.disp.With(func(s *sched.State) {
+				for i := range l.p.Tasks {
+					q, r := s.TaskCounts(i)
+					if q > 0 && r >= s.Setpoint(i) && s.Setpoint(i) > 0 {
+						saturated[i] = true
+					}
+				}
+			})
+			continue
+		case <-tick.C:
+		}
+		now := time.Now()
+		// R4: the running supervisor re-reads _steward.yaml at each tend.
+		if f, err := evalset.LoadFleet(filepath.Join(l.es.Dir, "_steward.yaml"), l.opts.Getenv, l.opts.FleetFlags); err != nil {
+			if msg := err.Error(); msg != badRange {
+				fmt.Fprintf(l.opts.Stderr, "steward: _steward.yaml refused, keeping samples_ramp %s: %v\n", toRange(l.es.Fleet.SamplesRamp), err)
+				badRange = msg
+			}
+		} else {
+			badRange = ""
+			if r := toRange(f.SamplesRamp); r != toRange(l.es.Fleet.SamplesRamp) {
+				if err := ctl.SetRange(r); err != nil {
+					fmt.Fprintf(l.opts.Stderr, "steward: samples_ramp %s refused: %v\n", r, err)
+				} else {
+					fmt.Fprintf(l.opts.Stderr, "steward: samples_ramp is now %s\n", r)
+					l.es.Fleet.SamplesRamp = f.SamplesRamp
+				}
+			}
+		}
+		// R5: hold and resume reach a live run through the record.
+		if reason, err := l.db.Control(ctx, HoldKey); err == nil {
+			cur, held := ctl.Held()
+			switch {
+			case reason != "" && (!held || cur != reason):
+				ctl.Hold(reason)
+			case reason == "" && held:
+				ctl.Resume()
+			}
+			l.mu.Lock()
+			l.hold = reason
+			l.mu.Unlock()
+		}
+		w := l.gw.Window()
+		g := ramp.Signals{Pushback: w.Pushback || w.Episodes > 0, Retries: w.Retries, Requests: w.Requests, ConnLimit: w.Limit, ConnFixed: w.Fixed}
+		ts := make([]ramp.TaskSignals, len(l.p.Tasks))
+		l.mu.Lock()
+		for i := range ts {
+			ts[i] = ramp.TaskSignals{Saturated: saturated[i], Errored: l.errWin[i]}
+			l.errWin[i] = 0
+			saturated[i] = false
+		}
+		l.mu.Unlock()
+		d := ctl.Tend(now, g, ts)
+		running, queued := make([]int, len(l.p.Tasks)), make([]int, len(l.p.Tasks))
+		l.disp.With(func(s *sched.State) {
+			for i, sp := range d.Setpoints {
+				s.SetSetpoint(i, sp)
+				queued[i], running[i] = s.TaskCounts(i)
+			}
+		})
+		if !l.fixedConnections() {
+			if d.Clamp {
+				l.gw.Clamp()
+			}
+			if d.Ceiling > 0 {
+				l.gw.SetCeiling(d.Ceiling)
+			}
+		}
+		var pts []record.RampPoint
+		for i, td := range d.Tasks {
+			pts = append(pts, record.RampPoint{
+				At: now, Task: td.Name, Setpoint: td.Setpoint, Ceiling: d.Ceiling, ConnLimit: w.Limit,
+				Decision: string(td.Action), Reason: td.Reason, Pushback: g.Pushback, Retries: w.Retries,
+				Errored: ts[i].Errored, Saturated: ts[i].Saturated,
+			})
+		}
+		if err := l.db.AddRamp(ctx, l.runID, pts); err != nil {
+			fmt.Fprintf(l.opts.Stderr, "steward: %v\n", err)
+		}
+		names := make([]string, len(l.p.Tasks))
+		for i, t := range l.p.Tasks {
+			names[i] = t.Task.Name
+		}
+		held, _ := ctl.Held()
+		cur, _ := ctl.Range()
+		live := LiveState{RunID: l.runID, EvalSet: l.es.File, Plan: l.planLine, At: now, Counts: l.counts(),
+			Range: cur.String(), Held: held, Decision: d, Tasks: names, Setpoints: d.Setpoints, Running: running, Queued: queued, Budget: l.budget}
+		if b, err := json.Marshal(live); err == nil {
+			_ = l.db.SetLive(ctx, l.runID, string(b), now)
+		}
+	}
+}
+
+func (l *launcher) fixedConnections() bool { return l.es.Model.MaxConnections > 0 }
