@@ -1,0 +1,42 @@
+package run
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+var (
+	buildOnce sync.Once
+	builtExe  string
+	buildErr  error
+)
+
+// buildSteward builds the real binary once (its built-in chat agent calls the gateway).
+func buildSteward(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		dir, err := os.MkdirTemp("", "steward-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtExe = filepath.Join(dir, "steward")
+		cmd := exec.Command("go", "build", "-o", builtExe, "./cmd/steward")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = err
+			t.Logf("%s", out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build steward: %v", buildErr)
+	}
+	return builtExe
+}

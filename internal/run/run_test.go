@@ -1,0 +1,277 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/steward-evals/steward/internal/evalset"
+	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/sandbox/local"
+)
+
+// counting wraps the real local provider and counts sandboxes created.
+type counting struct {
+	*local.Provider
+	created atomic.Int64
+}
+
+func (c *counting) Create(ctx context.Context, s sandbox.Spec) (sandbox.Sandbox, error) {
+	c.created.Add(1)
+	return c.Provider.Create(ctx, s)
+}
+
+type factory struct{ p *counting }
+
+func (f factory) Provider(ctx context.Context, name string, ri RunInfo) (sandbox.Provider, error) {
+	return f.p, nil
+}
+func (f factory) DockerAvailable(ctx context.Context) bool { return false }
+
+func write(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+type launched struct {
+	rep     *report.Report
+	created int64
+	stderr  string
+}
+
+func launchSet(t *testing.T, path string, mod func(*Options)) launched {
+	t.Helper()
+	es, err := evalset.Load(path, evalset.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov := &counting{Provider: local.New(local.Options{BaseDir: t.TempDir()})}
+	var stderr bytes.Buffer
+	opts := Options{EvalSet: es, Providers: factory{prov}, Stderr: &syncWriter{w: &stderr}}
+	if mod != nil {
+		mod(&opts)
+	}
+	res, err := Launch(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("launch: %v\n%s", err, stderr.String())
+	}
+	return launched{rep: res.Report, created: prov.created.Load(), stderr: stderr.String()}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+const basicSet = `
+name: t
+tasks:
+  - name: echo
+    sandbox: {provider: local}
+    exclusive: false
+    inputs: [helper.txt]
+    agent: 'cat helper.txt >/dev/null; printf "%s" "$STEWARD_INPUT"'
+    scorer: {match: exact}
+    attempts: 2
+    samples:
+      - {id: a, input: "x", target: "x"}
+      - {id: b, input: "y", target: "nope"}
+      - {id: c, input: "z", target: "z"}
+`
+
+func statuses(r *report.Report) string {
+	var b strings.Builder
+	for _, a := range r.Attempts {
+		b.WriteString(a.Sample)
+		if a.Carried {
+			b.WriteString("=")
+		} else {
+			b.WriteString(":")
+		}
+		b.WriteString(a.Status[:1])
+		b.WriteString(" ")
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func TestCarryRerunAndChanges(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "helper.txt", "v1")
+	path := write(t, dir, "steward.yaml", basicSet)
+
+	r1 := launchSet(t, path, nil)
+	if got := statuses(r1.rep); got != "a:p a:p b:f b:f c:p c:p" {
+		t.Fatalf("first run %s", got)
+	}
+	if r1.created != 6 {
+		t.Fatalf("first run created %d sandboxes", r1.created)
+	}
+	// Nothing changed: nothing runs, zero sandboxes, zero model calls.
+	r2 := launchSet(t, path, nil)
+	if got := statuses(r2.rep); got != "a=p a=p b=f b=f c=p c=p" || r2.created != 0 || r2.rep.Spend.Requests != 0 {
+		t.Fatalf("unchanged run %s created %d requests %d", got, r2.created, r2.rep.Spend.Requests)
+	}
+	// --rerun accepts only passed results.
+	r3 := launchSet(t, path, func(o *Options) { o.Rerun = true })
+	if got := statuses(r3.rep); got != "a=p a=p b:f b:f c=p c=p" || r3.created != 2 {
+		t.Fatalf("rerun %s created %d", got, r3.created)
+	}
+	// Change one sample: only its attempts run.
+	write(t, dir, "steward.yaml", strings.Replace(basicSet, `input: "z", target: "z"`, `input: "w", target: "w"`, 1))
+	r4 := launchSet(t, path, nil)
+	if got := statuses(r4.rep); got != "a=p a=p b=f b=f c:p c:p" || r4.created != 2 {
+		t.Fatalf("one sample changed: %s created %d", got, r4.created)
+	}
+	// Change a declared input file: every sample of the task runs again.
+	write(t, dir, "helper.txt", "v2")
+	r5 := launchSet(t, path, func(o *Options) { o.Dry = true })
+	for _, a := range r5.rep.Attempts {
+		if !strings.Contains(a.Reason, "run: input file changed") {
+			t.Fatalf("dry reason %q", a.Reason)
+		}
+	}
+	r6 := launchSet(t, path, nil)
+	if got := statuses(r6.rep); got != "a:p a:p b:f b:f c:p c:p" || r6.created != 6 {
+		t.Fatalf("input changed: %s created %d", got, r6.created)
+	}
+}
+
+func TestEarlyExitOneAfterAnother(t *testing.T) {
+	dir := t.TempDir()
+	path := write(t, dir, "steward.yaml", `
+tasks:
+  - name: flaky
+    sandbox: {provider: local}
+    max_samples: 1
+    early_exit: true
+    attempts: 5
+    agent: 'if [ "$STEWARD_ATTEMPT" -ge 2 ]; then echo ok; else echo no; fi'
+    scorer: {match: exact}
+    samples: [{id: s, input: "", target: ok}]
+`)
+	r := launchSet(t, path, nil)
+	if got := statuses(r.rep); got != "s:f s:p s:s s:s s:s" {
+		t.Fatalf("early exit %s", got)
+	}
+	if r.created != 2 {
+		t.Fatalf("created %d sandboxes, want 2", r.created)
+	}
+}
+
+func TestGroupsRunInStableOrderInOneSandbox(t *testing.T) {
+	dir := t.TempDir()
+	order := filepath.Join(dir, "order.log")
+	path := write(t, dir, "steward.yaml", `
+tasks:
+  - name: g
+    sandbox: {provider: local}
+    exclusive: false
+    agent: 'echo "$STEWARD_SAMPLE_ID $STEWARD_ATTEMPT $(cat marker 2>/dev/null)" >> `+order+`; touch marker; echo ok'
+    scorer: {match: exact}
+    attempts: 2
+    groups:
+      - {name: lane, samples: [m10, m2, m1]}
+    samples:
+      - {id: m10, input: "", target: ok}
+      - {id: free, input: "", target: ok}
+      - {id: m2, input: "", target: ok}
+      - {id: m1, input: "", target: ok}
+`)
+	r := launchSet(t, path, nil)
+	if r.rep.Counts.Passed != 8 {
+		t.Fatalf("counts %+v", r.rep.Counts)
+	}
+	// Results in discovery order whatever ran first.
+	if got := statuses(r.rep); got != "m10:p m10:p free:p free:p m2:p m2:p m1:p m1:p" {
+		t.Fatalf("report order %s", got)
+	}
+	b, _ := os.ReadFile(order)
+	var lane []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if !strings.HasPrefix(line, "free") {
+			lane = append(lane, strings.Fields(line)[0]+"#"+strings.Fields(line)[1])
+		}
+	}
+	if got := strings.Join(lane, " "); got != "m1#1 m1#2 m2#1 m2#2 m10#1 m10#2" {
+		t.Fatalf("lane order %s", got)
+	}
+	// One reused sandbox for the lane (reset between attempts: no marker seen), one per free attempt.
+	if r.created != 3 {
+		t.Fatalf("created %d sandboxes, want 1 for the lane + 2", r.created)
+	}
+	if strings.Contains(string(b), " marker") || strings.Count(string(b), "\n") != 8 {
+		t.Fatalf("workdir not reset between lane attempts:\n%s", b)
+	}
+}
+
+func TestBudgetStopsNewAttempts(t *testing.T) {
+	dir := t.TempDir()
+	path := write(t, dir, "steward.yaml", `
+model:
+  upstream: mock
+  prices: {input_per_mtok: 1000000, output_per_mtok: 1000000}
+tasks:
+  - name: spend
+    sandbox: {provider: local}
+    max_samples: 1
+    agent: '"$STEWARD_BIN" agent chat'
+    scorer: {match: numeric}
+    samples:
+      - {id: "1", input: "What is 1+1?", target: "2"}
+      - {id: "2", input: "What is 2+2?", target: "4"}
+      - {id: "3", input: "What is 3+3?", target: "6"}
+`)
+	exe := buildSteward(t)
+	r := launchSet(t, path, func(o *Options) { o.BudgetUSD = 1; o.Exe = exe })
+	if got := statuses(r.rep); got != "1:p 2:s 3:s" {
+		t.Fatalf("budget %s\n%s", got, r.stderr)
+	}
+	if r.rep.Spend.USD < 1 {
+		t.Fatalf("spend %v", r.rep.Spend)
+	}
+}
+
+func TestRecordHoldsEveryAttempt(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "helper.txt", "v1")
+	path := write(t, dir, "steward.yaml", basicSet)
+	launchSet(t, path, nil)
+	db, err := record.Open(context.Background(), filepath.Join(dir, ".steward"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	runs, _ := db.Runs(context.Background())
+	if len(runs) != 1 || runs[0].Status != "finished" {
+		t.Fatalf("runs %+v", runs)
+	}
+	as, _ := db.Attempts(context.Background(), runs[0].ID)
+	if len(as) != 6 {
+		t.Fatalf("%d attempts", len(as))
+	}
+	for i, a := range as {
+		if a.Seq != i || a.Fingerprint == "" || a.Duration <= 0 {
+			t.Fatalf("attempt %d: %+v", i, a)
+		}
+	}
+}
