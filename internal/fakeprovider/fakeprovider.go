@@ -36,8 +36,9 @@ import (
 // faultless provider that accepts any non-empty API key.
 type Config struct {
 	// APIKey is the key callers must send: "Authorization: Bearer KEY" on
-	// OpenAI routes, "x-api-key: KEY" on Anthropic routes. Empty accepts
-	// any non-empty key (a missing key is still refused).
+	// OpenAI routes; "x-api-key: KEY" (or, as anthropic-sdk-go v2 sends it,
+	// "Authorization: Bearer KEY") on Anthropic routes. Empty accepts any
+	// non-empty key (a missing key is still refused).
 	APIKey string
 
 	// RPM and TPM are the requests and tokens (input + output) per minute
@@ -436,8 +437,11 @@ func (s *Server) authenticate(r *http.Request, api mockmodel.API) *mockmodel.Err
 		s.keys[xkey] = true
 	}
 	s.mu.Unlock()
+	// OpenAI takes the key as a Bearer token only. Anthropic takes
+	// x-api-key, and also a Bearer token (anthropic-sdk-go v2 sends its API
+	// key that way); x-api-key wins when both are sent.
 	sent := bearer
-	if api == mockmodel.Anthropic {
+	if api == mockmodel.Anthropic && xkey != "" {
 		sent = xkey
 	}
 	if sent == "" || (s.cfg.APIKey != "" && sent != s.cfg.APIKey) {
@@ -614,7 +618,9 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.APIKey != "" {
 		bearer, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if bearer != s.cfg.APIKey && r.Header.Get("x-api-key") != s.cfg.APIKey {
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"error":"unauthorized"}` + "\n"))
 			return
 		}
 	}
@@ -632,7 +638,8 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request) {
 			Spend *bool `json:"spend_limit"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-			http.Error(w, "bad json: "+err.Error(), http.StatusBadRequest)
+			w.WriteHeader(http.StatusBadRequest)
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": "bad json: " + err.Error()})
 			return
 		}
 		rpm, tpm := s.Limits()
@@ -649,6 +656,7 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request) {
 		rpm, tpm = s.Limits()
 		_ = json.NewEncoder(w).Encode(map[string]int{"rpm": rpm, "tpm": tpm})
 	default:
-		http.Error(w, "not found", http.StatusNotFound)
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"error":"not found"}` + "\n"))
 	}
 }

@@ -86,7 +86,7 @@ func NotFound(api API, method, path string) *Error {
 func AuthError(api API, sent string) *Error {
 	if api == Anthropic {
 		if sent == "" {
-			return &Error{Status: http.StatusUnauthorized, API: api, Type: "authentication_error", Message: "x-api-key header is required"}
+			return &Error{Status: http.StatusUnauthorized, API: api, Type: "authentication_error", Message: "x-api-key header is required (or an Authorization: Bearer header)"}
 		}
 		return &Error{Status: http.StatusUnauthorized, API: api, Type: "authentication_error", Message: "invalid x-api-key"}
 	}

@@ -22,26 +22,28 @@ import (
 
 // OpenAIClient is an openai-go client for baseURL (the server root; "/v1"
 // is added) with the given key and no retries.
-func OpenAIClient(baseURL, key string, opts ...option.RequestOption) openai.Client {
+func OpenAIClient(baseURL, key string, opts ...option.RequestOption) *openai.Client {
 	all := []option.RequestOption{
 		option.WithBaseURL(strings.TrimSuffix(baseURL, "/") + "/v1/"),
 		option.WithAPIKey(key),
 		option.WithMaxRetries(0),
 		option.WithRequestTimeout(30 * time.Second),
 	}
-	return openai.NewClient(append(all, opts...)...)
+	c := openai.NewClient(append(all, opts...)...)
+	return &c
 }
 
 // AnthropicClient is an anthropic-sdk-go client for baseURL (the server
 // root) with the given key and no retries.
-func AnthropicClient(baseURL, key string, opts ...aoption.RequestOption) anthropic.Client {
+func AnthropicClient(baseURL, key string, opts ...aoption.RequestOption) *anthropic.Client {
 	all := []aoption.RequestOption{
 		aoption.WithBaseURL(strings.TrimSuffix(baseURL, "/") + "/"),
 		aoption.WithAPIKey(key),
 		aoption.WithMaxRetries(0),
 		aoption.WithRequestTimeout(30 * time.Second),
 	}
-	return anthropic.NewClient(append(all, opts...)...)
+	c := anthropic.NewClient(append(all, opts...)...)
+	return &c
 }
 
 // Prompts used by the checks, and the answers the mock gives them.
