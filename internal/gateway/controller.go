@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"container/list"
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 )
@@ -32,6 +34,13 @@ type Policy struct {
 	ReadHeaders bool
 	// Hold pauses new upstream requests until a 429's Retry-After has passed.
 	Hold bool
+	// Pace spaces admissions at the provider's sustainable rate while it
+	// pushes back (after a 429, or while its remaining quota is low): the
+	// rate comes from the limit headers (requests per minute, and tokens
+	// per minute over the tokens a request uses), else from Retry-After.
+	// A concurrency limit alone lets requests leave in bursts that a
+	// token bucket answers with 429s; pacing smooths them.
+	Pace bool
 	// MinCooldown is the shortest episode cooldown; the cooldown is also at
 	// least Retry-After and two smoothed request latencies.
 	MinCooldown time.Duration
@@ -49,7 +58,7 @@ type Policy struct {
 func StewardPolicy() Policy {
 	return Policy{
 		Name: "steward", Start: 20, Min: 1, Max: 100, Cut: 0.75,
-		GrowOnlySaturated: true, CutFromInFlight: true, ReadHeaders: true, Hold: true,
+		GrowOnlySaturated: true, CutFromInFlight: true, ReadHeaders: true, Hold: true, Pace: true,
 		MinCooldown: 500 * time.Millisecond, LowFraction: 0.10, CriticalFraction: 0.03, GentleCut: 0.9,
 	}
 }
@@ -88,6 +97,11 @@ type RateInfo struct {
 	Remaining int64
 	// RetryAfter from retry-after-ms / retry-after; 0 when absent.
 	RetryAfter time.Duration
+	// RequestsPerMinute and TokensPerMinute are the limits the headers
+	// announced; 0 when unknown.
+	RequestsPerMinute, TokensPerMinute float64
+	// Tokens the request used (input + output), when known; set by the gateway.
+	Tokens int64
 }
 
 // Outcome classifies a finished upstream request for the controller.
@@ -145,10 +159,19 @@ type Controller struct {
 	gentleUntil   time.Time
 	holdUntil     time.Time
 	latency       time.Duration // EWMA of successful request latency
+	// pacing state
+	pacing          bool
+	nextAdmit       time.Time
+	lastRetryAfter  time.Duration
+	rpmLimit        float64
+	tpmLimit        float64
+	tokensPerReq    float64 // EWMA
+	lastRateLimited time.Time
 	episodes      int
 	win           controllerWindow
 	history       []LimitChange
-	changed       chan struct{} // closed and replaced whenever capacity may have grown
+	// waiters queue for admission in arrival order; only the head tries.
+	waiters *list.List
 }
 
 const historyCap = 2000
@@ -184,7 +207,7 @@ func NewController(p Policy, c Clock) *Controller {
 	}
 	ctl := &Controller{
 		p: p, clock: c, limit: float64(p.Start), ssthresh: math.Inf(1),
-		ceiling: p.Max, changed: make(chan struct{}),
+		ceiling: p.Max, waiters: list.New(),
 	}
 	ctl.history = append(ctl.history, LimitChange{At: c.Now(), From: 0, To: p.Start, Ceiling: p.Max, Reason: "start (" + p.Name + ")", Count: 1})
 	return ctl
@@ -228,7 +251,7 @@ func (c *Controller) History() []LimitChange {
 
 func (c *Controller) record(from int, reason string) {
 	to := c.limitLocked()
-	if from == to && reason != "ceiling" && reason != "clamp" {
+	if from == to && reason != "ceiling" && reason != "clamp" && !strings.HasPrefix(reason, "pacing") {
 		return
 	}
 	now := c.clock.Now()
@@ -244,8 +267,12 @@ func (c *Controller) record(from int, reason string) {
 }
 
 func (c *Controller) wakeLocked() {
-	close(c.changed)
-	c.changed = make(chan struct{})
+	if f := c.waiters.Front(); f != nil {
+		select {
+		case f.Value.(chan struct{}) <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // TryAcquire admits a request when there is room and no hold; it never blocks.
@@ -266,6 +293,12 @@ func (c *Controller) tryLocked() (*Ticket, time.Duration) {
 		c.saturated, c.win.saturated = true, true
 		return nil, 0
 	}
+	if c.p.Pace && c.pacing {
+		if now.Before(c.nextAdmit) {
+			return nil, c.nextAdmit.Sub(now)
+		}
+		c.nextAdmit = now.Add(c.paceGap())
+	}
 	c.inflight++
 	if c.inflight > c.win.peak {
 		c.win.peak = c.inflight
@@ -276,26 +309,73 @@ func (c *Controller) tryLocked() (*Ticket, time.Duration) {
 	return &Ticket{start: now}, 0
 }
 
-// Acquire blocks until a request may go upstream, or ctx ends.
+// paceGap is the spacing between admissions at the provider's sustainable
+// rate (97% of it, to absorb jitter between here and the provider).
+func (c *Controller) paceGap() time.Duration {
+	rate := 0.0 // per minute
+	if c.rpmLimit > 0 {
+		rate = c.rpmLimit
+	}
+	if c.tpmLimit > 0 && c.tokensPerReq > 0 {
+		if r := c.tpmLimit / c.tokensPerReq; rate == 0 || r < rate {
+			rate = r
+		}
+	}
+	if rate > 0 {
+		return time.Duration(float64(time.Minute) / (0.97 * rate))
+	}
+	return c.lastRetryAfter
+}
+
+// Pacing reports whether admissions are being spaced at the provider's rate.
+func (c *Controller) Pacing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pacing
+}
+
+// Acquire blocks until a request may go upstream, or ctx ends. Waiters
+// are admitted in arrival order; only the head of the queue watches the
+// clock, so a hold or a pace wakes one goroutine, not all of them.
 func (c *Controller) Acquire(ctx context.Context) (*Ticket, error) {
-	for {
-		c.mu.Lock()
-		t, hold := c.tryLocked()
-		ch := c.changed
-		c.mu.Unlock()
-		if t != nil {
+	c.mu.Lock()
+	if c.waiters.Len() == 0 {
+		if t, _ := c.tryLocked(); t != nil {
+			c.mu.Unlock()
 			return t, nil
 		}
+	}
+	ch := make(chan struct{}, 1)
+	e := c.waiters.PushBack(ch)
+	for {
+		var hold time.Duration
+		head := c.waiters.Front() == e
+		if head {
+			var t *Ticket
+			t, hold = c.tryLocked()
+			if t != nil {
+				c.waiters.Remove(e)
+				c.wakeLocked() // the next waiter may fit too
+				c.mu.Unlock()
+				return t, nil
+			}
+		}
+		c.mu.Unlock()
 		var timer <-chan time.Time
-		if hold > 0 {
+		if head && hold > 0 {
 			timer = c.clock.After(hold)
 		}
 		select {
 		case <-ctx.Done():
+			c.mu.Lock()
+			c.waiters.Remove(e)
+			c.wakeLocked()
+			c.mu.Unlock()
 			return nil, fmt.Errorf("wait for upstream connection: %w", ctx.Err())
 		case <-ch:
 		case <-timer:
 		}
+		c.mu.Lock()
 	}
 }
 
@@ -310,6 +390,19 @@ func (c *Controller) Done(t *Ticket, o Outcome, info RateInfo) {
 	c.inflight--
 	defer c.wakeLocked()
 	now := c.clock.Now()
+	if info.RequestsPerMinute > 0 {
+		c.rpmLimit = info.RequestsPerMinute
+	}
+	if info.TokensPerMinute > 0 {
+		c.tpmLimit = info.TokensPerMinute
+	}
+	if info.Tokens > 0 {
+		if c.tokensPerReq == 0 {
+			c.tokensPerReq = float64(info.Tokens)
+		} else {
+			c.tokensPerReq = (c.tokensPerReq*7 + float64(info.Tokens)) / 8
+		}
+	}
 	switch o {
 	case OutcomeRateLimited:
 		c.rateLimitedLocked(now, t, info)
@@ -347,6 +440,14 @@ func (c *Controller) cutBase() float64 {
 func (c *Controller) rateLimitedLocked(now time.Time, t *Ticket, info RateInfo) {
 	c.win.rateLimited++
 	c.win.pushback = true
+	c.lastRateLimited = now
+	if info.RetryAfter > 0 {
+		c.lastRetryAfter = info.RetryAfter
+	}
+	if c.p.Pace && c.p.Fixed == 0 && !c.pacing && c.paceGap() > 0 {
+		c.pacing = true
+		c.record(c.limitLocked(), "pacing on (429)")
+	}
 	if c.p.Hold && info.RetryAfter > 0 {
 		if until := now.Add(info.RetryAfter); until.After(c.holdUntil) {
 			c.holdUntil = until
@@ -384,6 +485,19 @@ func (c *Controller) rateLimitedLocked(now time.Time, t *Ticket, info RateInfo) 
 func (c *Controller) okLocked(now time.Time, info RateInfo) {
 	if c.p.Fixed > 0 {
 		return
+	}
+	if c.p.Pace {
+		switch {
+		case !c.pacing && info.Fraction >= 0 && info.Fraction <= c.p.LowFraction && c.paceGap() > 0:
+			c.pacing = true
+			c.record(c.limitLocked(), "pacing on (remaining quota low)")
+		case c.pacing && info.Fraction > 2*c.p.LowFraction:
+			c.pacing = false
+			c.record(c.limitLocked(), "pacing off (quota recovered)")
+		case c.pacing && info.Fraction < 0 && now.Sub(c.lastRateLimited) > 2*c.cooldown(0):
+			c.pacing = false
+			c.record(c.limitLocked(), "pacing off (no 429 lately)")
+		}
 	}
 	if c.p.ReadHeaders && info.Fraction >= 0 {
 		if info.Fraction <= c.p.CriticalFraction || info.Remaining == 0 {

@@ -228,6 +228,16 @@ func TestControllerRetryAfterHonoured(t *testing.T) {
 		if tk == nil {
 			t.Fatal("no ticket")
 		}
+		// No rate-limit headers: after the 429 admissions are paced by
+		// Retry-After until a success comes with no 429 for a while.
+		if !c.Pacing() {
+			t.Fatal("not pacing after a 429")
+		}
+		clk.Advance(2 * time.Second)
+		c.Done(tk, OutcomeOK, noInfo)
+		if c.Pacing() {
+			t.Fatal("still pacing after a quiet success")
+		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Acquire still blocked after Retry-After")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/steward-evals/steward/internal/fakeprovider"
 )
@@ -47,12 +48,16 @@ func TestSDKsThroughGatewayFakeProvider(t *testing.T) {
 				Prices: Prices{InputPerMTok: 1, OutputPerMTok: 1}})
 			tok := h.g.Issue("att-fp", nil)
 			sin, sout := sdkCheck(t, h.url, tok)
+			h.g.Revoke(tok)
+			if err := h.g.Drain(context.Background(), tok); err != nil {
+				t.Fatal(err)
+			}
 			st := fp.Stats()
 			checkOnlyRealKey(t, st)
 			if st.Succeeded != 5 {
 				t.Fatalf("provider answered %d, want 5: %+v", st.Succeeded, st)
 			}
-			u, _ := h.g.Usage(tok)
+			u, _ := h.usage(t, "att-fp")
 			if u.InputTokens <= sin || u.OutputTokens <= sout {
 				t.Fatalf("gateway counted %+v, SDKs saw %d/%d", u, sin, sout)
 			}
@@ -85,7 +90,7 @@ func TestFakeProviderFaultsAreRetried(t *testing.T) {
 	if st.Injected5xx == 0 || st.Dropped == 0 || st.Succeeded != 30 {
 		t.Fatalf("faults not exercised: %+v", st)
 	}
-	s := h.g.Window()
+	s := h.window(t)
 	if int64(s.Retries) != st.Injected5xx+st.Dropped || s.Errors != 0 {
 		t.Fatalf("retries %d, provider faults %d+%d", s.Retries, st.Injected5xx, st.Dropped)
 	}
@@ -119,28 +124,46 @@ func TestFakeProviderSpendLimitFailsFast(t *testing.T) {
 
 func TestFakeProvider429sRetriedToSuccess(t *testing.T) {
 	// 60 RPM with a bucket that starts full: the 61st request in the same
-	// instant must wait about a second, which the gateway does (on a clock
-	// that the provider shares) instead of failing the agent.
-	clk := newSharedClock()
-	fp, fu := startFake(t, fakeprovider.Config{RPM: 60, Clock: clk})
-	h := startGateway(t, Config{Upstream: "openai", BaseURL: fu + "/v1", APIKey: realKey, Clock: clk})
-	hooks := &hookLog{}
-	tok := h.g.Issue("att-rl", hooks)
-	for i := 0; i < 62; i++ {
-		resp, body := post(t, h.url, "/v1/chat/completions", tok, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, nil)
-		if resp.StatusCode != 200 {
-			t.Fatalf("request %d: %d %s", i, resp.StatusCode, body)
-		}
-	}
-	st := fp.Stats()
-	if st.RateLimited == 0 || st.Succeeded != 62 {
-		t.Fatalf("provider stats %+v", st)
-	}
-	s := h.g.Window()
-	if s.RateLimited == 0 || s.Episodes < 1 || s.Errors != 0 || s.Retries != s.RateLimited {
-		t.Fatalf("signals %+v", s)
-	}
-	if !strings.HasPrefix(hooks.Events(), "start,end") {
-		t.Fatalf("hooks %q", hooks.Events())
+	// instant must wait about a second. The gateway and the provider share
+	// a clock, so waits are the provider's own time.
+	for _, tc := range []struct {
+		name   string
+		policy Policy
+	}{{"inspect", InspectPolicy()}, {"steward", StewardPolicy()}} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newSharedClock()
+			fp, fu := startFake(t, fakeprovider.Config{RPM: 60, Clock: clk})
+			p := tc.policy
+			h := startGateway(t, Config{Upstream: "openai", BaseURL: fu + "/v1", APIKey: realKey, Clock: clk, Policy: &p})
+			hooks := &hookLog{}
+			tok := h.g.Issue("att-rl", hooks)
+			for i := 0; i < 70; i++ {
+				resp, body := post(t, h.url, "/v1/chat/completions", tok, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, nil)
+				if resp.StatusCode != 200 {
+					t.Fatalf("request %d: %d %s", i, resp.StatusCode, body)
+				}
+			}
+			st := fp.Stats()
+			s := h.window(t)
+			if st.Succeeded != 70 || s.Errors != 0 || !s.Pushback {
+				t.Fatalf("provider %+v, signals %+v", st, s)
+			}
+			switch tc.name {
+			case "inspect":
+				// Blind to the headers: it meets 429s and retries them.
+				if st.RateLimited == 0 || s.Episodes < 1 || s.Retries != s.RateLimited || !strings.HasPrefix(hooks.Events(), "start,end") {
+					t.Fatalf("provider %+v, signals %+v, hooks %q", st, s, hooks.Events())
+				}
+			case "steward":
+				// Reads the remaining quota, paces at 60 RPM before the bucket
+				// is empty, and meets no 429 at all.
+				if st.RateLimited != 0 || !h.g.Controller().Pacing() {
+					t.Fatalf("steward met %d 429s (pacing %v)", st.RateLimited, h.g.Controller().Pacing())
+				}
+				if el := clk.Now().Sub(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)); el < 5*time.Second {
+					t.Fatalf("70 requests at 60 RPM from a full bucket took %s of provider time", el)
+				}
+			}
+		})
 	}
 }

@@ -77,11 +77,32 @@ type Usage struct {
 }
 
 type attempt struct {
-	id      string
-	hooks   AttemptHooks
-	mu      sync.Mutex
-	usage   Usage
-	revoked bool
+	id       string
+	hooks    AttemptHooks
+	mu       sync.Mutex
+	usage    Usage
+	revoked  bool
+	inflight int
+	idle     chan struct{} // closed when inflight drops to 0; nil while idle
+}
+
+func (a *attempt) begin() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.inflight == 0 {
+		a.idle = make(chan struct{})
+	}
+	a.inflight++
+}
+
+func (a *attempt) end() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.inflight--
+	if a.inflight == 0 {
+		close(a.idle)
+		a.idle = nil
+	}
 }
 
 // Signals are the gateway's per-window counters for the tend loop.
@@ -287,6 +308,33 @@ func (g *Gateway) Usage(key string) (Usage, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.usage, true
+}
+
+// Drain waits until none of the attempt's requests (by token or attempt id)
+// is in flight, so its usage is final, or ctx ends. Call it after Revoke:
+// a request's usage is charged just after its last byte reaches the sandbox.
+func (g *Gateway) Drain(ctx context.Context, key string) error {
+	g.mu.Lock()
+	a := g.tokens[key]
+	if a == nil {
+		a = g.attempts[key]
+	}
+	g.mu.Unlock()
+	if a == nil {
+		return nil
+	}
+	a.mu.Lock()
+	ch := a.idle
+	a.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("drain attempt %s: %w", a.id, ctx.Err())
+	}
 }
 
 // Totals is the usage of every attempt together.

@@ -195,8 +195,8 @@ func TestProxyOpenAIKeySwapAndUsage(t *testing.T) {
 	if resp.StatusCode != 200 || body != chatOK || resp.Header.Get("x-request-id") != "req-9" {
 		t.Fatalf("status %d body %s headers %v", resp.StatusCode, body, resp.Header)
 	}
-	u, ok := h.g.Usage(tok)
-	u2, ok2 := h.g.Usage("att-1")
+	u, ok := h.usage(t, tok)
+	u2, ok2 := h.usage(t, "att-1")
 	if !ok || !ok2 || u != u2 || u.InputTokens != 11 || u.OutputTokens != 7 || u.CostUSD != 11+14 || u.Requests != 1 {
 		t.Fatalf("usage by token %+v, by id %+v", u, u2)
 	}
@@ -211,7 +211,7 @@ func TestProxyOpenAIKeySwapAndUsage(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("x-api-key auth: %d", resp.StatusCode)
 	}
-	s := h.g.Window()
+	s := h.window(t)
 	if s.Requests != 2 || s.Retries != 0 || s.Errors != 0 || s.Limit != 20 {
 		t.Fatalf("signals %+v", s)
 	}
@@ -243,7 +243,7 @@ func TestProxyAnthropicKeySwapAndStreamedUsage(t *testing.T) {
 	if resp.StatusCode != 200 || body != stream {
 		t.Fatalf("stream not byte-faithful: %d\n%q", resp.StatusCode, body)
 	}
-	u, _ := h.g.Usage("att-a")
+	u, _ := h.usage(t, "att-a")
 	if u.InputTokens != 25 || u.OutputTokens != 15 {
 		t.Fatalf("usage %+v, want 25 in / 15 out", u)
 	}
@@ -286,7 +286,7 @@ func TestProxyOpenAIStreamUsageInjected(t *testing.T) {
 	if want := strings.Join(chunks, "") + done; body != want {
 		t.Fatalf("client saw\n%q\nwant\n%q", body, want)
 	}
-	if u, _ := h.g.Usage(tok); u.InputTokens != 9 || u.OutputTokens != 2 {
+	if u, _ := h.usage(t, tok); u.InputTokens != 9 || u.OutputTokens != 2 {
 		t.Fatalf("usage %+v", u)
 	}
 	// The client asked for usage: it gets the chunk, unchanged.
@@ -294,7 +294,7 @@ func TestProxyOpenAIStreamUsageInjected(t *testing.T) {
 	if want := strings.Join(chunks, "") + usageChunk + done; body != want {
 		t.Fatalf("client saw\n%q\nwant\n%q", body, want)
 	}
-	if u, _ := h.g.Usage(tok); u.InputTokens != 18 || u.OutputTokens != 4 || u.Requests != 2 {
+	if u, _ := h.usage(t, tok); u.InputTokens != 18 || u.OutputTokens != 4 || u.Requests != 2 {
 		t.Fatalf("usage %+v", u)
 	}
 }
@@ -334,7 +334,7 @@ func TestProxyRevokedAndUnknownTokens(t *testing.T) {
 	if up.calls.Load() != 1 {
 		t.Fatalf("upstream called %d times, want 1 (refused tokens must not reach it)", up.calls.Load())
 	}
-	if u, ok := h.g.Usage("att-r"); !ok || u.Requests != 1 {
+	if u, ok := h.usage(t, "att-r"); !ok || u.Requests != 1 {
 		t.Fatalf("usage after revoke: %+v %v", u, ok)
 	}
 }
@@ -430,7 +430,7 @@ func TestRetry429HonoursRetryAfterAndReleasesSlot(t *testing.T) {
 			t.Fatalf("backoff %s does not honour Retry-After 2s", d)
 		}
 	}
-	s := h.g.Window()
+	s := h.window(t)
 	if s.Retries != 2 || s.RateLimited != 2 || s.Episodes != 1 || !s.Pushback || s.Errors != 0 {
 		t.Fatalf("signals %+v", s)
 	}
@@ -473,7 +473,7 @@ func TestRetry5xxAndDroppedConnections(t *testing.T) {
 	if got := hooks.Events(); got != "start,end,start,end,start,end" {
 		t.Fatalf("hooks %q", got)
 	}
-	if s := h.g.Window(); s.Retries != 3 || s.RateLimited != 0 || s.Episodes != 0 {
+	if s := h.window(t); s.Retries != 3 || s.RateLimited != 0 || s.Episodes != 0 {
 		t.Fatalf("signals %+v", s)
 	}
 }
@@ -502,10 +502,10 @@ func TestRetriesExhaustedScrubsKey(t *testing.T) {
 	if strings.Contains(log.String(), realKey) || !strings.Contains(log.String(), "retries exhausted") {
 		t.Fatalf("log: %s", log.String())
 	}
-	if u, _ := h.g.Usage(tok); u.Errors != 1 {
+	if u, _ := h.usage(t, tok); u.Errors != 1 {
 		t.Fatalf("usage %+v", u)
 	}
-	if s := h.g.Window(); s.Errors != 1 || s.Retries != 3 {
+	if s := h.window(t); s.Errors != 1 || s.Retries != 3 {
 		t.Fatalf("signals %+v", s)
 	}
 }
@@ -548,7 +548,7 @@ func TestSpendLimit429FailsFast(t *testing.T) {
 			if resp.Header.Get("X-Should-Retry") != "false" {
 				t.Fatal("SDKs are not told to stop retrying")
 			}
-			if s := h.g.Window(); s.Episodes != 0 || s.RateLimited != 0 || s.Errors != 1 {
+			if s := h.window(t); s.Episodes != 0 || s.RateLimited != 0 || s.Errors != 1 {
 				t.Fatalf("spend limit counted as congestion: %+v", s)
 			}
 		})
@@ -625,7 +625,7 @@ func TestMockUpstreamInProcess(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(body, "chat.completion") {
 		t.Fatalf("mock: %d %s", resp.StatusCode, body)
 	}
-	if u, _ := h.g.Usage(tok); u.InputTokens == 0 || u.OutputTokens == 0 {
+	if u, _ := h.usage(t, tok); u.InputTokens == 0 || u.OutputTokens == 0 {
 		t.Fatalf("mock usage not counted: %+v", u)
 	}
 }
@@ -645,4 +645,33 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	if err != nil || g.Window().Limit != 7 || !g.Window().Fixed {
 		t.Fatalf("fixed: %v %+v", err, g.Window())
 	}
+}
+
+// settle waits until no attempt has a request in flight, so usage and
+// signals are final.
+func (h *harness) settle(t *testing.T) {
+	t.Helper()
+	h.g.mu.Lock()
+	var ids []string
+	for id := range h.g.attempts {
+		ids = append(ids, id)
+	}
+	h.g.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, id := range ids {
+		if err := h.g.Drain(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (h *harness) usage(t *testing.T, key string) (Usage, bool) {
+	h.settle(t)
+	return h.g.Usage(key)
+}
+
+func (h *harness) window(t *testing.T) Signals {
+	h.settle(t)
+	return h.g.Window()
 }

@@ -104,6 +104,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	tok := bearer(r)
 	a := g.lookup(tok)
+	if a != nil {
+		a.begin()
+		defer a.end()
+	}
 	if a == nil {
 		typ := "invalid_request_error"
 		if f == formatAnthropic {
@@ -413,6 +417,7 @@ func (g *Gateway) relay(w http.ResponseWriter, resp *http.Response, f wireFormat
 		if !wrote {
 			start()
 		}
+		info.Tokens = m.in + m.out
 		g.ctl.Done(t, OutcomeOK, info)
 		return m.in, m.out, failed || werr != nil, false
 	}
@@ -421,12 +426,13 @@ func (g *Gateway) relay(w http.ResponseWriter, resp *http.Response, f wireFormat
 		g.ctl.Done(t, OutcomeError, info)
 		return 0, 0, false, true
 	}
-	g.ctl.Done(t, OutcomeOK, info)
 	if failed {
 		b = g.scrubBytes(b)
 	} else {
 		m.observe(b)
 	}
+	info.Tokens = m.in + m.out
+	g.ctl.Done(t, OutcomeOK, info)
 	copyHeaders(w.Header(), resp.Header)
 	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
 	w.WriteHeader(resp.StatusCode)

@@ -48,6 +48,8 @@ func ParseRateInfo(h http.Header, now time.Time) RateInfo {
 		}
 	}
 	info.RetryAfter = retryAfter(h, now)
+	info.RequestsPerMinute = headerMin(h, "x-ratelimit-limit-requests", "anthropic-ratelimit-requests-limit")
+	info.TokensPerMinute = headerMin(h, "x-ratelimit-limit-tokens", "anthropic-ratelimit-tokens-limit")
 	return info
 }
 
@@ -109,4 +111,16 @@ func spendLimit(h http.Header, body []byte) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// headerMin is the smallest positive number among the named headers (0: none).
+func headerMin(h http.Header, names ...string) float64 {
+	best := 0.0
+	for _, n := range names {
+		v, err := strconv.ParseFloat(strings.TrimSpace(h.Get(n)), 64)
+		if err == nil && v > 0 && (best == 0 || v < best) {
+			best = v
+		}
+	}
+	return best
 }

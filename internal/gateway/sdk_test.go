@@ -102,13 +102,16 @@ func TestSDKsThroughGatewayMock(t *testing.T) {
 	h := startGateway(t, Config{Upstream: "mock", Prices: Prices{InputPerMTok: 2, OutputPerMTok: 4}})
 	tok := h.g.Issue("att-sdk", nil)
 	sin, sout := sdkCheck(t, h.url, tok)
-	u, _ := h.g.Usage("att-sdk")
+	h.g.Revoke(tok)
+	if err := h.g.Drain(context.Background(), "att-sdk"); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := h.usage(t, "att-sdk")
 	// The OpenAI stream's usage is counted by the gateway though the SDK did
 	// not ask for it (and did not see it), so the gateway counts more than the SDKs saw.
 	if u.InputTokens <= sin || u.OutputTokens <= sout || u.Requests != 5 {
 		t.Fatalf("gateway counted %+v, SDKs saw %d in / %d out", u, sin, sout)
 	}
-	h.g.Revoke(tok)
 	oc := openai.NewClient(ooption.WithBaseURL(h.url+"/v1"), ooption.WithAPIKey(tok))
 	_, err := oc.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
 		Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}})
