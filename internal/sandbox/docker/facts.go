@@ -261,13 +261,13 @@ func (p *Provider) Doctor(ctx context.Context, w io.Writer) error {
 	dead := 0
 	for _, c := range cs {
 		runs[c.Labels[sandbox.LabelRun]] = true
-		if deadRun(c.Labels) {
+		if deadRun(ctx, p.cli, p.scope, c.Labels) {
 			dead++
 		}
 	}
 	for _, n := range sn {
 		runs[n.Labels[sandbox.LabelRun]] = true
-		if deadRun(n.Labels) {
+		if deadRun(ctx, p.cli, p.scope, n.Labels) {
 			dead++
 		}
 	}

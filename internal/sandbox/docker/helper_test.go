@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
 
 	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox"
@@ -177,5 +178,58 @@ func TestSiblingSandboxes(t *testing.T) {
 	t.Logf("steward container:\n%s", logs)
 	if c, n := countRun(t, r.P.cli, inner); c != 0 || n != 0 {
 		t.Fatalf("the in-container run left %d containers, %d networks", c, n)
+	}
+}
+
+// TestSweepScopes: a lock path is judged only in the sweeper's own scope; a run
+// that lived in another container is dead once that container stops.
+func TestSweepScopes(t *testing.T) {
+	r := newRun(t, nil)
+	ctx := context.Background()
+	cli := r.P.cli
+	s := spec(t, "scope")
+	prepare(t, r, &s)
+	// "Another Steward's container", still running.
+	other := mustCreate(t, r, s)
+	mkNet := func(name, scope string) string {
+		labels := map[string]string{
+			sandbox.LabelManaged: "true", sandbox.LabelRun: r.ID, LabelLock: "/nonexistent/" + name + ".lock",
+			LabelLockScope: scope, "dev.steward.test": "true",
+		}
+		resp, err := cli.NetworkCreate(ctx, dockerName(r.ID, name), network.CreateOptions{Driver: "bridge", Labels: labels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cli.NetworkRemove(context.Background(), resp.ID) })
+		return resp.ID
+	}
+	exists := func(id string) bool {
+		_, err := cli.NetworkInspect(ctx, id, network.InspectOptions{})
+		return err == nil
+	}
+	inOther := mkNet("in-other", "container:"+other.ID())
+	otherHost := mkNet("other-host", "host:elsewhere")
+	mine := mkNet("mine", r.P.scope)
+	if _, err := r.P.Sweep(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(inOther) || !exists(otherHost) {
+		t.Fatal("sweep removed resources whose lock it cannot judge")
+	}
+	if exists(mine) {
+		t.Fatal("sweep kept a dead run's network in its own scope")
+	}
+	// The other container goes away: its run is dead.
+	if err := other.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.P.Sweep(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if exists(inOther) {
+		t.Fatal("sweep kept the network of a run whose container is gone")
+	}
+	if !exists(otherHost) {
+		t.Fatal("sweep removed another host's resource")
 	}
 }

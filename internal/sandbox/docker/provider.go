@@ -34,6 +34,11 @@ import (
 // a resource; Sweep removes the resource once that lock is no longer held.
 const LabelLock = "dev.steward.lock"
 
+// LabelLockScope says where the lock path is meaningful: "container:<id>"
+// when Steward ran in that container, "host:<hostname>" otherwise. A sweeper
+// judges a lock path only in its own scope (see Sweep).
+const LabelLockScope = "dev.steward.lock-scope"
+
 // labelRole tells run-wide resources (networks, relay) from sandboxes.
 const labelRole = "dev.steward.role"
 
@@ -85,10 +90,11 @@ type Options struct {
 
 // Provider is the Docker sandbox provider.
 type Provider struct {
-	cli  *client.Client
-	opts Options
-	lock string
-	log  io.Writer
+	cli   *client.Client
+	opts  Options
+	lock  string
+	scope string
+	log   io.Writer
 
 	mu       sync.Mutex
 	builds   map[string]*buildOnce // by content hash
@@ -159,7 +165,13 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if log == nil {
 		log = io.Discard
 	}
-	return &Provider{cli: cli, opts: opts, lock: lock, log: log, builds: map[string]*buildOnce{}}, nil
+	scope := "host:" + hostnameOr("")
+	if opts.InContainer {
+		if ins, err := cli.ContainerInspect(pctx, hostnameOr(opts.SelfContainer)); err == nil {
+			scope = "container:" + ins.ID
+		}
+	}
+	return &Provider{cli: cli, opts: opts, lock: lock, scope: scope, log: log, builds: map[string]*buildOnce{}}, nil
 }
 
 // Client is the provider's Docker client.
@@ -183,6 +195,7 @@ func (p *Provider) labels(task, role string, extra map[string]string) map[string
 		l[sandbox.LabelTask] = task
 	}
 	l[LabelLock] = p.lock
+	l[LabelLockScope] = p.scope
 	if role != "" {
 		l[labelRole] = role
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -23,29 +24,45 @@ type SweepResult struct {
 	Runs                          []string
 }
 
-// deadRun reports whether a resource's labels name a run lock that is no
-// longer held. Without a lock label nothing proves the run dead.
-func deadRun(labels map[string]string) bool {
-	lock, ok := labels[LabelLock]
-	return ok && lock != "" && !runlock.Alive(lock)
-}
-
 // Sweep removes every Steward-labelled container, network and volume whose
-// run's lock is no longer held (D4). A live run's resources are never touched.
-// Resources without a lock label are left alone too (nothing proves them dead).
+// run is dead (D4); a live run's resources are never touched. A run is dead
+// when its lock file is not held. Lock paths are judged only where they mean
+// something: in this process's own scope; a run that lived in another
+// container is dead when that container no longer runs, and is otherwise left
+// to its own sweeper; a run of another host scope is left alone. Resources
+// without a lock label are left alone too (nothing proves them dead).
 func (p *Provider) Sweep(ctx context.Context, w io.Writer) (SweepResult, error) {
-	return Sweep(ctx, p.cli, w)
+	return sweep(ctx, p.cli, p.scope, w)
 }
 
-// Sweep is Provider.Sweep for any client.
-func Sweep(ctx context.Context, cli apiClient, w io.Writer) (SweepResult, error) {
+// deadRun decides whether the run that labelled a resource is dead, as seen from scope.
+func deadRun(ctx context.Context, cli apiClient, scope string, labels map[string]string) bool {
+	lock, ok := labels[LabelLock]
+	if !ok || lock == "" {
+		return false
+	}
+	other, hasScope := labels[LabelLockScope]
+	if !hasScope || other == scope {
+		return !runlock.Alive(lock)
+	}
+	if id, ok := strings.CutPrefix(other, "container:"); ok {
+		ins, err := cli.ContainerInspect(ctx, id)
+		if errdefs.IsNotFound(err) {
+			return true
+		}
+		return err == nil && ins.State != nil && !ins.State.Running && !ins.State.Restarting
+	}
+	return false
+}
+
+func sweep(ctx context.Context, cli apiClient, scope string, w io.Writer) (SweepResult, error) {
 	if w == nil {
 		w = io.Discard
 	}
 	var res SweepResult
 	var errs []error
 	f := filters.NewArgs(filters.Arg("label", sandbox.LabelManaged+"=true"))
-	dead := deadRun
+	dead := func(labels map[string]string) bool { return deadRun(ctx, cli, scope, labels) }
 	seen := map[string]bool{}
 	note := func(labels map[string]string) {
 		r := labels[sandbox.LabelRun]
@@ -132,6 +149,7 @@ func trimName(names []string) string {
 // apiClient is the part of the Docker client Sweep uses.
 type apiClient interface {
 	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
+	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
 	ContainerRemove(ctx context.Context, id string, options container.RemoveOptions) error
 	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
 	NetworkInspect(ctx context.Context, id string, options network.InspectOptions) (network.Inspect, error)
