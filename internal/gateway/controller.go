@@ -167,9 +167,9 @@ type Controller struct {
 	tpmLimit        float64
 	tokensPerReq    float64 // EWMA
 	lastRateLimited time.Time
-	episodes      int
-	win           controllerWindow
-	history       []LimitChange
+	episodes        int
+	win             controllerWindow
+	history         []LimitChange
 	// waiters queue for admission in arrival order; only the head tries.
 	waiters *list.List
 }
@@ -419,8 +419,12 @@ func (c *Controller) Done(t *Ticket, o Outcome, info RateInfo) {
 
 func (c *Controller) cooldown(retryAfter time.Duration) time.Duration {
 	d := c.p.MinCooldown
-	if 2*c.latency > d {
-		d = 2 * c.latency
+	lat := c.latency
+	if lat == 0 {
+		lat = time.Second // no answer yet: assume a model call takes a second
+	}
+	if 2*lat > d {
+		d = 2 * lat
 	}
 	if retryAfter > d {
 		d = retryAfter
@@ -533,9 +537,21 @@ func (c *Controller) okLocked(now time.Time, info RateInfo) {
 	if c.limit >= top {
 		return
 	}
+	// Little's law: with the provider's sustainable rate known from its
+	// headers, more than a quarter above rate × latency in flight only
+	// queues bursts at the provider.
+	if c.p.ReadHeaders {
+		if gap := c.paceGap(); gap > 0 && c.rpmLimit+c.tpmLimit > 0 && c.latency > 0 {
+			if sustainable := 1.25*float64(c.latency)/float64(gap) + 2; c.limit >= sustainable {
+				return
+			}
+		}
+	}
 	from := c.limitLocked()
 	reason := "additive increase"
-	if c.limit < c.ssthresh {
+	// Slow start below the last cut, or while the provider reports at least
+	// half its quota left (plenty of headroom: growing slowly wastes it).
+	if c.limit < c.ssthresh || (c.p.ReadHeaders && info.Fraction >= 0.5) {
 		c.limit++
 		reason = "slow start"
 	} else {
