@@ -177,7 +177,7 @@ func (c scaledClock) Sleep(ctx context.Context, d time.Duration) error {
 
 type goodputResult struct {
 	goodput, share429, share429All, failed float64
-	limit, episodes           int
+	limit, episodes                        int
 }
 
 // goodputRun offers more load than the provider takes (agents in a loop)
