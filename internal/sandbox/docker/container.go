@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -288,6 +289,9 @@ func (s *Sandbox) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.Exec
 	}
 	hj, err := s.p.cli.ContainerExecAttach(ctx, ec.ID, container.ExecAttachOptions{})
 	if err != nil {
+		if res, ok := s.atPIDLimit(ctx, err, start); ok {
+			return res, nil
+		}
 		return sandbox.ExecResult{}, s.execErr("attach exec", err)
 	}
 	defer hj.Close()
@@ -353,6 +357,13 @@ func (s *Sandbox) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.Exec
 		return res, s.execErr("inspect exec", err)
 	}
 	res.ExitCode = ins.ExitCode
+	if oci := []byte("OCI runtime exec failed"); ins.ExitCode == 126 && (bytes.Contains(res.Stdout, oci) || bytes.Contains(res.Stderr, oci)) {
+		// The process never started: the sandbox may be at its PID limit.
+		cause := bytes.TrimSpace(append(append([]byte(nil), res.Stdout...), res.Stderr...))
+		if r2, ok := s.atPIDLimit(ictx, fmt.Errorf("%s", cause), start); ok {
+			return r2, nil
+		}
+	}
 	if res.TimedOut && res.ExitCode == 0 {
 		res.ExitCode = 137
 	}
@@ -360,6 +371,29 @@ func (s *Sandbox) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.Exec
 		res.OOMKilled = s.oomSince(ictx)
 	}
 	return res, nil
+}
+
+// atPIDLimit turns an exec that could not start because the sandbox is at its
+// PID limit into a failed command (exit 126): the task exhausted its own
+// limit, which is not the infrastructure's fault.
+func (s *Sandbox) atPIDLimit(ctx context.Context, cause error, start time.Time) (sandbox.ExecResult, bool) {
+	ctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	st, err := s.p.cli.ContainerStatsOneShot(ctx, s.id)
+	if err != nil {
+		return sandbox.ExecResult{}, false
+	}
+	defer st.Body.Close()
+	var stats container.StatsResponse
+	if err := json.NewDecoder(st.Body).Decode(&stats); err != nil {
+		return sandbox.ExecResult{}, false
+	}
+	cur, lim := stats.PidsStats.Current, stats.PidsStats.Limit
+	if lim == 0 || cur+2 < lim {
+		return sandbox.ExecResult{}, false
+	}
+	msg := fmt.Sprintf("steward: the command could not start: the sandbox is at its PID limit (%d of %d processes): %v\n", cur, lim, cause)
+	return sandbox.ExecResult{ExitCode: 126, Stderr: []byte(msg), Duration: time.Since(start)}, true
 }
 
 func (s *Sandbox) execErr(what string, err error) error {

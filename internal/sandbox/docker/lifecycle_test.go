@@ -265,3 +265,30 @@ func TestLimits(t *testing.T) {
 
 var _ = container.ListOptions{}
 var _ = bytes.NewReader
+
+// A sandbox whose processes fill its PID limit cannot start a command; that is
+// the task's failure (exit 126 with the reason), not an infrastructure error.
+func TestExecAtPIDLimit(t *testing.T) {
+	r := newRun(t, nil)
+	s := spec(t, "pidfull")
+	s.PIDs = 12
+	prepare(t, r, &s)
+	ctx := context.Background()
+	sb := mustCreate(t, r, s)
+	res, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: `i=0; while [ $i -lt 30 ]; do (sleep 300 &) 2>/dev/null; i=$((i+1)); done; echo filled`, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = sb.Exec(ctx, sandbox.ExecSpec{Shell: `echo hi`, Timeout: time.Minute})
+	if err != nil {
+		t.Fatalf("exec at the PID limit: %v (errors.Is infra: %v)", err, errors.Is(err, sandbox.ErrInfra))
+	}
+	if res.ExitCode != 126 || !strings.Contains(string(res.Stderr), "PID limit") {
+		t.Fatalf("exec at the PID limit: %+v stderr %q", res, res.Stderr)
+	}
+	t.Logf("at the limit: exit %d stderr %q", res.ExitCode, res.Stderr)
+	// Closing still works.
+	if err := sb.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
