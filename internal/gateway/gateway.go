@@ -81,7 +81,6 @@ type attempt struct {
 	hooks    AttemptHooks
 	mu       sync.Mutex
 	usage    Usage
-	revoked  bool
 	inflight int
 	idle     chan struct{} // closed when inflight drops to 0; nil while idle
 }
@@ -272,7 +271,6 @@ func (g *Gateway) Issue(attemptID string, hooks AttemptHooks) string {
 	}
 	a.mu.Lock()
 	a.hooks = hooks
-	a.revoked = false
 	a.mu.Unlock()
 	g.tokens[tok] = a
 	return tok
@@ -282,10 +280,7 @@ func (g *Gateway) Issue(attemptID string, hooks AttemptHooks) string {
 func (g *Gateway) Revoke(token string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if a, ok := g.tokens[token]; ok {
-		delete(g.tokens, token)
-		_ = a
-	}
+	delete(g.tokens, token)
 }
 
 func (g *Gateway) lookup(token string) *attempt {

@@ -139,16 +139,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			g.writeError(w, f, http.StatusBadRequest, "invalid_request_error", "", "steward gateway: read request body: "+err.Error())
 			return
 		}
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(b, &obj); err != nil || obj == nil {
-			msg := "steward gateway: request body is not a JSON object"
-			if err != nil {
-				msg = "steward gateway: request body is not valid JSON: " + err.Error()
-			}
-			g.writeError(w, f, http.StatusBadRequest, "invalid_request_error", "invalid_json", msg)
+		if err := checkJSONObject(b); err != nil {
+			g.writeError(w, f, http.StatusBadRequest, "invalid_request_error", "invalid_json", "steward gateway: request body is not valid JSON: "+err.Error())
 			return
 		}
-		body, injected = injectStreamUsage(r.URL.Path, b, obj)
+		body, injected = injectStreamUsage(r.URL.Path, b)
 	}
 	g.mu.Lock()
 	g.win.requests++
@@ -157,11 +152,34 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.charge(a, in, out, failed)
 }
 
+// checkJSONObject accepts a body that is one valid JSON object.
+func checkJSONObject(b []byte) error {
+	t := bytes.TrimLeft(b, " \t\r\n")
+	if len(t) == 0 {
+		return errors.New("the body is empty")
+	}
+	if t[0] != '{' {
+		return errors.New("the body is not a JSON object")
+	}
+	if !json.Valid(t) {
+		var v any
+		if err := json.Unmarshal(t, &v); err != nil {
+			return err
+		}
+		return errors.New("the body is not one JSON value")
+	}
+	return nil
+}
+
 // injectStreamUsage asks OpenAI chat/completions streams for their final
 // usage chunk when the client did not, so the attempt is charged; the
 // gateway then leaves that chunk out of what the client sees.
-func injectStreamUsage(path string, raw []byte, obj map[string]json.RawMessage) ([]byte, bool) {
-	if path != "/v1/chat/completions" && path != "/v1/completions" {
+func injectStreamUsage(path string, raw []byte) ([]byte, bool) {
+	if (path != "/v1/chat/completions" && path != "/v1/completions") || !bytes.Contains(raw, []byte(`"stream"`)) {
+		return raw, false
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
 		return raw, false
 	}
 	var stream bool
