@@ -675,3 +675,27 @@ func (h *harness) window(t *testing.T) Signals {
 	h.settle(t)
 	return h.g.Window()
 }
+
+// refusingHooks fail BackoffEnd, as when the attempt is cancelled while in backoff.
+type refusingHooks struct{ hookLog }
+
+func (h *refusingHooks) BackoffEnd(ctx context.Context) error {
+	h.add("end")
+	return context.Canceled
+}
+
+func TestBackoffEndErrorAnswersTheAgent(t *testing.T) {
+	up := newUpstream(t, "openai", func(n int64, w http.ResponseWriter, r *http.Request, body []byte) {
+		w.WriteHeader(503)
+	})
+	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: newInstantClock()})
+	hooks := &refusingHooks{}
+	tok := h.g.Issue("att-c", hooks)
+	resp, body := post(t, h.url, "/v1/chat/completions", tok, `{}`, nil)
+	if resp.StatusCode != 503 || !strings.Contains(body, "retry was abandoned") || up.calls.Load() != 1 {
+		t.Fatalf("got %d %s after %d calls", resp.StatusCode, body, up.calls.Load())
+	}
+	if hooks.Events() != "start,end" {
+		t.Fatalf("hooks %q", hooks.Events())
+	}
+}

@@ -305,6 +305,8 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 	for try := 0; ; try++ {
 		t, err := g.ctl.Acquire(ctx)
 		if err != nil {
+			// The sandbox went away (or the gateway is stopping); tell it if it still listens.
+			g.writeError(w, f, http.StatusServiceUnavailable, "api_error", "", "steward gateway: stopped waiting for an upstream connection: "+err.Error())
 			return 0, 0, true
 		}
 		t.RetryOf(prev)
@@ -396,6 +398,11 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 		}
 		waited += d
 		if serr != nil || berr != nil {
+			why := serr
+			if why == nil {
+				why = berr
+			}
+			g.writeError(w, f, http.StatusServiceUnavailable, "api_error", "", fmt.Sprintf("steward gateway: %s; the retry was abandoned: %v", reason, why))
 			return 0, 0, true
 		}
 	}
