@@ -201,12 +201,28 @@ func (pf providerFactory) Provider(ctx context.Context, name string, ri run.RunI
 	return nil, fmt.Errorf("unknown sandbox provider %q", name)
 }
 
-// inContainer: STEWARD_IN_CONTAINER=1, or /.dockerenv exists (the action).
+// inContainer: STEWARD_IN_CONTAINER=1|0 decides; otherwise Steward runs in a
+// container of the daemon it talks to (the action's case) when /.dockerenv
+// exists and the daemon knows a container by this host's name.
 func inContainer(env Env) bool {
 	if v := env.Getenv("STEWARD_IN_CONTAINER"); v != "" {
 		return v == "1" || v == "true"
 	}
-	_, err := os.Stat("/.dockerenv")
+	if _, err := os.Stat("/.dockerenv"); err != nil {
+		return false
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return false
+	}
+	cli, err := docker.NewClient()
+	if err != nil {
+		return false
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = cli.ContainerInspect(ctx, host)
 	return err == nil
 }
 
