@@ -275,3 +275,35 @@ func TestRecordHoldsEveryAttempt(t *testing.T) {
 		}
 	}
 }
+
+// The seed's schedule: 3 slots, slow ≤1, fast fills the rest; the PLAN line
+// names the budget's source and slow's own cap.
+func TestSeedPlanLine(t *testing.T) {
+	dir := t.TempDir()
+	path := write(t, dir, "steward.yaml", `
+tasks:
+  - name: slow
+    sandbox: {provider: local}
+    exclusive: false
+    max_samples: 1
+    agent: 'echo ok'
+    scorer: {match: exact}
+    attempts: 3
+    samples: [{id: s, input: "", target: ok}]
+  - name: fast
+    sandbox: {provider: local}
+    exclusive: false
+    agent: 'echo ok'
+    scorer: {match: exact}
+    attempts: 6
+    samples: [{id: f, input: "", target: ok}]
+`)
+	r := launchSet(t, path, func(o *Options) { o.Concurrency = 3; o.Dry = true })
+	if want := "9 attempts · 2 samples × 2 tasks · concurrency 3 (from flag) · slow ≤1"; r.rep.Plan != want {
+		t.Fatalf("PLAN %q, want %q", r.rep.Plan, want)
+	}
+	r = launchSet(t, path, func(o *Options) { o.Concurrency = 3 })
+	if r.rep.Counts.Passed != 9 {
+		t.Fatalf("counts %+v", r.rep.Counts)
+	}
+}
