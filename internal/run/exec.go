@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,21 +23,36 @@ import (
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/sandbox"
-	"github.com/steward-evals/steward/internal/sched"
 )
 
 // executor runs attempts: sandbox from a pool or new, files, setup, agent,
 // scorer, teardown, publish.
 type executor struct {
-	l     *launcher
+	x     *execEnv
 	mu    sync.Mutex
 	pools map[string][]sandbox.Sandbox // pool key -> idle sandboxes
 	owner map[string]int               // pool key -> task
 	bins  map[sandbox.Sandbox]bool     // sandboxes that hold the steward binary
 }
 
-func newExecutor(l *launcher) *executor {
-	return &executor{l: l, pools: map[string][]sandbox.Sandbox{}, owner: map[string]int{}, bins: map[sandbox.Sandbox]bool{}}
+// execEnv is what attempt execution needs; the supervisor fills it in
+// process, a worker process fills it from its init message (W1).
+type execEnv struct {
+	p         *plan.Plan
+	specs     []*sandbox.Spec
+	providers map[string]sandbox.Provider
+	taskProv  []string
+	gwURL     map[string]string
+	runID     string
+	exe       string
+	model     string
+	stderr    io.Writer
+	// fault, when set, injects a panic for a task (fault-injection tests of W1).
+	fault string
+}
+
+func newExecutor(x *execEnv) *executor {
+	return &executor{x: x, pools: map[string][]sandbox.Sandbox{}, owner: map[string]int{}, bins: map[sandbox.Sandbox]bool{}}
 }
 
 // poolKey: group lanes reuse one sandbox per lane (D3); sandbox_reuse tasks
@@ -45,91 +61,28 @@ func (e *executor) poolKey(a *plan.Attempt) string {
 	if a.Lane != "" {
 		return "lane:" + a.Lane
 	}
-	if e.l.p.Tasks[a.Task].Task.SandboxReuse {
+	if e.x.p.Tasks[a.Task].Task.SandboxReuse {
 		return "task:" + strconv.Itoa(a.Task)
 	}
 	return ""
 }
 
-type hooks struct {
-	d  *sched.Dispatcher
-	id int
-}
-
-func (h hooks) BackoffStart()                        { _ = h.d.Backoff(h.id) }
-func (h hooks) BackoffEnd(ctx context.Context) error { return h.d.Resume(ctx, h.id) }
-func (h hooks) Usage(in, out int64, cost float64)    {}
-
-func (e *executor) runItem(ctx context.Context, it sched.Item) {
-	l := e.l
-	a := l.bySeq(l.seqOf[it.ID])
-	t := l.p.Tasks[a.Task].Task
-	retries := 1
-	if t.Retries != nil {
-		retries = *t.Retries
+// attempt runs one try with the attempt's gateway token and returns its row
+// (never publishes; the supervisor scrubs, charges usage and publishes).
+func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) record.Attempt {
+	l := e.x
+	if e.x.fault == "panic:"+l.p.Tasks[a.Task].Task.Name {
+		panic("injected fault: STEWARD_WORKER_FAULT=" + e.x.fault)
 	}
-	var row record.Attempt
-	for try := 0; ; try++ {
-		row = e.attempt(ctx, it, a)
-		if row.Status != report.StatusInfra || try >= retries || ctx.Err() != nil {
-			break
-		}
-		fmt.Fprintf(l.opts.Stderr, "steward: %s: infrastructure error, retrying (%d of %d): %s\n", a.ID(l.p), try+1, retries, row.Reason)
-	}
-	if err := l.db.Publish(context.Background(), row); err != nil {
-		fmt.Fprintf(l.opts.Stderr, "steward: %v\n", err)
-	}
-	l.mu.Lock()
-	l.published[a.Seq] = row.Status
-	if row.Status == report.StatusErrored || row.Status == report.StatusInfra {
-		l.errWin[a.Task]++
-	}
-	l.mu.Unlock()
-	_ = l.disp.Finish(it.ID)
-
-	// S4: after a pass, the sample's undispatched attempts are not dispatched.
-	if row.Status == report.StatusPassed && (t.EarlyExit || l.opts.EarlyExit) {
-		var ids []int
-		l.disp.With(func(s *sched.State) {
-			for _, b := range l.p.Attempts {
-				if b.Task == a.Task && b.Sample == a.Sample && b.Action == plan.ActionRun {
-					if s.Cancel(l.itemOf[b.Seq]) {
-						ids = append(ids, l.itemOf[b.Seq])
-					}
-				}
-			}
-		})
-		l.publishSkipped(ids, fmt.Sprintf("early exit: attempt %d passed", a.Number))
-	}
-	// S5: when the budget is spent, no new attempt starts.
-	if b := l.opts.BudgetUSD; b > 0 && l.gw.Spent() >= b {
-		l.mu.Lock()
-		first := !l.spentStop
-		l.spentStop = true
-		l.mu.Unlock()
-		if first {
-			fmt.Fprintf(l.opts.Stderr, "steward: budget spent ($%.4f of $%.2f): no new attempts start\n", l.gw.Spent(), b)
-		}
-		l.cancelQueued(fmt.Sprintf("budget spent ($%.2f)", b))
-	}
-	if l.onFinish != nil {
-		l.onFinish()
-	}
-}
-
-// attempt runs one try and returns its row (never publishes).
-func (e *executor) attempt(ctx context.Context, it sched.Item, a *plan.Attempt) record.Attempt {
-	l := e.l
 	t := l.p.Tasks[a.Task].Task
 	row := record.Attempt{
 		RunID: l.runID, Seq: a.Seq, Task: t.Name, Sample: a.Sample.ID, Attempt: a.Number,
 		Fingerprint: a.Fingerprint, Parts: a.PartsJSON(), Started: time.Now(), Source: a.Sample.Source,
 	}
 	finish := func(status, reason string) record.Attempt {
-		row.Status, row.Reason = status, l.scrub(reason)
+		row.Status, row.Reason = status, reason
 		row.Finished = time.Now()
 		row.Duration = row.Finished.Sub(row.Started)
-		row.Log = l.scrub(row.Log)
 		return row
 	}
 	classify := func(err error, what string) record.Attempt {
@@ -162,8 +115,6 @@ func (e *executor) attempt(ctx context.Context, it sched.Item, a *plan.Attempt) 
 			return classify(err, "copy sample files")
 		}
 	}
-	token := l.gw.Issue(l.runID+"/"+strconv.Itoa(a.Seq), hooks{d: l.disp, id: it.ID})
-	defer l.gw.Revoke(token)
 	env := e.env(a, token, sb)
 	timeout := t.Timeout.D()
 	deadline := time.Now().Add(timeout)
@@ -185,7 +136,6 @@ func (e *executor) attempt(ctx context.Context, it sched.Item, a *plan.Attempt) 
 	res, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: t.Agent, Env: env, Timeout: time.Until(deadline), MaxOutput: 1 << 20})
 	logb.WriteString(section("agent", res))
 	row.Log = tail([]byte(logb.String()), 16<<10)
-	e.usage(&row)
 	if err != nil {
 		healthy = false
 		return classify(err, "run agent")
@@ -200,11 +150,10 @@ func (e *executor) attempt(ctx context.Context, it sched.Item, a *plan.Attempt) 
 	if b, err := sb.CopyOut(ctx, "answer.txt"); err == nil {
 		answer = strings.TrimSpace(string(b))
 	}
-	row.Answer = l.scrub(truncate(answer, 8<<10))
+	row.Answer = truncate(answer, 8<<10)
 	// The scorer.
 	passed, score, expl, serr := e.score(ctx, sb, t, a.Sample, answer, env, deadline, &logb)
 	row.Log = tail([]byte(logb.String()), 16<<10)
-	e.usage(&row)
 	if serr != nil {
 		if errors.Is(serr, sandbox.ErrInfra) || ctx.Err() != nil {
 			healthy = false
@@ -212,17 +161,11 @@ func (e *executor) attempt(ctx context.Context, it sched.Item, a *plan.Attempt) 
 		}
 		return finish(report.StatusErrored, serr.Error())
 	}
-	row.Score, row.Explanation = &score, l.scrub(truncate(expl, 4<<10))
+	row.Score, row.Explanation = &score, truncate(expl, 4<<10)
 	if passed {
 		return finish(report.StatusPassed, "")
 	}
 	return finish(report.StatusFailed, "")
-}
-
-func (e *executor) usage(row *record.Attempt) {
-	if u, ok := e.l.gw.Usage(e.l.runID + "/" + strconv.Itoa(row.Seq)); ok {
-		row.InputTokens, row.OutputTokens, row.CostUSD, row.Requests = u.InputTokens, u.OutputTokens, u.CostUSD, u.Requests
-	}
 }
 
 func execProblem(what string, res sandbox.ExecResult, t *evalset.Task) string {
@@ -259,16 +202,9 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-func (l *launcher) scrub(s string) string {
-	if l.apiKey != "" {
-		s = strings.ReplaceAll(s, l.apiKey, "***")
-	}
-	return s
-}
-
 // env is what every command of the attempt sees.
 func (e *executor) env(a *plan.Attempt, token string, sb sandbox.Sandbox) map[string]string {
-	l := e.l
+	l := e.x
 	t := l.p.Tasks[a.Task].Task
 	input, inputJSON := inputStrings(a.Sample.Input)
 	meta, _ := json.Marshal(a.Sample.Metadata)
@@ -280,15 +216,15 @@ func (e *executor) env(a *plan.Attempt, token string, sb sandbox.Sandbox) map[st
 		"STEWARD_INPUT_JSON": inputJSON,
 		"STEWARD_ATTEMPT":    strconv.Itoa(a.Number),
 		"STEWARD_METADATA":   string(meta),
-		"STEWARD_MODEL":      l.es.Model.Name,
+		"STEWARD_MODEL":      l.model,
 		"STEWARD_WORKDIR":    sb.Workdir(),
 	}
 	for _, kv := range gateway.Env(l.gwURL[l.taskProv[a.Task]], token) {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	if l.taskProv[a.Task] == "local" && l.opts.Exe != "" {
-		env["STEWARD_BIN"] = l.opts.Exe
+	if l.taskProv[a.Task] == "local" && l.exe != "" {
+		env["STEWARD_BIN"] = l.exe
 	} else if e.hasBin(sb) {
 		env["STEWARD_BIN"] = "/opt/steward/steward"
 	}
@@ -458,7 +394,7 @@ func (e *executor) get(ctx context.Context, a *plan.Attempt, key string) (sandbo
 		}
 		e.mu.Unlock()
 	}
-	l := e.l
+	l := e.x
 	t := l.p.Tasks[a.Task].Task
 	spec := *l.specs[a.Task]
 	prov := l.providers[l.taskProv[a.Task]]
@@ -480,8 +416,8 @@ func (e *executor) get(ctx context.Context, a *plan.Attempt, key string) (sandbo
 		}
 		files = append(files, sandbox.File{Path: dst, Data: b, Mode: fileMode(src)})
 	}
-	if l.taskProv[a.Task] != "local" && l.opts.Exe != "" && mentionsSteward(t) {
-		b, err := os.ReadFile(l.opts.Exe)
+	if l.taskProv[a.Task] != "local" && l.exe != "" && mentionsSteward(t) {
+		b, err := os.ReadFile(l.exe)
 		if err != nil {
 			return fail(fmt.Errorf("read the steward binary: %w", err))
 		}
@@ -543,7 +479,7 @@ func (e *executor) put(key string, task int, sb sandbox.Sandbox, healthy bool) {
 	delete(e.bins, sb)
 	e.mu.Unlock()
 	if err := sb.Close(ctx); err != nil {
-		fmt.Fprintf(e.l.opts.Stderr, "steward: remove sandbox %s: %v\n", sb.ID(), err)
+		fmt.Fprintf(e.x.stderr, "steward: remove sandbox %s: %v\n", sb.ID(), err)
 	}
 }
 
@@ -562,7 +498,7 @@ func (e *executor) closeTask(task int) bool {
 	for _, sb := range boxes {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		if err := sb.Close(ctx); err != nil {
-			fmt.Fprintf(e.l.opts.Stderr, "steward: remove sandbox %s: %v\n", sb.ID(), err)
+			fmt.Fprintf(e.x.stderr, "steward: remove sandbox %s: %v\n", sb.ID(), err)
 			ok = false
 		}
 		cancel()

@@ -149,7 +149,8 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 		}
 	}()
 
-	ex := newExecutor(l)
+	l.runner = inProcess{newExecutor(&execEnv{p: l.p, specs: l.specs, providers: l.providers, taskProv: l.taskProv,
+		gwURL: l.gwURL, runID: l.runID, exe: l.opts.Exe, model: l.es.Model.Name, stderr: l.opts.Stderr})}
 	tasksDone := make([]chan struct{}, len(l.p.Tasks))
 	for i := range tasksDone {
 		tasksDone[i] = make(chan struct{})
@@ -175,7 +176,7 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			l.taskLifecycle(ctx, actx, i, ex, slots, tasksDone[i])
+			l.taskLifecycle(ctx, actx, i, slots, tasksDone[i])
 		}(i)
 	}
 	checkTasks()
@@ -190,7 +191,7 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ex.runItem(actx, it)
+			l.runItem(actx, it)
 		}()
 	})
 	if err != nil && actx.Err() != nil {
@@ -340,7 +341,7 @@ func (l *launcher) publishSkipped(ids []int, reason string) {
 
 // taskLifecycle: max_tasks slot → lease → host setup → ready → (attempts) →
 // sandbox teardown → host teardown → lease release (S1, C6, C9).
-func (l *launcher) taskLifecycle(ctx, actx context.Context, ti int, ex *executor, slots chan struct{}, done chan struct{}) {
+func (l *launcher) taskLifecycle(ctx, actx context.Context, ti int, slots chan struct{}, done chan struct{}) {
 	t := l.p.Tasks[ti].Task
 	select {
 	case <-done:
@@ -383,18 +384,18 @@ func (l *launcher) taskLifecycle(ctx, actx context.Context, ti int, ex *executor
 	if t.Host.Setup != "" {
 		if out, err := l.hostCommand(actx, t.Host.Setup); err != nil {
 			l.failTask(ti, report.StatusErrored, fmt.Sprintf("task setup failed: %v: %s", err, tail(out, 400)))
-			teardownOK = l.taskTeardown(ti, ex)
+			teardownOK = l.taskTeardown(ti)
 			return
 		}
 	}
 	l.disp.With(func(s *sched.State) { s.SetReady(ti, true) })
 	<-done
-	teardownOK = l.taskTeardown(ti, ex)
+	teardownOK = l.taskTeardown(ti)
 }
 
-func (l *launcher) taskTeardown(ti int, ex *executor) bool {
+func (l *launcher) taskTeardown(ti int) bool {
 	t := l.p.Tasks[ti].Task
-	ok := ex.closeTask(ti)
+	ok := l.runner.closeTask(ti)
 	if t.Host.Teardown != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()

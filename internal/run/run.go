@@ -125,6 +125,7 @@ type launcher struct {
 	panelLast string
 	seqIndex  map[int]*plan.Attempt
 	reused    int
+	runner    runner
 }
 
 // Launch runs (or with Dry, plans) the eval set.

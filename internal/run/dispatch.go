@@ -1,0 +1,110 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/steward-evals/steward/internal/plan"
+	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/sched"
+)
+
+// runner executes attempts: in this process (executor) or in worker
+// processes, one per task by default (W1).
+type runner interface {
+	// attempt runs one try of a with the gateway token and returns its row.
+	attempt(ctx context.Context, a *plan.Attempt, token string) record.Attempt
+	// closeTask removes the task's pooled sandboxes; false when some failed.
+	closeTask(task int) bool
+}
+
+type inProcess struct{ *executor }
+
+func (r inProcess) attempt(ctx context.Context, a *plan.Attempt, token string) record.Attempt {
+	return r.executor.attempt(ctx, a, token)
+}
+
+type hooks struct {
+	d  *sched.Dispatcher
+	id int
+}
+
+func (h hooks) BackoffStart()                        { _ = h.d.Backoff(h.id) }
+func (h hooks) BackoffEnd(ctx context.Context) error { return h.d.Resume(ctx, h.id) }
+func (h hooks) Usage(in, out int64, cost float64)    {}
+
+// runItem runs one admitted attempt (retrying infrastructure errors),
+// publishes it, frees its slots, and applies early exit and the budget stop.
+func (l *launcher) runItem(ctx context.Context, it sched.Item) {
+	a := l.bySeq(l.seqOf[it.ID])
+	t := l.p.Tasks[a.Task].Task
+	retries := 1
+	if t.Retries != nil {
+		retries = *t.Retries
+	}
+	gwID := l.runID + "/" + strconv.Itoa(a.Seq)
+	token := l.gw.Issue(gwID, hooks{d: l.disp, id: it.ID})
+	var row record.Attempt
+	for try := 0; ; try++ {
+		row = l.runner.attempt(ctx, a, token)
+		if row.Status != report.StatusInfra || try >= retries || ctx.Err() != nil {
+			break
+		}
+		fmt.Fprintf(l.opts.Stderr, "steward: %s: infrastructure error, retrying (%d of %d): %s\n", a.ID(l.p), try+1, retries, l.scrub(row.Reason))
+	}
+	l.gw.Revoke(token)
+	if u, ok := l.gw.Usage(gwID); ok {
+		row.InputTokens, row.OutputTokens, row.CostUSD, row.Requests = u.InputTokens, u.OutputTokens, u.CostUSD, u.Requests
+	}
+	row.Reason, row.Log, row.Answer, row.Explanation = l.scrub(row.Reason), l.scrub(row.Log), l.scrub(row.Answer), l.scrub(row.Explanation)
+	if err := l.db.Publish(context.Background(), row); err != nil {
+		fmt.Fprintf(l.opts.Stderr, "steward: %v\n", err)
+	}
+	l.mu.Lock()
+	l.published[a.Seq] = row.Status
+	if row.Status == report.StatusErrored || row.Status == report.StatusInfra {
+		l.errWin[a.Task]++
+	}
+	l.mu.Unlock()
+	_ = l.disp.Finish(it.ID)
+
+	// S4: after a pass, the sample's undispatched attempts are not dispatched.
+	if row.Status == report.StatusPassed && (t.EarlyExit || l.opts.EarlyExit) {
+		var ids []int
+		l.disp.With(func(s *sched.State) {
+			for _, b := range l.p.Attempts {
+				if b.Task == a.Task && b.Sample == a.Sample && b.Action == plan.ActionRun {
+					if s.Cancel(l.itemOf[b.Seq]) {
+						ids = append(ids, l.itemOf[b.Seq])
+					}
+				}
+			}
+		})
+		l.publishSkipped(ids, fmt.Sprintf("early exit: attempt %d passed", a.Number))
+	}
+	// S5: when the budget is spent, no new attempt starts.
+	if b := l.opts.BudgetUSD; b > 0 && l.gw.Spent() >= b {
+		l.mu.Lock()
+		first := !l.spentStop
+		l.spentStop = true
+		l.mu.Unlock()
+		if first {
+			fmt.Fprintf(l.opts.Stderr, "steward: budget spent ($%.4f of $%.2f): no new attempts start\n", l.gw.Spent(), b)
+		}
+		l.cancelQueued(fmt.Sprintf("budget spent ($%.2f)", b))
+	}
+	if l.onFinish != nil {
+		l.onFinish()
+	}
+}
+
+// scrub removes the real API key from text that leaves the gateway.
+func (l *launcher) scrub(s string) string {
+	if l.apiKey != "" {
+		s = strings.ReplaceAll(s, l.apiKey, "***")
+	}
+	return s
+}
