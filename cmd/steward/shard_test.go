@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// shardEvalSet has group lanes, two tasks sharing a lease key, attempts > 1
+// and every kind of outcome (passed, failed, errored), on the local provider.
+const shardEvalSet = `
+name: shard-e2e
+tasks:
+  - name: grouped
+    sandbox: {provider: local}
+    exclusive: false
+    sandbox_reuse: true
+    agent: 'echo "$STEWARD_INPUT"'
+    scorer: {match: exact}
+    samples:
+      - {id: g1a, input: ok, target: ok}
+      - {id: g1b, input: ok, target: ok}
+      - {id: g1c, input: no, target: ok}
+      - {id: g2a, input: ok, target: ok}
+      - {id: g2b, input: ok, target: ok}
+      - {id: free1, input: ok, target: ok}
+      - {id: free2, input: no, target: ok}
+      - {id: free3, input: ok, target: ok}
+    groups:
+      - {name: lane-one, samples: [g1a, g1b, g1c]}
+      - {name: lane-two, samples: [g2a, g2b]}
+  - name: db-writer
+    sandbox: {provider: local}
+    exclusive: false
+    shared_state: {key: cohort-db}
+    agent: 'echo "$STEWARD_INPUT"'
+    scorer: {match: exact}
+    samples:
+      - {id: w1, input: ok, target: ok}
+      - {id: w2, input: no, target: ok}
+  - name: db-reader
+    sandbox: {provider: local}
+    exclusive: false
+    shared_state: {key: cohort-db}
+    agent: 'echo "$STEWARD_INPUT"'
+    scorer: {match: exact}
+    samples:
+      - {id: r1, input: ok, target: ok}
+  - name: epochs
+    sandbox: {provider: local}
+    exclusive: false
+    attempts: 2
+    agent: 'if [ "$STEWARD_INPUT" = boom ]; then exit 3; fi; echo "$STEWARD_INPUT"'
+    scorer: {match: exact}
+    samples:
+      - {id: e1, input: ok, target: ok}
+      - {id: e2, input: boom, target: ok}
+      - {id: e3, input: ok, target: ok}
+      - {id: e4, input: no, target: ok}
+      - {id: e5, input: ok, target: ok}
+      - {id: e6, input: ok, target: ok}
+`
+
+type shardRow struct {
+	Task    string   `json:"task"`
+	Sample  string   `json:"sample"`
+	Attempt int      `json:"attempt"`
+	Status  string   `json:"status"`
+	Score   *float64 `json:"score"`
+}
+
+func (r shardRow) key() string { return fmt.Sprintf("%s/%s#%d", r.Task, r.Sample, r.Attempt) }
+
+func (r shardRow) String() string {
+	s := "nil"
+	if r.Score != nil {
+		s = fmt.Sprint(*r.Score)
+	}
+	return fmt.Sprintf("%s %s score=%s", r.key(), r.Status, s)
+}
+
+func reportRows(t *testing.T, out string) []shardRow {
+	t.Helper()
+	var rep struct {
+		Attempts []shardRow `json:"attempts"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("JSON report: %v\n%s", err, out)
+	}
+	return rep.Attempts
+}
+
+// binding names what must never be split: a group lane or a lease key.
+func binding(r shardRow) string {
+	switch {
+	case r.Task == "db-writer" || r.Task == "db-reader":
+		return "lease:cohort-db"
+	case r.Task == "grouped" && strings.HasPrefix(r.Sample, "g1"):
+		return "lane-one"
+	case r.Task == "grouped" && strings.HasPrefix(r.Sample, "g2"):
+		return "lane-two"
+	}
+	return ""
+}
+
+// --shard i/n over n = 1..8: every attempt lands in exactly one shard, group
+// lanes and tasks sharing a lease key never split, a sample's attempts stay
+// together, and merging the shard records gives one unsharded run's results
+// row for row, in the same order.
+func TestShardAndMerge(t *testing.T) {
+	dir := t.TempDir()
+	es := filepath.Join(dir, "steward.yaml")
+	writeFile(t, es, shardEvalSet)
+
+	out, code := stewardJSON(t, dir, "launch", "--record", filepath.Join(dir, "whole"), "--json", es)
+	if code != 1 {
+		t.Fatalf("unsharded run exit %d (want 1: some fail):\n%s", code, out)
+	}
+	whole := reportRows(t, out)
+	if len(whole) != 8+2+1+12 {
+		t.Fatalf("unsharded run has %d rows, want 23:\n%v", len(whole), whole)
+	}
+	statuses := map[string]int{}
+	for _, r := range whole {
+		statuses[r.Status]++
+	}
+	if statuses["passed"] == 0 || statuses["failed"] == 0 || statuses["errored"] == 0 {
+		t.Fatalf("the eval set should pass, fail and error: %v", statuses)
+	}
+
+	for n := 1; n <= 8; n++ {
+		where := map[string]int{}    // attempt key -> shard
+		bound := map[string]int{}    // binding -> shard
+		sampleAt := map[string]int{} // task/sample -> shard
+		var recs []string
+		nonEmpty := 0
+		for i := 1; i <= n; i++ {
+			rec := filepath.Join(dir, fmt.Sprintf("n%d", n), fmt.Sprintf("shard-%d", i))
+			recs = append(recs, rec)
+			out, code := stewardJSON(t, dir, "launch", "--shard", fmt.Sprintf("%d/%d", i, n), "--record", rec, "--json", es)
+			if code != 0 && code != 1 {
+				t.Fatalf("shard %d/%d exit %d:\n%s", i, n, code, out)
+			}
+			rows := reportRows(t, out)
+			if len(rows) > 0 {
+				nonEmpty++
+			}
+			for _, r := range rows {
+				if prev, dup := where[r.key()]; dup {
+					t.Fatalf("n=%d: %s is in shards %d and %d", n, r.key(), prev, i)
+				}
+				where[r.key()] = i
+				sk := r.Task + "/" + r.Sample
+				if prev, ok := sampleAt[sk]; ok && prev != i {
+					t.Fatalf("n=%d: sample %s split across shards %d and %d", n, sk, prev, i)
+				}
+				sampleAt[sk] = i
+				if b := binding(r); b != "" {
+					if prev, ok := bound[b]; ok && prev != i {
+						t.Fatalf("n=%d: %s split across shards %d and %d", n, b, prev, i)
+					}
+					bound[b] = i
+				}
+			}
+		}
+		if len(where) != len(whole) {
+			t.Fatalf("n=%d: the shards hold %d attempts, the eval set %d", n, len(where), len(whole))
+		}
+		for _, r := range whole {
+			if _, ok := where[r.key()]; !ok {
+				t.Fatalf("n=%d: %s is in no shard", n, r.key())
+			}
+		}
+		// 13 units of work (3 bound): with n ≤ 8 shards every shard gets some.
+		if nonEmpty != n {
+			t.Errorf("n=%d: only %d shards got work", n, nonEmpty)
+		}
+
+		merged := filepath.Join(dir, fmt.Sprintf("n%d", n), "merged")
+		out, code := stewardJSON(t, dir, append([]string{"merge", "--out", merged, "--format", "json"}, recs...)...)
+		if code != 1 {
+			t.Fatalf("n=%d: merge exit %d:\n%s", n, code, out)
+		}
+		got := reportRows(t, out)
+		if !reflect.DeepEqual(rowStrings(got), rowStrings(whole)) {
+			t.Fatalf("n=%d: merged rows differ from the unsharded run:\nmerged:\n%s\nunsharded:\n%s",
+				n, strings.Join(rowStrings(got), "\n"), strings.Join(rowStrings(whole), "\n"))
+		}
+	}
+
+	// Merging the same shard twice is refused, not double counted.
+	rec := filepath.Join(dir, "n2", "shard-1")
+	if out, code := steward(t, dir, "merge", "--out", filepath.Join(dir, "dup"), rec, rec); code != 2 {
+		t.Fatalf("merging a shard twice: exit %d\n%s", code, out)
+	}
+}
+
+func rowStrings(rows []shardRow) []string {
+	var out []string
+	for _, r := range rows {
+		out = append(out, r.String())
+	}
+	return out
+}
+
+// stewardJSON runs the binary with stdout (the results) apart from stderr
+// (progress); the output it returns is stdout, or both on a failed exit.
+func stewardJSON(t *testing.T, dir string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(exe, args...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if code > 1 {
+		return stdout.String() + stderr.String(), code
+	}
+	return stdout.String(), code
+}
