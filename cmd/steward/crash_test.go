@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/image"
+
+	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/sandbox"
+	sbdocker "github.com/steward-evals/steward/internal/sandbox/docker"
+	"github.com/steward-evals/steward/internal/sandbox/docker/dockertest"
+)
+
+// crashTrials is how many times TestCrashSafety kills a launch (at least 20
+// in CI, the issue's acceptance); STEWARD_CRASH_TRIALS overrides it.
+func crashTrials(t *testing.T) int {
+	n := 20
+	if s := os.Getenv("STEWARD_CRASH_TRIALS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 {
+			t.Fatalf("STEWARD_CRASH_TRIALS=%q", s)
+		}
+		n = v
+	}
+	return n
+}
+
+// dockerReady reports whether the docker trials can run: under CI=true a
+// missing daemon fails the test; otherwise the docker trials are left out.
+func dockerReady(t *testing.T) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if sbdocker.Available(ctx) {
+		if _, err := os.Stat(dockertest.BusyboxPath); err == nil {
+			return true
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("CI=true: a Docker daemon and /bin/busybox (busybox-static) are required")
+	}
+	t.Log("no Docker daemon or busybox: the docker trials are left out")
+	return false
+}
+
+// crashEvalSet writes a trial's eval set: a local task (exclusive: false)
+// whose "slow" samples sleep for 30 s while FLAG exists, with samples that
+// pass and samples that fail; and, when withDocker, a docker task.
+func crashEvalSet(t *testing.T, dir, flag, imageDir string, withDocker bool) (total int) {
+	var b strings.Builder
+	b.WriteString(`
+tasks:
+  - name: quick
+    sandbox: {provider: local}
+    exclusive: false
+    max_samples: 6
+    timeout: 2m
+    agent: 'case "$STEWARD_SAMPLE_ID" in slow*) if [ -f ` + flag + ` ]; then sleep 30; fi;; esac; sleep 0.05; echo "$STEWARD_INPUT"'
+    scorer: {match: exact}
+    samples:
+`)
+	for i := 0; i < 24; i++ {
+		id, target := fmt.Sprintf("s%02d", i), "ok"
+		if i%5 == 3 {
+			target = "no" // judged failed
+		}
+		if i%8 == 1 {
+			id = fmt.Sprintf("slow%02d", i)
+		}
+		fmt.Fprintf(&b, "      - {id: %s, input: ok, target: %s}\n", id, target)
+		total++
+	}
+	if withDocker {
+		b.WriteString(`
+  - name: boxed
+    sandbox: {provider: docker, build: ` + imageDir + `, memory: 64m}
+    max_samples: 3
+    timeout: 2m
+    agent: 'sleep 0.4; echo "$STEWARD_INPUT"'
+    scorer: {match: exact}
+    samples:
+`)
+		for i := 0; i < 5; i++ {
+			fmt.Fprintf(&b, "      - {id: d%d, input: ok, target: ok}\n", i)
+			total++
+		}
+	}
+	writeFile(t, filepath.Join(dir, "steward.yaml"), b.String())
+	return total
+}
+
+// sandboxProcs lists host processes whose environment names the run: the
+// local sandboxes' process groups (every sandbox command gets STEWARD_RUN_ID).
+func sandboxProcs(runID string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	needle := []byte("\x00STEWARD_RUN_ID=" + runID + "\x00")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		if bytes.Contains(append([]byte{0}, env...), needle) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// integrity runs SQLite's own check on the record file.
+func integrity(t *testing.T, recDir string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(recDir, "record.sqlite")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var res string
+	if err := db.QueryRow("PRAGMA integrity_check").Scan(&res); err != nil || res != "ok" {
+		t.Fatalf("integrity_check: %q %v", res, err)
+	}
+}
+
+var countsRe = regexp.MustCompile(`│ (\d+) total · (\d+) reused · (\d+) running · (\d+) queued · (\d+) passed · (\d+) failed · (\d+) errored`)
+
+// finalCounts is the last counts line a launch printed.
+func finalCounts(out string) []int {
+	m := countsRe.FindAllStringSubmatch(out, -1)
+	if m == nil {
+		return nil
+	}
+	var n []int
+	for _, s := range m[len(m)-1][1:] {
+		v, _ := strconv.Atoi(s)
+		n = append(n, v)
+	}
+	return n
+}
+
+// A launch SIGKILLed at random points: each time the next command opens the
+// record, every published attempt is intact, nothing of the killed run is
+// left running (local process groups; docker containers after the next
+// launch), and re-running completes the set carrying what was judged.
+func TestCrashSafety(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("STEWARD_CRASH_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d (STEWARD_CRASH_SEED reproduces the kill points)", seed)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	withDocker := dockerReady(t)
+	var imageDir string
+	if withDocker {
+		imageDir = dockertest.BusyboxContext(t, "cmd/steward crash tests")
+		t.Cleanup(func() {
+			sum, err := sbdocker.ContextHash(imageDir)
+			if err != nil {
+				return
+			}
+			if c, err := sbdocker.NewClient(); err == nil {
+				_, _ = c.ImageRemove(context.Background(), "steward-build:"+sum, image.RemoveOptions{PruneChildren: true})
+				c.Close()
+			}
+		})
+	}
+	trials := crashTrials(t)
+	for trial := 0; trial < trials; trial++ {
+		useDocker := withDocker && trial%5 == 4
+		delay := time.Duration(rng.IntN(1500)) * time.Millisecond
+		if useDocker {
+			delay = time.Duration(1000+rng.IntN(4000)) * time.Millisecond
+		}
+		t.Run(fmt.Sprintf("trial%02d", trial), func(t *testing.T) {
+			dir := t.TempDir()
+			flag := filepath.Join(dir, "slow.flag")
+			writeFile(t, flag, "")
+			total := crashEvalSet(t, dir, flag, imageDir, useDocker)
+			cmd := exec.Command(exe, "launch")
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "STEWARD_IN_CONTAINER=0")
+			var first bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &first, &first
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(delay)
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			_ = cmd.Wait()
+			t.Logf("killed after %v (docker %v)", delay, useDocker)
+
+			// The next command opens the record; published attempts are whole.
+			ctx := context.Background()
+			rec := filepath.Join(dir, ".steward")
+			db, err := record.Open(ctx, rec)
+			if err != nil {
+				t.Fatalf("reopen the record: %v\n%s", err, first.String())
+			}
+			runs, err := db.Runs(ctx)
+			if err != nil || len(runs) > 1 {
+				t.Fatalf("runs %+v %v", runs, err)
+			}
+			judged := 0
+			var killedRun string
+			if len(runs) == 1 {
+				killedRun = runs[0].ID
+				as, err := db.Attempts(ctx, killedRun)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, a := range as {
+					if (a.Status != "passed" && a.Status != "failed") || a.Fingerprint == "" || a.Finished.IsZero() || a.Finished.Before(a.Started) {
+						t.Fatalf("half-written attempt %+v", a)
+					}
+					if want := "ok"; strings.HasPrefix(a.Sample, "d") || a.Status == "passed" {
+						if a.Answer != want {
+							t.Fatalf("attempt %s/%s answer %q", a.Task, a.Sample, a.Answer)
+						}
+					}
+					judged++
+				}
+			}
+			db.Close()
+			integrity(t, rec)
+
+			// Re-run: completes the set, carrying exactly what was judged.
+			_ = os.Remove(flag)
+			out, code := steward(t, dir, "launch")
+			c := finalCounts(out)
+			if c == nil || c[0] != total || c[1] != judged || c[4]+c[5] != total || c[6] != 0 {
+				t.Fatalf("re-run (exit %d) after %d judged attempts were published:\n%s", code, judged, out)
+			}
+			if code != 1 { // some samples fail by design
+				t.Fatalf("re-run exit %d:\n%s", code, out)
+			}
+			if killedRun == "" {
+				return
+			}
+			// Nothing of the killed run is left running.
+			if pids := sandboxProcs(killedRun); len(pids) > 0 {
+				for _, p := range pids {
+					_ = syscall.Kill(-p, syscall.SIGKILL)
+					_ = syscall.Kill(p, syscall.SIGKILL)
+				}
+				t.Errorf("processes of the killed run's local sandboxes still run after the next launch: %v "+
+					"(the local provider does not tie a sandbox's process group to the supervisor's life)", pids)
+			}
+			if useDocker {
+				for _, what := range [][]string{{"ps", "-aq"}, {"network", "ls", "-q"}} {
+					args := append(what, "--filter", "label="+sandbox.LabelRun+"="+killedRun)
+					left, err := exec.Command("docker", args...).Output()
+					if err != nil || len(bytes.TrimSpace(left)) > 0 {
+						t.Fatalf("docker %v of the killed run left after the next launch: %q %v", what, left, err)
+					}
+				}
+			}
+		})
+	}
+}
