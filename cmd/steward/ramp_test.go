@@ -1,0 +1,457 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/steward-evals/steward/internal/fakeprovider"
+	"github.com/steward-evals/steward/internal/record"
+)
+
+// The sample ramp end to end (issue 5): real `steward launch` processes, the
+// built-in chat agent as host processes (local provider, exclusive: false),
+// the fake provider on loopback behind Steward's gateway. The assertions are
+// on the shape of the ramp history the supervisor stores in the record, never
+// on wall-clock time or exact numbers.
+
+const rampKey = "sk-ramp-e2e-5b1f0c"
+
+// rampEvalSet writes an eval set of n arithmetic samples whose agent is
+// agent, against the fake provider at url (empty: the built-in mock).
+func rampEvalSet(t *testing.T, dir, url, agent string, n int, ramp string) {
+	t.Helper()
+	var b strings.Builder
+	if url != "" {
+		fmt.Fprintf(&b, "model:\n  upstream: openai\n  name: gpt-fake\n  base_url: %s/v1\n  api_key_env: RAMP_FAKE_KEY\n", url)
+	}
+	fmt.Fprintf(&b, "tasks:\n  - name: arith\n    sandbox: {provider: local}\n    exclusive: false\n    agent: '%s'\n    scorer: {match: numeric}\n    timeout: 5m\n    samples:\n", agent)
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "      - {id: s%04d, input: \"What is %d+%d?\", target: \"%d\"}\n", i, i, 17, i+17)
+	}
+	writeFile(t, filepath.Join(dir, "steward.yaml"), b.String())
+	writeFile(t, filepath.Join(dir, "_steward.yaml"), "samples_ramp: "+ramp+"\ntend_interval: 1s\n")
+}
+
+type launched struct {
+	cmd  *exec.Cmd
+	out  *syncBuf
+	done chan error
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startLaunch(t *testing.T, dir, rec string) *launched {
+	t.Helper()
+	cmd := exec.Command(exe, "launch", "--record", rec)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "RAMP_FAKE_KEY="+rampKey, "CI=true")
+	l := &launched{cmd: cmd, out: &syncBuf{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = l.out, l.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { l.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-l.done
+		}
+	})
+	return l
+}
+
+// wait waits for the launch to end (a generous bound: the test fails, never hangs).
+func (l *launched) wait(t *testing.T, bound time.Duration) int {
+	t.Helper()
+	select {
+	case err := <-l.done:
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	case <-time.After(bound):
+		_ = l.cmd.Process.Kill()
+		<-l.done
+		t.Fatalf("launch did not finish within %s:\n%s", bound, l.out.String())
+		return -1
+	}
+}
+
+// history reads the newest run's ramp history and attempts from the record.
+func history(t *testing.T, rec string) ([]record.RampPoint, []record.Attempt, record.Run) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := record.Open(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	runs, err := db.Runs(ctx)
+	if err != nil || len(runs) == 0 {
+		return nil, nil, record.Run{}
+	}
+	pts, err := db.Ramp(ctx, runs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, err := db.Attempts(ctx, runs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pts, as, runs[0]
+}
+
+func pollHistory(t *testing.T, rec string, what string, cond func([]record.RampPoint) bool) []record.RampPoint {
+	t.Helper()
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if pts, _, _ := history(t, rec); cond(pts) {
+			return pts
+		}
+	}
+	pts, _, _ := history(t, rec)
+	t.Fatalf("never saw %s; history:\n%s", what, fmtHistory(pts))
+	return nil
+}
+
+func fmtHistory(pts []record.RampPoint) string {
+	var b strings.Builder
+	for i, p := range pts {
+		fmt.Fprintf(&b, "%3d %-5s sp=%-3d ceil=%-3d limit=%-3d push=%-5v sat=%-5v err=%d retries=%d  %s\n",
+			i, p.Decision, p.Setpoint, p.Ceiling, p.ConnLimit, p.Pushback, p.Saturated, p.Errored, p.Retries, p.Reason)
+	}
+	return b.String()
+}
+
+// drain takes n requests from the fake provider's RPM bucket before the run,
+// through its own handler, as another client sharing the quota would: the
+// bucket starts full (a whole minute's worth), and without this the run would
+// spend its first minute on the burst before it ever meets the limit.
+func drain(t *testing.T, fp *fakeprovider.Server, n int) {
+	t.Helper()
+	h := fp.Handler()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var bad []int
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
+				strings.NewReader(`{"model":"gpt-fake","messages":[{"role":"user","content":"What is 1+1?"}]}`))
+			req.Header.Set("Authorization", "Bearer "+rampKey)
+			req.Header.Set("Content-Type", "application/json")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			if w.Code != http.StatusOK {
+				mu.Lock()
+				bad = append(bad, w.Code)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(bad) > 0 {
+		t.Fatalf("draining the bucket: %d requests refused (%v)", len(bad), bad[:1])
+	}
+	fp.ResetStats()
+}
+
+// A real launch climbs while the provider keeps up, meets its RPM limit,
+// reverses after two windows of pushback, and settles below the top; no
+// sample is interrupted or errored on the way.
+func TestRampEndToEndClimbsBacksOffSettles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	// 300 requests/min (5/s) and 2 s per answer: the provider sustains about
+	// 10 samples in flight. The ramp starts at 4 (below), steps by 20 to 24
+	// and 40 (above), and must come back down.
+	const rpm = 300
+	fp := fakeprovider.New(fakeprovider.Config{APIKey: rampKey, RPM: rpm, BaseLatency: 20 * time.Second, TimeScale: 0.1, Seed: 5})
+	url, err := fp.Start(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fp.Close()
+	drain(t, fp, rpm*85/100) // 15 % left: above the gateway's "remaining low" mark (10 %)
+
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "rec")
+	rampEvalSet(t, dir, url, `"$STEWARD_BIN" agent chat`, 240, "[4, 40]")
+	l := startLaunch(t, dir, rec)
+	code := l.wait(t, 5*time.Minute)
+	pts, as, run := history(t, rec)
+	hist := fmtHistory(pts)
+	if code != 0 {
+		t.Fatalf("launch exit %d\n%s\nhistory:\n%s", code, l.out.String(), hist)
+	}
+	t.Logf("ramp history:\n%s", hist)
+
+	// No running sample was interrupted; every attempt was judged and passed.
+	if len(as) != 240 {
+		t.Fatalf("%d attempts in the record, want 240", len(as))
+	}
+	for _, a := range as {
+		if a.Status != "passed" {
+			t.Fatalf("attempt %s: %s (%s %s)\n%s", a.Sample, a.Status, a.Reason, a.Explanation, hist)
+		}
+	}
+	if run.Status != "finished" {
+		t.Fatalf("run status %q", run.Status)
+	}
+
+	// The provider's limit was met: it answered 429s, or the gateway saw the
+	// remaining quota run low (both are pushback in the history).
+	st := fp.Stats()
+	if st.Succeeded < 240 {
+		t.Fatalf("the provider served %d requests, want ≥ 240", st.Succeeded)
+	}
+
+	if len(pts) < 10 {
+		t.Fatalf("only %d tends recorded:\n%s", len(pts), hist)
+	}
+	firstUp, firstPush, firstDown := -1, -1, -1
+	top := 0
+	for i, p := range pts {
+		if p.Task != "arith" {
+			t.Fatalf("ramp point for task %q", p.Task)
+		}
+		if p.Setpoint < 4 || p.Setpoint > 40 {
+			t.Fatalf("setpoint %d outside samples_ramp [4, 40] at %d:\n%s", p.Setpoint, i, hist)
+		}
+		top = max(top, p.Setpoint)
+		switch {
+		case p.Decision == "up" && firstUp < 0:
+			firstUp = i
+		case p.Pushback && firstPush < 0:
+			firstPush = i
+		}
+		if p.Decision == "down" && firstDown < 0 {
+			firstDown = i
+		}
+		// R1: a climb only on a clean, saturated window.
+		if p.Decision == "up" && (p.Pushback || !p.Saturated || p.Errored > 0) {
+			t.Fatalf("climbed on a window that failed a gate (%d):\n%s", i, hist)
+		}
+	}
+	// It climbs first, while the provider keeps up.
+	if firstUp < 0 || pts[0].Setpoint > 24 || top < 24 {
+		t.Fatalf("the ramp never climbed from its start (first up %d, top %d):\n%s", firstUp, top, hist)
+	}
+	if firstPush < 0 || firstPush < firstUp {
+		t.Fatalf("no pushback after the climb (first up %d, first pushback %d):\n%s", firstUp, firstPush, hist)
+	}
+	// R2: it backs off, and only after two consecutive windows of pushback.
+	if firstDown < 0 {
+		t.Fatalf("the ramp never backed off:\n%s", hist)
+	}
+	for i, p := range pts {
+		if p.Decision == "down" && (i == 0 || !p.Pushback || !pts[i-1].Pushback) {
+			t.Fatalf("stepped down at %d without two consecutive windows of pushback:\n%s", i, hist)
+		}
+		if p.Decision == "down" && i > 0 && p.Setpoint >= pts[i-1].Setpoint {
+			t.Fatalf("a down decision at %d did not lower the setpoint:\n%s", i, hist)
+		}
+	}
+	// It settles. Back-offs come in episodes (runs of consecutive "down"
+	// decisions); a ramp that cycles floor -> top -> floor every few windows
+	// would show many. The setpoint never jumps by more than one step, and the
+	// gateway's connection limit (which the reversal clamps) ends near what
+	// the provider sustains (about 10 in flight), far below the top of 40.
+	episodes, swings := 0, 0
+	for i, p := range pts {
+		if p.Decision == "down" && (i == 0 || pts[i-1].Decision != "down") {
+			episodes++
+		}
+		if i > 0 && abs(p.Setpoint-pts[i-1].Setpoint) > 20 {
+			swings++
+		}
+	}
+	if episodes > max(3, len(pts)/10) {
+		t.Fatalf("%d back-off episodes in %d windows: the ramp never settled:\n%s", episodes, len(pts), hist)
+	}
+	if swings > 0 {
+		t.Fatalf("the setpoint jumped by more than one step %d times:\n%s", swings, hist)
+	}
+	if last := pts[len(pts)-1].ConnLimit; last < 1 || last > 30 {
+		t.Fatalf("the connection limit ended at %d, not near the provider's ~10 in flight:\n%s", last, hist)
+	}
+
+	// The report carries the same history (R6).
+	out, code := steward(t, dir, "report", "--record", rec, "--format", "json")
+	if code != 0 {
+		t.Fatalf("report exit %d:\n%s", code, out)
+	}
+	var rep struct {
+		Ramp []struct {
+			Task     string `json:"task"`
+			Setpoint int    `json:"setpoint"`
+			Decision string `json:"decision"`
+			Reason   string `json:"reason"`
+		} `json:"ramp"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("report json: %v\n%s", err, out)
+	}
+	if len(rep.Ramp) != len(pts) {
+		t.Fatalf("report has %d ramp points, the record %d", len(rep.Ramp), len(pts))
+	}
+	downs := 0
+	for _, p := range rep.Ramp {
+		if p.Decision == "down" {
+			downs++
+			if !strings.Contains(p.Reason, "pushback") {
+				t.Fatalf("down decision without its reason: %+v", p)
+			}
+		}
+	}
+	if downs == 0 {
+		t.Fatal("the report's ramp history has no down decision")
+	}
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// `steward ramp hold` from another process holds a live run's climb with the
+// reason in the history and the report; `resume` releases it; narrowing
+// samples_ramp in _steward.yaml lands at the next tend.
+func TestRampHoldResumeNarrowLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "rec")
+	gate := filepath.Join(dir, "release")
+	// Every agent waits for the release file, so the task stays saturated
+	// (samples queued, its limiter full) for as long as the test needs, and no
+	// model call is made: no pushback, the climb is up to the gates alone.
+	// The agent computes the answer itself: "What is 3+17?" -> 20.
+	rampEvalSet(t, dir, "", `until [ -e `+gate+` ]; do sleep 1; done; echo $(( $(echo "$STEWARD_INPUT" | tr -dc 0-9+) ))`, 60, "[4, 44]")
+	l := startLaunch(t, dir, rec)
+
+	// Climb once (4 -> 24), then hold from another process.
+	pollHistory(t, rec, "a first climb", func(p []record.RampPoint) bool { return count(p, "up") >= 1 })
+	if out, code := steward(t, dir, "ramp", "hold", "--record", rec, "--reason", "quota review 42"); code != 0 || !strings.Contains(out, "quota review 42") {
+		t.Fatalf("ramp hold exit %d:\n%s", code, out)
+	}
+	pts := pollHistory(t, rec, "three held tends", func(p []record.RampPoint) bool { return countReason(p, "hold", "quota review 42") >= 3 })
+	// While held, the setpoint never moved up.
+	heldAt := -1
+	for i, p := range pts {
+		if strings.Contains(p.Reason, "quota review 42") {
+			if heldAt < 0 {
+				heldAt = i
+			}
+			if p.Decision != "hold" || p.Setpoint != pts[heldAt].Setpoint {
+				t.Fatalf("moved while held at %d:\n%s", i, fmtHistory(pts))
+			}
+		}
+	}
+	// `steward tend --json` shows the hold live.
+	if out, code := steward(t, dir, "tend", "--record", rec, "--json"); code != 0 || !strings.Contains(out, "quota review 42") {
+		t.Fatalf("tend --json exit %d does not show the hold:\n%s", code, out)
+	}
+	if out, code := steward(t, dir, "ramp", "resume", "--record", rec); code != 0 {
+		t.Fatalf("ramp resume exit %d:\n%s", code, out)
+	}
+	// Released: it climbs again (24 -> 44).
+	pts = pollHistory(t, rec, "a climb after resume", func(p []record.RampPoint) bool {
+		return len(p) > heldAt && count(p[heldAt:], "up") >= 1 && p[len(p)-1].Setpoint == 44
+	})
+	n := len(pts)
+
+	// Narrow the range on the live run: the setpoint comes down to the new top
+	// at the next tend (R4).
+	writeFile(t, filepath.Join(dir, "_steward.yaml"), "samples_ramp: [4, 24]\ntend_interval: 1s\n")
+	pts = pollHistory(t, rec, "the narrowed top", func(p []record.RampPoint) bool { return len(p) > n && p[len(p)-1].Setpoint == 24 })
+	for i := n; i < len(pts); i++ {
+		if pts[i].Setpoint == 24 {
+			if pts[i].Decision != "cap" || !strings.Contains(pts[i].Reason, "24") {
+				t.Fatalf("the narrowing landed as %q %q:\n%s", pts[i].Decision, pts[i].Reason, fmtHistory(pts))
+			}
+			break
+		}
+		if pts[i].Setpoint != 44 {
+			t.Fatalf("setpoint %d between the narrowing and its tend:\n%s", pts[i].Setpoint, fmtHistory(pts))
+		}
+	}
+	// Let the samples finish; nothing running was interrupted by the hold or
+	// the lower setpoint.
+	writeFile(t, gate, "")
+	if code := l.wait(t, 3*time.Minute); code != 0 {
+		t.Fatalf("launch exit %d:\n%s", code, l.out.String())
+	}
+	pts, as, _ := history(t, rec)
+	if len(as) != 60 {
+		t.Fatalf("%d attempts, want 60", len(as))
+	}
+	for _, a := range as {
+		if a.Status != "passed" {
+			t.Fatalf("attempt %s: %s (%s %s)", a.Sample, a.Status, a.Reason, a.Explanation)
+		}
+	}
+	for _, p := range pts[n:] {
+		if p.Setpoint > 24 {
+			t.Fatalf("setpoint above the narrowed top:\n%s", fmtHistory(pts))
+		}
+	}
+	t.Logf("ramp history:\n%s", fmtHistory(pts))
+	// The report shows the hold and its reason.
+	out, code := steward(t, dir, "report", "--record", rec, "--format", "json")
+	if code != 0 || !strings.Contains(out, "quota review 42") {
+		t.Fatalf("report exit %d lacks the hold reason:\n%s", code, out)
+	}
+}
+
+func count(pts []record.RampPoint, decision string) int {
+	n := 0
+	for _, p := range pts {
+		if p.Decision == decision {
+			n++
+		}
+	}
+	return n
+}
+
+func countReason(pts []record.RampPoint, decision, reason string) int {
+	n := 0
+	for _, p := range pts {
+		if p.Decision == decision && strings.Contains(p.Reason, reason) {
+			n++
+		}
+	}
+	return n
+}
