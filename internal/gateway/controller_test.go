@@ -401,3 +401,80 @@ func TestParseRateInfo(t *testing.T) {
 		})
 	}
 }
+
+func TestControllerPacesAtTheAnnouncedRate(t *testing.T) {
+	clk := newManualClock()
+	c := NewController(StewardPolicy(), clk)
+	// 60 RPM announced, remaining quota low: admissions are spaced at
+	// 60/0.97 per minute, whatever the concurrency limit allows.
+	low := RateInfo{Fraction: 0.05, Remaining: 3, RequestsPerMinute: 60}
+	tk := acquireN(t, c, 1)[0]
+	clk.Advance(time.Second)
+	c.Done(tk, OutcomeOK, low)
+	if !c.Pacing() {
+		t.Fatal("not pacing with 5% of the quota left")
+	}
+	first, _ := c.TryAcquire()
+	if first == nil {
+		t.Fatal("first paced request refused")
+	}
+	if tk, wait := c.TryAcquire(); tk != nil || wait < time.Second || wait > 1100*time.Millisecond {
+		t.Fatalf("second request admitted=%v wait=%s, want refused for ~1.03s", tk != nil, wait)
+	}
+	clk.Advance(1031 * time.Millisecond)
+	if tk, _ := c.TryAcquire(); tk == nil {
+		t.Fatal("refused after the pace gap")
+	}
+	// A TPM limit over the tokens a request uses sets the pace too: 6000
+	// TPM at 1000 tokens a request is 6 a minute, 10.3 s apart.
+	c2 := NewController(StewardPolicy(), clk)
+	tk = acquireN(t, c2, 1)[0]
+	c2.Done(tk, OutcomeOK, RateInfo{Fraction: 0.05, Remaining: 300, TokensPerMinute: 6000, Tokens: 1000})
+	acquireN(t, c2, 1)
+	if _, wait := c2.TryAcquire(); wait < 10*time.Second || wait > 11*time.Second {
+		t.Fatalf("TPM pace gap %s, want ~10.3s", wait)
+	}
+	// The quota recovered: pacing ends.
+	clk.Advance(2 * time.Second)
+	tk = acquireN(t, c, 1)[0]
+	c.Done(tk, OutcomeOK, RateInfo{Fraction: 0.5, Remaining: 30, RequestsPerMinute: 60})
+	if c.Pacing() {
+		t.Fatal("still pacing with half the quota left")
+	}
+	// Fixed mode never paces.
+	cf := NewController(FixedPolicy(4), clk)
+	tk = acquireN(t, cf, 1)[0]
+	cf.Done(tk, OutcomeRateLimited, RateInfo{Fraction: 0, Remaining: 0, RequestsPerMinute: 60, RetryAfter: time.Second})
+	acquireN(t, cf, 4)
+}
+
+func TestControllerLittleCap(t *testing.T) {
+	clk := newManualClock()
+	c := NewController(StewardPolicy(), clk)
+	// 600 RPM (10/s) and 2 s per request: about 20 in flight use the limit;
+	// growth stops at 1.25 × 10/0.97 × 2 + 2 ≈ 27 even with plenty of quota.
+	info := RateInfo{Fraction: 0.9, Remaining: 540, RequestsPerMinute: 600}
+	for i := 0; i < 30; i++ {
+		var ts []*Ticket
+		for {
+			tk, _ := c.TryAcquire()
+			if tk == nil {
+				break
+			}
+			ts = append(ts, tk)
+		}
+		clk.Advance(2 * time.Second)
+		for _, tk := range ts {
+			c.Done(tk, OutcomeOK, info)
+		}
+	}
+	if got := c.Limit(); got < 25 || got > 29 {
+		t.Fatalf("limit %d, want about 27 (Little's law cap)", got)
+	}
+	// Inspect-style has no such cap.
+	ci := NewController(InspectPolicy(), clk)
+	driveSaturated(ci, clk, 30, info)
+	if ci.Limit() < 90 {
+		t.Fatalf("inspect limit %d", ci.Limit())
+	}
+}
