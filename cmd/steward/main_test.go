@@ -199,7 +199,10 @@ tasks:
 	if err := owner.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { out, _ := steward(t, dir, "lease", "inspect", "cohort-a", "--record", rec); return strings.Contains(out, "token:") })
+	waitFor(t, func() bool {
+		out, _ := steward(t, dir, "lease", "inspect", "cohort-a", "--record", rec)
+		return strings.Contains(out, "token:")
+	})
 	_ = owner.Process.Signal(syscall.SIGSTOP)
 	waiter := exec.Command(exe, "launch", "--record", rec)
 	waiter.Dir = dir

@@ -305,3 +305,20 @@ func newRelay(env Env) *cobra.Command {
 		},
 	}
 }
+
+func newWorker(env Env) *cobra.Command {
+	var forTasks string
+	cmd := &cobra.Command{
+		Use:    run.WorkerArg,
+		Short:  "internal: a worker process that runs one or more tasks' attempts for the supervisor",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// The worker ignores the first SIGINT of a terminal's Ctrl-C: the
+			// supervisor decides when attempts stop (abort) or the run ends.
+			return run.Worker(context.WithoutCancel(cmd.Context()), env.Stdin, env.Stdout, env.Stderr, providerFactory{env: env}, env.Getenv)
+		},
+	}
+	cmd.Flags().StringVar(&forTasks, "for", "", "the tasks this worker runs (informational, shown in ps)")
+	return cmd
+}

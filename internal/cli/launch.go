@@ -114,7 +114,7 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 		Rerun: f.rerun, EarlyExit: f.earlyExit, Dry: f.dry, Shard: f.shard, Title: f.title,
 		Stdout: env.Stdout, Stderr: env.Stderr, TTY: env.StderrTTY, Color: env.StderrTTY && env.Getenv("NO_COLOR") == "",
 		Getenv: env.Getenv, Exe: env.Exe, Providers: providerFactory{env: env}, Grace: f.grace, Hard: env.Hard,
-		WriteDaemonJSON: f.writeDaemonJSON, FleetFlags: ov, Confirm: confirmer(env),
+		WriteDaemonJSON: f.writeDaemonJSON, FleetFlags: ov, Confirm: confirmer(env), Workers: env.Exe != "",
 	}
 	res, err := run.Launch(ctx, opts)
 	if err != nil {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -64,6 +62,16 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 		}
 		if err := l.preflight(ctx, name, prov, specs); err != nil {
 			return nil, err
+		}
+		if l.opts.Workers {
+			// Each worker prepares its own tasks' sandboxes; the supervisor's
+			// provider only sizes, checks and finally removes leftovers.
+			cleanup.add(func() {
+				fctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				_ = prov.Finalize(fctx)
+			})
+			continue
 		}
 		if err := prov.Prepare(ctx, specs); err != nil {
 			return nil, fmt.Errorf("prepare %s sandboxes: %w", name, err)
@@ -149,8 +157,17 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 		}
 	}()
 
-	l.runner = inProcess{newExecutor(&execEnv{p: l.p, specs: l.specs, providers: l.providers, taskProv: l.taskProv,
-		gwURL: l.gwURL, runID: l.runID, exe: l.opts.Exe, model: l.es.Model.Name, stderr: l.opts.Stderr})}
+	var workers *workerPool
+	if l.opts.Workers {
+		workers, err = l.startWorkers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		l.runner = workers
+	} else {
+		l.runner = inProcess{newExecutor(&execEnv{p: l.p, specs: l.specs, providers: l.providers, taskProv: l.taskProv,
+			gwURL: l.gwURL, runID: l.runID, exe: l.opts.Exe, model: l.es.Model.Name, stderr: l.opts.Stderr})}
+	}
 	tasksDone := make([]chan struct{}, len(l.p.Tasks))
 	for i := range tasksDone {
 		tasksDone[i] = make(chan struct{})
@@ -187,6 +204,12 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 	go func() { defer loops.Done(); l.tendLoop(actx, ctl, stopLoops) }()
 	go func() { defer loops.Done(); l.panelLoop(stopLoops) }()
 
+	if workers != nil {
+		go func() {
+			<-actx.Done()
+			workers.abort()
+		}()
+	}
 	err = l.disp.Run(actx, func(it sched.Item) {
 		wg.Add(1)
 		go func() {
@@ -199,6 +222,9 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 		l.cancelQueued("cancelled before it started")
 	}
 	wg.Wait()
+	if workers != nil {
+		workers.shutdown()
+	}
 	close(stopLoops)
 	loops.Wait()
 	l.panelFinal()
@@ -259,25 +285,21 @@ func (l *launcher) startGateway(ctx context.Context, needed map[string][]*sandbo
 	l.gw = gw
 	l.apiKey = key
 	l.gwURL = map[string]string{}
-	listening := map[string]string{}
+	l.gwListen = map[string]string{}
+	l.gwCtx = ctx
+	if l.opts.Workers {
+		return nil // workers ask for listeners where their sandboxes reach the gateway
+	}
 	for name := range needed {
 		addr, err := l.providers[name].Gateway(ctx)
 		if err != nil {
 			return fmt.Errorf("find the gateway address for %s sandboxes: %w", name, err)
 		}
-		if url, ok := listening[addr.Listen+"|"+addr.Host]; ok {
-			l.gwURL[name] = url
-			continue
-		}
-		ln, err := listen(addr.Listen)
+		url, err := l.gatewayFor(addr.Listen, addr.Host)
 		if err != nil {
 			return err
 		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		url := "http://" + net.JoinHostPort(addr.Host, strconv.Itoa(port))
-		listening[addr.Listen+"|"+addr.Host] = url
 		l.gwURL[name] = url
-		go func() { _ = gw.Serve(ctx, ln) }()
 	}
 	return nil
 }

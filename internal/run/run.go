@@ -60,6 +60,8 @@ type Options struct {
 	Confirm func(question string) bool
 	// WriteDaemonJSON accepts the address-pool fix without asking.
 	WriteDaemonJSON bool
+	// Workers runs each task in its own worker process (W1): `Exe __worker`.
+	Workers bool
 	// FleetFlags are the fleet settings given as flags; they keep winning
 	// when the live run re-reads _steward.yaml.
 	FleetFlags evalset.FleetOverrides
@@ -126,6 +128,9 @@ type launcher struct {
 	seqIndex  map[int]*plan.Attempt
 	reused    int
 	runner    runner
+	gwMu      sync.Mutex
+	gwListen  map[string]string
+	gwCtx     context.Context
 }
 
 // Launch runs (or with Dry, plans) the eval set.
@@ -274,15 +279,7 @@ func (l *launcher) chooseProviders(ctx context.Context) error {
 		}
 		l.taskProv[i] = name
 		l.exclusive[i] = name == "local" && (t.Task.Exclusive == nil || *t.Task.Exclusive)
-		sb := t.Task.Sandbox
-		spec := &sandbox.Spec{
-			Task: t.Task.Name, Image: sb.Image, Build: sb.Build, CPUs: sb.CPUs, Memory: int64(sb.Memory),
-			PIDs: sb.PIDs, Network: sb.Network, CapAdd: sb.CapAdd, Workdir: sb.Workdir, Env: map[string]string{},
-		}
-		for k, v := range t.Task.Env {
-			spec.Env[k] = v
-		}
-		l.specs = append(l.specs, spec)
+		l.specs = append(l.specs, specFor(t.Task, l.runID))
 	}
 	caps := map[string]sandbox.Capacity{}
 	for i, name := range l.taskProv {
@@ -418,4 +415,17 @@ func listen(addr string) (net.Listener, error) {
 // address pools cannot give the networks the run wants (D1).
 func NotEnoughNetworks(want, free int) error {
 	return sandbox.InfraError(fmt.Errorf("the run wants %d docker networks but the daemon's address pools can give only %d: apply the daemon.json above and restart the daemon, or lower --max-concurrency", want, free))
+}
+
+// specFor is a task's sandbox spec.
+func specFor(t *evalset.Task, runID string) *sandbox.Spec {
+	sb := t.Sandbox
+	spec := &sandbox.Spec{
+		RunID: runID, Task: t.Name, Image: sb.Image, Build: sb.Build, CPUs: sb.CPUs, Memory: int64(sb.Memory),
+		PIDs: sb.PIDs, Network: sb.Network, CapAdd: sb.CapAdd, Workdir: sb.Workdir, Env: map[string]string{},
+	}
+	for k, v := range t.Env {
+		spec.Env[k] = v
+	}
+	return spec
 }

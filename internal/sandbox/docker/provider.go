@@ -288,7 +288,9 @@ func (p *Provider) ensureNet(ctx context.Context, outbound bool) (*runNet, error
 	if *slot != nil {
 		return *slot, nil
 	}
-	n, err := p.createNetwork(ctx, dockerName(p.opts.RunID, kind), !outbound, false, "", "network-"+kind)
+	// Each provider instance (the supervisor, or one per worker process, W1)
+	// has its own networks: a random part keeps their names unique.
+	n, err := p.createNetwork(ctx, dockerName(p.opts.RunID, kind, randomID(3)), !outbound, false, "", "network-"+kind)
 	if err != nil {
 		return nil, err
 	}

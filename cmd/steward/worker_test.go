@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const twoTasks = `
+tasks:
+  - name: victim
+    sandbox: {provider: local}
+    exclusive: false
+    agent: 'sleep 1; echo ok'
+    scorer: {match: exact}
+    samples: [{id: v1, input: "", target: ok}, {id: v2, input: "", target: ok}, {id: v3, input: "", target: ok}, {id: v4, input: "", target: ok}]
+  - name: other
+    sandbox: {provider: local}
+    exclusive: false
+    agent: 'sleep 0.5; echo ok'
+    scorer: {match: exact}
+    samples: [{id: o1, input: "", target: ok}, {id: o2, input: "", target: ok}, {id: o3, input: "", target: ok}]
+`
+
+type jsonReport struct {
+	Attempts []struct {
+		Task, Sample, Status, Reason string
+	} `json:"attempts"`
+}
+
+func readReport(t *testing.T, dir string) jsonReport {
+	t.Helper()
+	out, _ := steward(t, dir, "report", "--format", "json")
+	var r jsonReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	return r
+}
+
+// W1: a worker SIGKILLed mid-run costs its task (errored with the reason);
+// the other task finishes and the report is complete.
+func TestWorkerKilledCostsOnlyItsTask(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "steward.yaml"), twoTasks)
+	cmd := exec.Command(exe, "launch")
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var victim int
+	for i := 0; i < 100 && victim == 0; i++ {
+		time.Sleep(100 * time.Millisecond)
+		b, _ := exec.Command("pgrep", "-P", itoa(cmd.Process.Pid), "-f", "__worker --for victim").Output()
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			victim = atoi(f[0])
+		}
+	}
+	if victim == 0 {
+		t.Fatal("no worker process for task victim")
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("launch: %v\n%s", err, out.String())
+	}
+	r := readReport(t, dir)
+	if len(r.Attempts) != 7 {
+		t.Fatalf("report has %d attempts", len(r.Attempts))
+	}
+	for _, a := range r.Attempts {
+		switch a.Task {
+		case "victim":
+			if a.Status != "errored" || !strings.Contains(a.Reason, "worker process for victim crashed") {
+				t.Fatalf("victim attempt %+v", a)
+			}
+		case "other":
+			if a.Status != "passed" {
+				t.Fatalf("other attempt %+v", a)
+			}
+		}
+	}
+}
+
+// W1: a worker that panics costs its task, with the panic as the reason.
+func TestWorkerPanicCostsOnlyItsTask(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "steward.yaml"), twoTasks)
+	cmd := exec.Command(exe, "launch")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "STEWARD_WORKER_FAULT=panic:victim")
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Fatalf("launch passed with a panicking worker:\n%s", out)
+	}
+	for _, a := range readReport(t, dir).Attempts {
+		if a.Task == "victim" && (a.Status != "errored" || !strings.Contains(a.Reason, "panic: injected fault")) {
+			t.Fatalf("victim attempt %+v", a)
+		}
+		if a.Task == "other" && a.Status != "passed" {
+			t.Fatalf("other attempt %+v", a)
+		}
+	}
+}
+
+// max_workers packs tasks into fewer processes without changing what runs.
+func TestMaxWorkersPacks(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "steward.yaml"), twoTasks)
+	cmd := exec.Command(exe, "launch", "--max-workers", "1")
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	seen := ""
+	for i := 0; i < 50 && seen == ""; i++ {
+		time.Sleep(100 * time.Millisecond)
+		b, _ := exec.Command("pgrep", "-P", itoa(cmd.Process.Pid), "-af", "__worker --for").Output()
+		seen = strings.TrimSpace(string(b))
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("launch: %v\n%s", err, out.String())
+	}
+	if strings.Count(seen, "\n") != 0 || !strings.Contains(seen, "--for victim,other") {
+		t.Fatalf("worker processes with --max-workers 1:\n%s", seen)
+	}
+	if !strings.Contains(out.String(), "7 passed") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func atoi(s string) int {
+	n := 0
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
