@@ -16,6 +16,9 @@ import (
 
 	"github.com/steward-evals/steward/internal/ghaction/fakegithub"
 	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/sandbox"
+	dockerpkg "github.com/steward-evals/steward/internal/sandbox/docker"
+	"github.com/steward-evals/steward/internal/sandbox/docker/dockertest"
 )
 
 // ghEnv is a GitHub Actions job environment for `steward action` in dir.
@@ -297,9 +300,185 @@ func ids(cs []fakegithub.Comment) []int64 {
 	return out
 }
 
+// docker runs the docker CLI (bounded), failing the test on error.
+func docker(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := dockerErr(args...)
+	if err != nil {
+		t.Fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func dockerErr(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := exec.CommandContext(ctx, "docker", args...)
+	c.Env = append(os.Environ(), "DOCKER_BUILDKIT=0")
+	out, err := c.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// needDocker fails under CI=true when no daemon answers, skips otherwise.
+func needDocker(t *testing.T) {
+	t.Helper()
+	dockertest.Client(t)
+	if _, err := exec.LookPath("docker"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and no docker CLI: %v", err)
+		}
+		t.Skipf("no docker CLI: %v", err)
+	}
+}
+
+// actionImage builds the action's image from Dockerfile.prebuilt and the
+// binary under test, without pulling (FROM scratch), and removes it at the
+// end of the test.
+func actionImage(t *testing.T) string {
+	t.Helper()
+	ctxDir := t.TempDir()
+	for src, dst := range map[string]string{
+		exe:                                  "steward",
+		"/etc/ssl/certs/ca-certificates.crt": "ca-certificates.crt",
+		"../../Dockerfile.prebuilt":          "Dockerfile.prebuilt",
+	} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ctxDir, dst), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tag := fmt.Sprintf("steward-action-test:%d-%d", os.Getpid(), time.Now().UnixNano())
+	docker(t, "build", "--pull=false", "-q", "-f", filepath.Join(ctxDir, "Dockerfile.prebuilt"), "-t", tag, ctxDir)
+	t.Cleanup(func() { _, _ = dockerErr("rmi", "-f", tag) })
+	return tag
+}
+
+// cleanupScope removes whatever a Steward running in container id created
+// (its lock-scope label names that container), then the container itself.
+func cleanupScope(t *testing.T, id string) {
+	t.Cleanup(func() {
+		f := "label=" + dockerpkg.LabelLockScope + "=container:" + id
+		if ids, _ := dockerErr("ps", "-aq", "--filter", f); ids != "" {
+			_, _ = dockerErr(append([]string{"rm", "-f"}, strings.Fields(ids)...)...)
+		}
+		if ids, _ := dockerErr("network", "ls", "-q", "--filter", f); ids != "" {
+			_, _ = dockerErr(append([]string{"network", "rm"}, strings.Fields(ids)...)...)
+		}
+		_, _ = dockerErr("rm", "-f", id)
+		if ids, _ := dockerErr("images", "-q", "--filter", f); ids != "" {
+			_, _ = dockerErr(append([]string{"rmi", "-f"}, strings.Fields(ids)...)...)
+		}
+	})
+}
+
+// leftovers lists the containers and networks of a run still in Docker.
+func leftovers(t *testing.T, runID string) string {
+	t.Helper()
+	var left []string
+	for _, kind := range [][]string{{"ps", "-a", "--format", "{{.Names}}"}, {"network", "ls", "--format", "{{.Name}}"}} {
+		args := append(append([]string(nil), kind...),
+			"--filter", "label="+sandbox.LabelManaged+"=true", "--filter", "label="+sandbox.LabelRun+"="+runID)
+		if out := docker(t, args...); out != "" {
+			left = append(left, out)
+		}
+	}
+	return strings.Join(left, "\n")
+}
+
+// dockerEvalSet is a model-bound task in Docker sandboxes built FROM scratch
+// (busybox): the built-in chat agent asks the mock model through the gateway.
+const dockerEvalSet = `
+name: action-docker
+model: {upstream: mock, name: mock-1}
+tasks:
+  - name: arith
+    sandbox: {provider: docker, build: image, memory: 128m}
+    agent: '"$STEWARD_BIN" agent chat'
+    scorer: {match: numeric}
+    samples:
+      - {id: mul, input: "What is 6*7?", target: "42"}
+      - {id: add, input: "What is 1+2?", target: "3"}
+      - {id: sub, input: "What is 10-4?", target: "6"}
+`
+
+// The action's image, built here, runs against the real engine with only the
+// socket mounted: its sandboxes are siblings that reach its gateway through
+// the relay, and nothing of the run is left afterwards.
+func TestActionImageSiblingSandboxes(t *testing.T) {
+	needDocker(t)
+	img := actionImage(t)
+
+	evals := t.TempDir()
+	writeFile(t, filepath.Join(evals, "steward.yaml"), dockerEvalSet)
+	if err := os.CopyFS(filepath.Join(evals, "image"), os.DirFS(dockertest.BusyboxContext(t, "cmd-steward-action-image"))); err != nil {
+		t.Fatal(err)
+	}
+
+	id := docker(t, "create",
+		"-v", "/var/run/docker.sock:/var/run/docker.sock",
+		"-w", "/github/workspace",
+		"-e", "STEWARD_IN_CONTAINER=1",
+		"-e", "GITHUB_ACTIONS=true",
+		"-e", "GITHUB_WORKSPACE=/github/workspace",
+		"-e", "GITHUB_STEP_SUMMARY=/github/file_commands/summary.md",
+		"-e", "GITHUB_OUTPUT=/github/file_commands/output",
+		"-e", "GITHUB_EVENT_NAME=push",
+		"-e", "INPUT_EVAL-SET=steward.yaml",
+		"-e", "INPUT_COMMENT=false",
+		"-e", "INPUT_RECORD=.steward",
+		"-e", "INPUT_REPORT-DIR=.steward/report",
+		"--label", "dev.steward.test=cmd-steward-action-image",
+		img) // CMD ["action"]
+	cleanupScope(t, id)
+	docker(t, "cp", evals+"/.", id+":/github/workspace")
+	fc := t.TempDir()
+	writeFile(t, filepath.Join(fc, "summary.md"), "")
+	writeFile(t, filepath.Join(fc, "output"), "")
+	docker(t, "cp", fc+"/.", id+":/github/file_commands")
+
+	log, err := dockerErr("start", "-a", id)
+	if err != nil {
+		t.Fatalf("the action container failed: %v\n%s", err, log)
+	}
+	if code := docker(t, "inspect", "-f", "{{.State.ExitCode}}", id); code != "0" {
+		t.Fatalf("the action exited %s:\n%s", code, log)
+	}
+	// Only the socket was mounted: no bind mount carried the eval set in.
+	if m := docker(t, "inspect", "-f", "{{range .Mounts}}{{.Source}} {{end}}", id); strings.TrimSpace(m) != "/var/run/docker.sock" {
+		t.Fatalf("mounts %q: only the socket may be mounted", m)
+	}
+
+	out := t.TempDir()
+	docker(t, "cp", id+":/github/workspace/.steward/report/report.json", out)
+	docker(t, "cp", id+":/github/file_commands/.", out)
+	var rep struct {
+		RunIDs []string `json:"run_ids"`
+		Counts struct{ Total, Passed int }
+		Spend  struct{ Requests int64 }
+	}
+	if err := json.Unmarshal(mustRead(t, filepath.Join(out, "report.json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Counts.Total != 3 || rep.Counts.Passed != 3 || rep.Spend.Requests < 3 || len(rep.RunIDs) != 1 {
+		t.Fatalf("report %+v (every sandbox must reach the gateway and the mock model):\n%s\n%s", rep, log, mustRead(t, filepath.Join(out, "report.json")))
+	}
+	outs := readOutputs(t, filepath.Join(out, "output"))
+	if outs["passed"] != "3" || outs["json-path"] != ".steward/report/report.json" {
+		t.Fatalf("outputs %v", outs)
+	}
+	if !strings.Contains(string(mustRead(t, filepath.Join(out, "summary.md"))), "arith") {
+		t.Fatal("no step summary")
+	}
+	if left := leftovers(t, rep.RunIDs[0]); left != "" {
+		t.Fatalf("the run left containers or networks:\n%s", left)
+	}
+	t.Logf("action log:\n%s", log)
+}
+
 var (
-	_ = context.Background
 	_ = syscall.SIGINT
-	_ = time.Second
 	_ = record.FileName
 )
