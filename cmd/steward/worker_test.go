@@ -29,16 +29,16 @@ tasks:
     samples: [{id: o1, input: "", target: ok}, {id: o2, input: "", target: ok}, {id: o3, input: "", target: ok}]
 `
 
-type jsonReport struct {
+type workerJSONReport struct {
 	Attempts []struct {
 		Task, Sample, Status, Reason string
 	} `json:"attempts"`
 }
 
-func readReport(t *testing.T, dir string) jsonReport {
+func workerReport(t *testing.T, dir string) workerJSONReport {
 	t.Helper()
 	out, _ := steward(t, dir, "report", "--format", "json")
-	var r jsonReport
+	var r workerJSONReport
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("report: %v\n%s", err, out)
 	}
@@ -76,7 +76,7 @@ func TestWorkerKilledCostsOnlyItsTask(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 		t.Fatalf("launch: %v\n%s", err, out.String())
 	}
-	r := readReport(t, dir)
+	r := workerReport(t, dir)
 	if len(r.Attempts) != 7 {
 		t.Fatalf("report has %d attempts", len(r.Attempts))
 	}
@@ -104,7 +104,7 @@ func TestWorkerPanicCostsOnlyItsTask(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Fatalf("launch passed with a panicking worker:\n%s", out)
 	}
-	for _, a := range readReport(t, dir).Attempts {
+	for _, a := range workerReport(t, dir).Attempts {
 		if a.Task == "victim" && (a.Status != "errored" || !strings.Contains(a.Reason, "panic: injected fault")) {
 			t.Fatalf("victim attempt %+v", a)
 		}
