@@ -248,7 +248,7 @@ func (d dockerProvider) PreflightRun(ctx context.Context, specs []*sandbox.Spec,
 	}
 	_ = docker.RenderPoolReport(w, rep)
 	if write || confirm("Write this into the daemon configuration now (a backup is kept; the daemon is NOT restarted)?") {
-		path := "/etc/docker/daemon.json"
+		path := rep.DaemonJSON // the daemon.json the pools were read from (or would be)
 		backup, err := docker.WriteDaemonJSON(path)
 		if err != nil {
 			return fmt.Errorf("write %s: %w", path, err)
