@@ -38,9 +38,9 @@ func crashTrials(t *testing.T) int {
 	return n
 }
 
-// dockerReady reports whether the docker trials can run: under CI=true a
+// crashDockerReady reports whether the docker trials can run: under CI=true a
 // missing daemon fails the test; otherwise the docker trials are left out.
-func dockerReady(t *testing.T) bool {
+func crashDockerReady(t *testing.T) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if sbdocker.Available(ctx) {
@@ -101,9 +101,9 @@ tasks:
 	return total
 }
 
-// sandboxProcs lists host processes whose environment names the run: the
+// crashProcs lists host processes whose environment names the run: the
 // local sandboxes' process groups (every sandbox command gets STEWARD_RUN_ID).
-func sandboxProcs(runID string) []int {
+func crashProcs(runID string) []int {
 	var pids []int
 	ents, _ := os.ReadDir("/proc")
 	needle := []byte("\x00STEWARD_RUN_ID=" + runID + "\x00")
@@ -124,7 +124,7 @@ func sandboxProcs(runID string) []int {
 }
 
 // integrity runs SQLite's own check on the record file.
-func integrity(t *testing.T, recDir string) {
+func crashIntegrity(t *testing.T, recDir string) {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(recDir, "record.sqlite")+"?mode=ro")
 	if err != nil {
@@ -137,11 +137,11 @@ func integrity(t *testing.T, recDir string) {
 	}
 }
 
-var countsRe = regexp.MustCompile(`│ (\d+) total · (\d+) reused · (\d+) running · (\d+) queued · (\d+) passed · (\d+) failed · (\d+) errored`)
+var crashCountsRe = regexp.MustCompile(`│ (\d+) total · (\d+) reused · (\d+) running · (\d+) queued · (\d+) passed · (\d+) failed · (\d+) errored`)
 
-// finalCounts is the last counts line a launch printed.
-func finalCounts(out string) []int {
-	m := countsRe.FindAllStringSubmatch(out, -1)
+// crashCounts is the last counts line a launch printed.
+func crashCounts(out string) []int {
+	m := crashCountsRe.FindAllStringSubmatch(out, -1)
 	if m == nil {
 		return nil
 	}
@@ -164,7 +164,7 @@ func TestCrashSafety(t *testing.T) {
 	}
 	t.Logf("seed %d (STEWARD_CRASH_SEED reproduces the kill points)", seed)
 	rng := rand.New(rand.NewPCG(seed, 7))
-	withDocker := dockerReady(t)
+	withDocker := crashDockerReady(t)
 	var imageDir string
 	if withDocker {
 		imageDir = dockertest.BusyboxContext(t, "cmd/steward crash tests")
@@ -236,12 +236,12 @@ func TestCrashSafety(t *testing.T) {
 				}
 			}
 			db.Close()
-			integrity(t, rec)
+			crashIntegrity(t, rec)
 
 			// Re-run: completes the set, carrying exactly what was judged.
 			_ = os.Remove(flag)
 			out, code := steward(t, dir, "launch")
-			c := finalCounts(out)
+			c := crashCounts(out)
 			if c == nil || c[0] != total || c[1] != judged || c[4]+c[5] != total || c[6] != 0 {
 				t.Fatalf("re-run (exit %d) after %d judged attempts were published:\n%s", code, judged, out)
 			}
@@ -252,7 +252,7 @@ func TestCrashSafety(t *testing.T) {
 				return
 			}
 			// Nothing of the killed run is left running.
-			if pids := sandboxProcs(killedRun); len(pids) > 0 {
+			if pids := crashProcs(killedRun); len(pids) > 0 {
 				for _, p := range pids {
 					_ = syscall.Kill(-p, syscall.SIGKILL)
 					_ = syscall.Kill(p, syscall.SIGKILL)

@@ -1,0 +1,381 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/image"
+
+	"github.com/steward-evals/steward/internal/fakeprovider"
+	"github.com/steward-evals/steward/internal/faultproxy"
+	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/sandbox"
+	sbdocker "github.com/steward-evals/steward/internal/sandbox/docker"
+	"github.com/steward-evals/steward/internal/sandbox/docker/dockertest"
+)
+
+// faultDocker starts a faultproxy in front of the real daemon and an image
+// context for docker tasks; it fails under CI=true without a daemon.
+func faultDocker(t *testing.T, owner string) (*faultproxy.Proxy, string, string) {
+	t.Helper()
+	dockertest.Client(t)
+	p, err := faultproxy.New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := p.Start(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	img := dockertest.BusyboxContext(t, owner)
+	t.Cleanup(func() {
+		if sum, err := sbdocker.ContextHash(img); err == nil {
+			if c, err := sbdocker.NewClient(); err == nil {
+				_, _ = c.ImageRemove(context.Background(), "steward-build:"+sum, image.RemoveOptions{PruneChildren: true})
+				c.Close()
+			}
+		}
+	})
+	return p, host, img
+}
+
+// faultLaunch runs steward with extra environment and a bound: a run that
+// does not end within bound is killed and the test fails (it hung).
+func faultLaunch(t *testing.T, dir string, env []string, bound time.Duration, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "STEWARD_IN_CONTAINER=0"), env...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGKILL) }
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("steward %v did not finish within %v (hung):\n%s", args, bound, out.String())
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), code
+}
+
+type faultReport struct {
+	RunIDs []string `json:"run_ids"`
+	Counts struct {
+		Total, Passed, Failed, Errored, Infra, Skipped, Interrupted int
+	} `json:"counts"`
+	Attempts []struct {
+		Task, Sample, Status, Reason string
+	} `json:"attempts"`
+}
+
+func faultReadReport(t *testing.T, dir string, env []string) faultReport {
+	t.Helper()
+	out, code := faultLaunch(t, dir, env, time.Minute, "report", "--format", "json")
+	if code != 0 {
+		t.Fatalf("report exit %d:\n%s", code, out)
+	}
+	var r faultReport
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &r); err != nil {
+		t.Fatalf("report json: %v\n%s", err, out)
+	}
+	return r
+}
+
+func faultNoContainers(t *testing.T, runIDs []string) {
+	t.Helper()
+	for _, id := range runIDs {
+		left, err := exec.Command("docker", "ps", "-aq", "--filter", "label="+sandbox.LabelRun+"="+id).Output()
+		if err != nil || len(bytes.TrimSpace(left)) > 0 {
+			t.Fatalf("containers of run %s left: %q %v", id, left, err)
+		}
+	}
+}
+
+func faultCountReq(p *faultproxy.Proxy, prefix string) int {
+	n := 0
+	for _, r := range p.Requests() {
+		if strings.HasPrefix(r, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// (a) The daemon refuses container create: the attempts end as infra
+// (counted apart from failed in the counts line and the report), each retried
+// exactly `retries` times, the run completes with exit code 3. When the
+// refusals stop within the retries, the attempts pass.
+func TestFaultDockerCreateRefused(t *testing.T) {
+	p, host, img := faultDocker(t, "cmd/steward fault tests (create)")
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "steward.yaml"), `
+tasks:
+  - name: boxed
+    sandbox: {provider: docker, build: `+img+`, memory: 64m}
+    retries: 2
+    max_samples: 1
+    agent: 'echo "$STEWARD_INPUT"'
+    scorer: {match: exact}
+    samples:
+      - {id: a, input: ok, target: ok}
+      - {id: b, input: ok, target: ok}
+      - {id: c, input: ok, target: ok}
+`)
+	env := []string{"DOCKER_HOST=" + host}
+	if err := p.SetRules(faultproxy.Rule{Method: "POST", Path: `^/containers/create$`, Action: faultproxy.Refuse, Status: 500, Message: "injected: the daemon refuses"}); err != nil {
+		t.Fatal(err)
+	}
+	out, code := faultLaunch(t, dir, env, 5*time.Minute, "launch")
+	if code != 3 {
+		t.Fatalf("exit %d, want 3 (infra):\n%s", code, out)
+	}
+	if !strings.Contains(out, "3 total · 0 reused · 0 running · 0 queued · 0 passed · 0 failed · 0 errored · 3 infra · 0 skipped") {
+		t.Fatalf("counts line must count infra apart:\n%s", out)
+	}
+	if hits := p.Hits()[0]; hits != 3*(1+2) {
+		t.Fatalf("create refused %d times, want 9 (3 attempts × (1 + 2 retries)):\n%s", hits, out)
+	}
+	if n := strings.Count(out, "infrastructure error, retrying"); n != 6 {
+		t.Fatalf("%d retry lines, want 6:\n%s", n, out)
+	}
+	rep := faultReadReport(t, dir, env)
+	if rep.Counts.Infra != 3 || rep.Counts.Failed != 0 || rep.Counts.Errored != 0 {
+		t.Fatalf("report counts %+v", rep.Counts)
+	}
+	for _, a := range rep.Attempts {
+		if a.Status != "infra" || !strings.Contains(a.Reason, "the daemon refuses") {
+			t.Fatalf("attempt %+v", a)
+		}
+	}
+	faultNoContainers(t, rep.RunIDs)
+
+	// Refusals that stop within the retries: every attempt passes; infra
+	// results are never carried, so all three run again.
+	if err := p.SetRules(faultproxy.Rule{Method: "POST", Path: `^/containers/create$`, Action: faultproxy.Refuse, Times: 2}); err != nil {
+		t.Fatal(err)
+	}
+	before := faultCountReq(p, "POST /containers/create pass")
+	out, code = faultLaunch(t, dir, env, 5*time.Minute, "launch")
+	if code != 0 || !strings.Contains(out, "3 total · 0 reused · 0 running · 0 queued · 3 passed") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if p.Hits()[0] != 2 || faultCountReq(p, "POST /containers/create pass")-before != 3 {
+		t.Fatalf("hits %v, creates passed %d\n%s", p.Hits(), faultCountReq(p, "POST /containers/create pass")-before, strings.Join(p.Requests(), "\n"))
+	}
+}
+
+// (b) The daemon accepts an exec but never answers its start: the attempt is
+// bounded by the task timeout and the run does not hang.
+func TestFaultDockerExecHangs(t *testing.T) {
+	p, host, img := faultDocker(t, "cmd/steward fault tests (exec)")
+	for _, tc := range []struct {
+		name   string
+		action faultproxy.Action
+	}{
+		{"stalled stream", faultproxy.Stall},
+		{"unanswered start", faultproxy.Hang},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "steward.yaml"), `
+tasks:
+  - name: boxed
+    sandbox: {provider: docker, build: `+img+`, memory: 64m}
+    timeout: 3s
+    retries: 0
+    max_samples: 2
+    agent: 'echo "$STEWARD_INPUT"'
+    scorer: {match: exact}
+    samples:
+      - {id: a, input: ok, target: ok}
+      - {id: b, input: ok, target: ok}
+`)
+			env := []string{"DOCKER_HOST=" + host}
+			// Only the first exec start of the run hangs.
+			if err := p.SetRules(faultproxy.Rule{Method: "POST", Path: `^/exec/[^/]+/start$`, Action: tc.action, Times: 1}); err != nil {
+				t.Fatal(err)
+			}
+			out, code := faultLaunch(t, dir, env, 3*time.Minute, "launch")
+			if p.Hits()[0] != 1 {
+				t.Fatalf("the fault was not hit: %v\n%s", p.Hits(), out)
+			}
+			rep := faultReadReport(t, dir, env)
+			if rep.Counts.Total != 2 || rep.Counts.Passed != 1 || rep.Counts.Errored+rep.Counts.Infra != 1 {
+				t.Fatalf("exit %d, counts %+v\n%s", code, rep.Counts, out)
+			}
+			for _, a := range rep.Attempts {
+				if a.Status != "passed" && !strings.Contains(a.Reason, "timed out") {
+					t.Fatalf("the hung attempt's reason should name the timeout: %+v", a)
+				}
+			}
+			if code != 1 && code != 3 {
+				t.Fatalf("exit %d:\n%s", code, out)
+			}
+			faultNoContainers(t, rep.RunIDs)
+		})
+	}
+}
+
+// (c) The upstream storms 5xx, drops connections and answers slowly: the
+// gateway retries and the run completes with every sample passed.
+func TestFaultUpstreamStorms(t *testing.T) {
+	const key = "sk-fault-upstream-5c1e"
+	fp := fakeprovider.New(fakeprovider.Config{
+		APIKey: key, ErrorRate: 0.3, ErrorStatus: 503, DropRate: 0.15, SlowRate: 0.2, SlowLatency: 300 * time.Millisecond, Seed: 11,
+	})
+	url, err := fp.Start(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fp.Close()
+	dir := t.TempDir()
+	var samples []string
+	for i := 1; i <= 24; i++ {
+		samples = append(samples, fmt.Sprintf(`      - {id: q%02d, input: "What is %d+%d?", target: "%d"}`, i, i, i, 2*i))
+	}
+	writeFile(t, filepath.Join(dir, "steward.yaml"), `
+model:
+  upstream: openai
+  name: gpt-fault
+  base_url: `+url+`/v1
+  api_key_env: FAULT_KEY
+tasks:
+  - name: chat
+    sandbox: {provider: local}
+    exclusive: false
+    max_samples: 8
+    timeout: 2m
+    agent: '"$STEWARD_BIN" agent chat'
+    scorer: {match: exact}
+    samples:
+`+strings.Join(samples, "\n")+"\n")
+	out, code := faultLaunch(t, dir, []string{"FAULT_KEY=" + key}, 4*time.Minute, "launch")
+	st := fp.Stats()
+	if code != 0 || !strings.Contains(out, "24 total · 0 reused · 0 running · 0 queued · 24 passed") {
+		t.Fatalf("exit %d, provider stats %+v:\n%s", code, st, out)
+	}
+	if st.Injected5xx == 0 || st.Dropped == 0 || st.Slowed == 0 {
+		t.Fatalf("the storm did not happen: %+v", st)
+	}
+	if st.Succeeded < 24 || st.Requests < 24+st.Injected5xx+st.Dropped {
+		t.Fatalf("provider stats %+v", st)
+	}
+	if strings.Contains(out, key) {
+		t.Fatal("the real key is in the output")
+	}
+}
+
+// (d) The record's disk fills up: a clear error, and what was published
+// before stays intact and is carried once there is room again.
+func TestFaultRecordDiskFull(t *testing.T) {
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "rec")
+	if err := os.Mkdir(rec, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", rec).Run(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true: mounting a tmpfs for the record is required: %v", err)
+		}
+		t.Skipf("cannot mount a tmpfs (not root?): %v", err)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", rec).Run() })
+	evalset := func(n int) {
+		var samples []string
+		for i := 0; i < n; i++ {
+			samples = append(samples, fmt.Sprintf(`      - {id: s%03d, input: "%s", target: ok}`, i, strings.Repeat("x", 2000)))
+		}
+		writeFile(t, filepath.Join(dir, "steward.yaml"), `
+tasks:
+  - name: t
+    sandbox: {provider: local}
+    exclusive: false
+    max_samples: 4
+    agent: 'echo ok; head -c 3000 /dev/zero | tr "\0" y >&2'
+    scorer: {match: exact}
+    samples:
+`+strings.Join(samples, "\n")+"\n")
+	}
+	evalset(10)
+	out, code := faultLaunch(t, dir, nil, 2*time.Minute, "launch", "--record", rec)
+	if code != 0 {
+		t.Fatalf("first run exit %d:\n%s", code, out)
+	}
+	// Fill the disk, then ask for more work.
+	fill, err := os.Create(filepath.Join(rec, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := fill.Write(buf); err != nil {
+			break
+		}
+	}
+	for len(buf) > 1 {
+		buf = buf[:len(buf)/2]
+		for {
+			if _, err := fill.Write(buf); err != nil {
+				break
+			}
+		}
+	}
+	fill.Close()
+	evalset(200)
+	out, code = faultLaunch(t, dir, nil, 3*time.Minute, "launch", "--record", rec)
+	low := strings.ToLower(out)
+	if code == 0 || !(strings.Contains(low, "disk is full") || strings.Contains(low, "no space left")) {
+		t.Fatalf("a full record disk must fail clearly, exit %d:\n%s", code, out)
+	}
+	if code != 3 {
+		t.Errorf("a full record disk is an infrastructure error: exit %d, want 3:\n%s", code, out)
+	}
+	// Room again: the record opens, the first run's ten are intact and carried.
+	if err := os.Remove(filepath.Join(rec, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	crashIntegrity(t, rec)
+	ctx := context.Background()
+	db, err := record.Open(ctx, rec)
+	if err != nil {
+		t.Fatalf("reopen after disk full: %v", err)
+	}
+	runs, _ := db.Runs(ctx)
+	first := runs[len(runs)-1]
+	for _, r := range runs {
+		if r.Started.Before(first.Started) {
+			first = r
+		}
+	}
+	as, err := db.Attempts(ctx, first.ID)
+	db.Close()
+	if err != nil || len(as) != 10 {
+		t.Fatalf("first run's attempts after disk full: %d %v", len(as), err)
+	}
+	for _, a := range as {
+		if a.Status != "passed" || a.Fingerprint == "" || a.Finished.IsZero() {
+			t.Fatalf("damaged attempt %+v", a)
+		}
+	}
+	out, code = faultLaunch(t, dir, nil, 3*time.Minute, "launch", "--record", rec)
+	c := crashCounts(out)
+	if code != 0 || c == nil || c[0] != 200 || c[1] < 10 || c[4] != 200 {
+		t.Fatalf("after room is back, exit %d:\n%s", code, out)
+	}
+}
