@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/record"
@@ -56,6 +57,10 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 		fmt.Fprintf(l.opts.Stderr, "steward: %s: infrastructure error, retrying (%d of %d): %s\n", a.ID(l.p), try+1, retries, l.scrub(row.Reason))
 	}
 	l.gw.Revoke(token)
+	// Usage of a stream that just ended is charged after its last byte: wait for it.
+	dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_ = l.gw.Drain(dctx, gwID)
+	cancel()
 	if u, ok := l.gw.Usage(gwID); ok {
 		row.InputTokens, row.OutputTokens, row.CostUSD, row.Requests = u.InputTokens, u.OutputTokens, u.CostUSD, u.Requests
 	}
