@@ -66,7 +66,10 @@ func (g *ghEnv) cmd(args ...string) *exec.Cmd {
 	c := exec.Command(exe, args...)
 	c.Dir = g.dir
 	// Only what a runner would pass: no inherited INPUT_* or GITHUB_*.
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + os.TempDir()}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	if _, ok := g.vars["TMPDIR"]; !ok {
+		env = append(env, "TMPDIR="+os.TempDir())
+	}
 	for k, v := range g.vars {
 		env = append(env, k+"="+v)
 	}
@@ -478,7 +481,183 @@ func TestActionImageSiblingSandboxes(t *testing.T) {
 	t.Logf("action log:\n%s", log)
 }
 
-var (
-	_ = syscall.SIGINT
-	_ = record.FileName
-)
+// slowEvalSet: three quick samples, then slow ones, at most three at a time,
+// so that at the first signal some attempts are published, three are running
+// and the rest are queued. Each slow agent writes its shell's and its
+// child's pids into MARKERS.
+const slowEvalSet = `
+name: action-cancel
+tasks:
+  - name: slow
+    sandbox: {provider: PROVIDER}
+    exclusive: false
+    max_samples: 3
+    agent: 'if [ "$STEWARD_INPUT" = slow ]; then sleep 120 & echo "$$ $!" > MARKERS/$STEWARD_SAMPLE_ID.pids; wait; fi; echo ok'
+    scorer: {match: exact}
+    samples:
+      - {id: q1, input: quick, target: ok}
+      - {id: q2, input: quick, target: ok}
+      - {id: q3, input: quick, target: ok}
+      - {id: s1, input: slow, target: ok}
+      - {id: s2, input: slow, target: ok}
+      - {id: s3, input: slow, target: ok}
+      - {id: s4, input: slow, target: ok}
+      - {id: s5, input: slow, target: ok}
+      - {id: s6, input: slow, target: ok}
+`
+
+// runnerCancel sends what the Actions runner sends when a job is cancelled:
+// SIGINT, SIGTERM 7.5 s later, then SIGKILL 2.5 s after that. It stops as
+// soon as exited is closed and says whether the kill was needed.
+func runnerCancel(t *testing.T, signal func(os.Signal), exited <-chan struct{}) (killed bool) {
+	t.Helper()
+	start := time.Now()
+	defer func() { t.Logf("exited %v after SIGINT", time.Since(start).Round(10*time.Millisecond)) }()
+	signal(syscall.SIGINT)
+	for _, step := range []struct {
+		after time.Duration
+		sig   os.Signal
+	}{{7500 * time.Millisecond, syscall.SIGTERM}, {2500 * time.Millisecond, syscall.SIGKILL}} {
+		select {
+		case <-exited:
+			return false
+		case <-time.After(step.after):
+			t.Logf("sending %v", step.sig)
+			signal(step.sig)
+		}
+	}
+	<-exited
+	return true
+}
+
+// alive says whether pid is a live (not zombie) process.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(rest, "Z") && !strings.HasPrefix(rest, "X")
+}
+
+// checkCancelledRecord: the published attempts are the quick ones, whole; the
+// report from the record shows the running ones interrupted and the queued
+// ones skipped, and nothing else.
+func checkCancelledRecord(t *testing.T, dir, rec string) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := record.Open(ctx, rec)
+	if err != nil {
+		t.Fatalf("reopen the record: %v", err)
+	}
+	runs, err := db.Runs(ctx)
+	if err != nil || len(runs) != 1 {
+		db.Close()
+		t.Fatalf("runs %+v: %v", runs, err)
+	}
+	as, err := db.Attempts(ctx, runs[0].ID)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]string{}
+	for _, a := range as {
+		status[a.Sample] = a.Status
+		if a.Status == "passed" && (a.Fingerprint == "" || a.Finished.IsZero()) {
+			t.Fatalf("half-written attempt %+v", a)
+		}
+	}
+	for _, q := range []string{"q1", "q2", "q3"} {
+		if status[q] != "passed" {
+			t.Fatalf("finished attempt %s is %q in the record (all: %v)", q, status[q], status)
+		}
+	}
+	out, _ := stewardJSON(t, dir, "report", "--record", rec, "--format", "json")
+	var rep struct {
+		Partial  bool       `json:"partial"`
+		Attempts []shardRow `json:"attempts"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	got := map[string]int{}
+	for _, r := range rep.Attempts {
+		got[r.Status]++
+		if strings.HasPrefix(r.Sample, "s") && r.Status != "interrupted" && r.Status != "skipped" {
+			t.Errorf("slow sample %s is %s, want interrupted or skipped", r.Sample, r.Status)
+		}
+	}
+	if !rep.Partial || len(rep.Attempts) != 9 || got["passed"] != 3 || got["interrupted"] < 1 || got["skipped"] < 1 {
+		t.Fatalf("report from the record: partial=%v statuses %v (want 3 passed, the running interrupted, the queued skipped)", rep.Partial, got)
+	}
+}
+
+// The runner's cancellation sequence mid-run: Steward stops dispatching,
+// publishes what finished, posts a partial comment and summary before the
+// kill, and leaves no sandbox (process or workdir) behind.
+func TestActionCancelled(t *testing.T) {
+	gh := fakegithub.New(t)
+	gh.AddToken("ghs_writeToken1234", "github-actions[bot]", true)
+	gh.AddPullRequest("octo", "evals", 17)
+
+	dir := t.TempDir()
+	markers := filepath.Join(dir, "markers")
+	tmp := filepath.Join(dir, "tmp")
+	for _, d := range []string{markers, tmp} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	es := strings.NewReplacer("PROVIDER", "local", "MARKERS", markers).Replace(slowEvalSet)
+	writeFile(t, filepath.Join(dir, "steward.yaml"), es)
+	g := newGHEnv(t, dir, gh.URL, 17)
+	g.vars["INPUT_GITHUB-TOKEN"] = "ghs_writeToken1234"
+	g.vars["TMPDIR"] = tmp // the local sandboxes' workdirs
+
+	c := g.cmd()
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, &out
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = c.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = c.Process.Kill(); <-exited })
+
+	waitFor(t, func() bool { m, _ := filepath.Glob(filepath.Join(markers, "*.pids")); return len(m) == 3 })
+	var pids []int
+	m, _ := filepath.Glob(filepath.Join(markers, "*.pids"))
+	for _, f := range m {
+		for _, w := range strings.Fields(string(mustRead(t, f))) {
+			var pid int
+			fmt.Sscan(w, &pid)
+			pids = append(pids, pid)
+		}
+	}
+	if killed := runnerCancel(t, func(s os.Signal) { _ = c.Process.Signal(s) }, exited); killed {
+		t.Fatalf("steward needed the runner's SIGKILL:\n%s", out.String())
+	}
+	if code := c.ProcessState.ExitCode(); code != 130 {
+		t.Fatalf("exit %d after cancellation, want 130:\n%s", code, out.String())
+	}
+
+	mine := stickyComments(t, gh)
+	if len(mine) != 1 || !strings.Contains(mine[0].Body, "Partial report") {
+		t.Fatalf("no partial comment posted (%d comments):\n%+v\n%s", len(mine), mine, out.String())
+	}
+	if sum := string(mustRead(t, g.summary)); !strings.Contains(sum, "Partial report") {
+		t.Fatalf("the summary has no partial banner:\n%s", sum)
+	}
+	if outs := readOutputs(t, g.output); outs["partial"] != "true" || outs["passed"] != "3" {
+		t.Fatalf("outputs %v", outs)
+	}
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Errorf("sandbox process %d outlived the run", pid)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "steward-*")); len(left) > 0 {
+		t.Errorf("sandbox workdirs left: %v", left)
+	}
+	checkCancelledRecord(t, dir, filepath.Join(dir, ".steward"))
+}
