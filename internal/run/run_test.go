@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/record"
@@ -305,5 +306,73 @@ tasks:
 	r = launchSet(t, path, func(o *Options) { o.Concurrency = 3 })
 	if r.rep.Counts.Passed != 9 {
 		t.Fatalf("counts %+v", r.rep.Counts)
+	}
+}
+
+// A task waiting on a lease key holds nothing: an unrelated task on the
+// exclusive local provider runs meanwhile; the waiter runs once the key is free.
+func TestLeaseWaiterDoesNotBlockExclusiveProvider(t *testing.T) {
+	dir := t.TempDir()
+	path := write(t, dir, "steward.yaml", `
+tasks:
+  - name: shared
+    sandbox: {provider: local}
+    shared_state: {key: k}
+    agent: 'echo ok'
+    scorer: {match: exact}
+    samples: [{id: s1, input: "", target: ok}]
+  - name: unrelated
+    sandbox: {provider: local}
+    agent: 'echo ok'
+    scorer: {match: exact}
+    samples: [{id: u1, input: "", target: ok}, {id: u2, input: "", target: ok}]
+`)
+	ctx := context.Background()
+	db, err := record.Open(ctx, filepath.Join(dir, ".steward"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// Another invocation holds the key.
+	tok, err := db.TryAcquire(ctx, "k", "other-run", "shared", 1, "elsewhere", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan launched, 1)
+	go func() { done <- launchSet(t, path, nil) }()
+	// The unrelated exclusive task finishes while the shared one waits.
+	deadline := time.After(2 * time.Minute)
+	for {
+		runs, _ := db.Runs(ctx)
+		if len(runs) == 1 {
+			as, _ := db.Attempts(ctx, runs[0].ID)
+			passed := 0
+			for _, a := range as {
+				if a.Task == "unrelated" && a.Status == "passed" {
+					passed++
+				}
+				if a.Task == "shared" {
+					t.Fatalf("the shared task ran while the lease was held: %+v", a)
+				}
+			}
+			if passed == 2 {
+				break
+			}
+		}
+		select {
+		case <-deadline:
+			t.Fatal("the unrelated task did not run while another waited for a lease")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if err := db.Release(ctx, "k", tok); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if got := statuses(r.rep); got != "s1:p u1:p u2:p" {
+		t.Fatalf("statuses %s", got)
+	}
+	if !strings.Contains(r.stderr, `waits for lease "k", held by run other-run`) {
+		t.Fatalf("the waiter did not say what it waits for:\n%s", r.stderr)
 	}
 }
