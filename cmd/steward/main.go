@@ -8,6 +8,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/steward-evals/steward/internal/cli"
 )
 
@@ -33,7 +35,8 @@ func main() {
 	os.Exit(code)
 }
 
+// isTTY asks the terminal driver (a character device such as /dev/null is not a terminal).
 func isTTY(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
