@@ -230,6 +230,11 @@ func inContainer(env Env) bool {
 // runs' leftovers (D4) to the docker provider.
 type dockerProvider struct{ *docker.Provider }
 
+// SweepAfterRun removes what dead runs left, this run's crashed workers included.
+func (d dockerProvider) SweepAfterRun(ctx context.Context) {
+	_, _ = d.Sweep(ctx, io.Discard)
+}
+
 func (d dockerProvider) PreflightRun(ctx context.Context, specs []*sandbox.Spec, concurrency int, w interface{ Write([]byte) (int, error) }, confirm func(string) bool, write bool) error {
 	if _, err := d.Sweep(ctx, io.Discard); err != nil {
 		fmt.Fprintf(w, "steward: sweep leftovers of dead runs: %v\n", err)

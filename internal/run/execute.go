@@ -18,9 +18,9 @@ import (
 	"github.com/steward-evals/steward/internal/sched"
 )
 
-// Sweeper is implemented by providers that can remove what dead runs left (D4).
-type Sweeper interface {
-	Sweep(ctx context.Context, w interface{ Write([]byte) (int, error) }) error
+// afterRunSweeper is implemented by providers that remove what dead runs left (D4).
+type afterRunSweeper interface {
+	SweepAfterRun(ctx context.Context)
 }
 
 func (l *launcher) execute(ctx context.Context) (*Result, error) {
@@ -29,7 +29,18 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("take the run lock: %w", err)
 	}
-	defer lock.Release()
+	defer func() {
+		// Once this run's lock is released it counts as dead, so a last sweep
+		// removes whatever a crashed worker of this run left (D4).
+		_ = lock.Release()
+		for _, prov := range l.providers {
+			if s, ok := prov.(afterRunSweeper); ok {
+				sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				s.SweepAfterRun(sctx)
+				cancel()
+			}
+		}
+	}()
 	if err := db.StartRun(ctx, record.Run{ID: l.runID, EvalSet: l.es.File, Title: l.opts.Title, Plan: l.planLine, Shard: l.opts.Shard,
 		Started: l.start, PID: os.Getpid(), Host: hostname(), LockPath: l.lockPath(), BudgetUSD: l.opts.BudgetUSD}); err != nil {
 		return nil, err
