@@ -187,7 +187,16 @@ func (pf providerFactory) DockerAvailable(ctx context.Context) bool { return doc
 func (pf providerFactory) Provider(ctx context.Context, name string, ri run.RunInfo) (sandbox.Provider, error) {
 	switch name {
 	case "local":
-		return local.New(local.Options{}), nil
+		if ri.RunID == "" {
+			return local.New(local.Options{}), nil
+		}
+		// One directory per run holds its local sandboxes; the supervisor
+		// removes it after the run, whatever a crashed worker left.
+		dir := filepath.Join(os.TempDir(), "steward-run-"+ri.RunID)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		return localProvider{local.New(local.Options{BaseDir: dir}), dir}, nil
 	case "docker":
 		p, err := docker.New(ctx, docker.Options{
 			RunID: ri.RunID, LockPath: ri.LockPath, Log: ri.Stderr,
@@ -200,6 +209,14 @@ func (pf providerFactory) Provider(ctx context.Context, name string, ri run.RunI
 	}
 	return nil, fmt.Errorf("unknown sandbox provider %q", name)
 }
+
+type localProvider struct {
+	*local.Provider
+	dir string
+}
+
+// SweepAfterRun removes the run's sandbox directory.
+func (l localProvider) SweepAfterRun(ctx context.Context) { _ = os.RemoveAll(l.dir) }
 
 // inContainer: STEWARD_IN_CONTAINER=1|0 decides; otherwise Steward runs in a
 // container of the daemon it talks to (the action's case) when /.dockerenv
