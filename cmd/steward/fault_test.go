@@ -211,7 +211,7 @@ tasks:
 			if err := p.SetRules(faultproxy.Rule{Method: "POST", Path: `^/exec/[^/]+/start$`, Action: tc.action, Times: 1}); err != nil {
 				t.Fatal(err)
 			}
-			out, code := faultLaunch(t, dir, env, 3*time.Minute, "launch")
+			out, code := faultLaunch(t, dir, env, 90*time.Second, "launch")
 			if p.Hits()[0] != 1 {
 				t.Fatalf("the fault was not hit: %v\n%s", p.Hits(), out)
 			}
@@ -281,8 +281,9 @@ tasks:
 	}
 }
 
-// (d) The record's disk fills up: a clear error, and what was published
-// before stays intact and is carried once there is room again.
+// (d) The record's disk fills up, before a launch and in the middle of one:
+// a clear error (exit 3, naming the record and the full disk), and what was
+// published stays intact and is carried once there is room again.
 func TestFaultRecordDiskFull(t *testing.T) {
 	dir := t.TempDir()
 	rec := filepath.Join(dir, "rec")
@@ -296,7 +297,7 @@ func TestFaultRecordDiskFull(t *testing.T) {
 		t.Skipf("cannot mount a tmpfs (not root?): %v", err)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", rec).Run() })
-	evalset := func(n int) {
+	evalset := func(n int, agent string) {
 		var samples []string
 		for i := 0; i < n; i++ {
 			samples = append(samples, fmt.Sprintf(`      - {id: s%03d, input: "%s", target: ok}`, i, strings.Repeat("x", 2000)))
@@ -307,75 +308,112 @@ tasks:
     sandbox: {provider: local}
     exclusive: false
     max_samples: 4
-    agent: 'echo ok; head -c 3000 /dev/zero | tr "\0" y >&2'
+    agent: '`+agent+`; echo ok; head -c 3000 /dev/zero | tr "\0" y >&2'
     scorer: {match: exact}
     samples:
 `+strings.Join(samples, "\n")+"\n")
 	}
-	evalset(10)
-	out, code := faultLaunch(t, dir, nil, 2*time.Minute, "launch", "--record", rec)
-	if code != 0 {
-		t.Fatalf("first run exit %d:\n%s", code, out)
-	}
-	// Fill the disk, then ask for more work.
-	fill, err := os.Create(filepath.Join(rec, "filler"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 64<<10)
-	for {
-		if _, err := fill.Write(buf); err != nil {
-			break
+	filler := filepath.Join(rec, "filler")
+	fill := func() {
+		f, err := os.OpenFile(filler, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	for len(buf) > 1 {
-		buf = buf[:len(buf)/2]
-		for {
-			if _, err := fill.Write(buf); err != nil {
-				break
+		defer f.Close()
+		for n := 64 << 10; n >= 1; n /= 2 {
+			buf := make([]byte, n)
+			for {
+				if _, err := f.Write(buf); err != nil {
+					break
+				}
 			}
 		}
 	}
-	fill.Close()
-	evalset(200)
-	out, code = faultLaunch(t, dir, nil, 3*time.Minute, "launch", "--record", rec)
-	low := strings.ToLower(out)
-	if code == 0 || !(strings.Contains(low, "disk is full") || strings.Contains(low, "no space left")) {
-		t.Fatalf("a full record disk must fail clearly, exit %d:\n%s", code, out)
+	published := func() map[string]bool {
+		ctx := context.Background()
+		db, err := record.Open(ctx, rec)
+		if err != nil {
+			t.Fatalf("reopen the record: %v", err)
+		}
+		defer db.Close()
+		runs, _ := db.Runs(ctx)
+		got := map[string]bool{}
+		for _, r := range runs {
+			as, err := db.Attempts(ctx, r.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range as {
+				if a.Status != "passed" || a.Fingerprint == "" || a.Finished.IsZero() {
+					t.Fatalf("damaged attempt %+v", a)
+				}
+				got[a.Sample] = true
+			}
+		}
+		return got
 	}
-	if code != 3 {
-		t.Errorf("a full record disk is an infrastructure error: exit %d, want 3:\n%s", code, out)
+	checkFull := func(what, out string, code int) {
+		low := strings.ToLower(out)
+		if code != 3 || !(strings.Contains(low, "disk is full") || strings.Contains(low, "no space left")) || !strings.Contains(out, rec) {
+			t.Errorf("%s: a full record disk must end the run with exit 3 and say the record's disk is full; exit %d:\n%s", what, code, out)
+		}
 	}
-	// Room again: the record opens, the first run's ten are intact and carried.
-	if err := os.Remove(filepath.Join(rec, "filler")); err != nil {
+
+	// 1. Ten attempts published, then the disk is full before a launch.
+	evalset(10, "true")
+	if out, code := faultLaunch(t, dir, nil, 2*time.Minute, "launch", "--record", rec); code != 0 {
+		t.Fatalf("first run exit %d:\n%s", code, out)
+	}
+	fill()
+	evalset(60, "true")
+	out, code := faultLaunch(t, dir, nil, 3*time.Minute, "launch", "--record", rec)
+	checkFull("full before launch", out, code)
+	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
 	crashIntegrity(t, rec)
-	ctx := context.Background()
-	db, err := record.Open(ctx, rec)
-	if err != nil {
-		t.Fatalf("reopen after disk full: %v", err)
+	if got := published(); len(got) != 10 {
+		t.Fatalf("published after a full disk at launch: %d, want 10", len(got))
 	}
-	runs, _ := db.Runs(ctx)
-	first := runs[len(runs)-1]
-	for _, r := range runs {
-		if r.Started.Before(first.Started) {
-			first = r
-		}
+
+	// 2. The disk fills in the middle of a launch.
+	evalset(60, "sleep 0.2")
+	cmd := exec.Command(exe, "launch", "--record", rec)
+	cmd.Dir = dir
+	var buf syncBuf
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	as, err := db.Attempts(ctx, first.ID)
-	db.Close()
-	if err != nil || len(as) != 10 {
-		t.Fatalf("first run's attempts after disk full: %d %v", len(as), err)
+	waitFor(t, func() bool { return len(published()) >= 16 })
+	fill()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the run hung on a full disk:\n%s", buf.String())
 	}
-	for _, a := range as {
-		if a.Status != "passed" || a.Fingerprint == "" || a.Finished.IsZero() {
-			t.Fatalf("damaged attempt %+v", a)
-		}
+	checkFull("full during launch", buf.String(), cmd.ProcessState.ExitCode())
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
 	}
+	crashIntegrity(t, rec)
+	kept := published()
+	// The counts line must not claim results the record could not keep, and
+	// work whose results cannot be kept should stop being dispatched.
+	if c := crashCounts(buf.String()); c == nil || c[4] > len(kept) {
+		t.Errorf("full during launch: the counts line claims %v passed, the record holds %d:\n%s", c, len(kept), buf.String())
+	}
+	if n := strings.Count(buf.String(), "database or disk is full"); n > 4+2 {
+		t.Errorf("full during launch: %d attempts ran after the record could no longer take results (dispatching should stop at the first failed publish)", n)
+	}
+
+	// Room again: the set completes, carrying what was published.
 	out, code = faultLaunch(t, dir, nil, 3*time.Minute, "launch", "--record", rec)
 	c := crashCounts(out)
-	if code != 0 || c == nil || c[0] != 200 || c[1] < 10 || c[4] != 200 {
-		t.Fatalf("after room is back, exit %d:\n%s", code, out)
+	if code != 0 || c == nil || c[0] != 60 || c[1] != len(kept)-0 || c[4] != 60 {
+		t.Fatalf("after room is back (%d published), exit %d:\n%s", len(kept), code, out)
 	}
 }
