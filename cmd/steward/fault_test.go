@@ -36,7 +36,11 @@ func faultDocker(t *testing.T, owner string) (*faultproxy.Proxy, string, string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Close() })
+	t.Cleanup(func() {
+		p.Close()
+		// Whatever a killed (hung) run left is swept, as the next launch would.
+		_ = exec.Command(exe, "sweep").Run()
+	})
 	img := dockertest.BusyboxContext(t, owner)
 	t.Cleanup(func() {
 		if sum, err := sbdocker.ContextHash(img); err == nil {
