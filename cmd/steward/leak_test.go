@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/sandbox/docker/dockertest"
+)
+
+func leakEvalSet(t *testing.T, agent string) string {
+	t.Helper()
+	dir := t.TempDir()
+	img := dockertest.BusyboxContext(t, "cmd-steward-leak")
+	writeFile(t, filepath.Join(dir, "steward.yaml"), `
+tasks:
+  - name: box
+    sandbox: {provider: docker, build: `+img+`, memory: 64m}
+    agent: '`+agent+`'
+    scorer: {match: exact}
+    samples: [{id: a, input: "", target: ok}, {id: b, input: "", target: ok}, {id: c, input: "", target: ok}]
+`)
+	return dir
+}
+
+// Leak test (D4): SIGKILL a running launch with live sandboxes (supervisor
+// and workers at once); `steward sweep` removes every container and network
+// it left, while a second run alive at the same time loses nothing.
+func TestKilledDockerRunIsSwept(t *testing.T) {
+	cli := dockertest.Client(t)
+	ctx := context.Background()
+	t.Cleanup(func() {
+		imgs, _ := cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("reference", "steward-build"))})
+		for _, im := range imgs {
+			_, _ = cli.ImageRemove(ctx, im.ID, image.RemoveOptions{Force: true, PruneChildren: true})
+		}
+	})
+	victim := leakEvalSet(t, "sleep 60; echo ok")
+	survivor := leakEvalSet(t, "sleep 8; echo ok")
+
+	live := exec.Command(exe, "launch", "--max-concurrency", "3")
+	live.Dir = survivor
+	var liveOut bytes.Buffer
+	live.Stdout, live.Stderr = &liveOut, &liveOut
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+
+	doomed := exec.Command(exe, "launch", "--max-concurrency", "3")
+	doomed.Dir = victim
+	doomed.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var doomedOut bytes.Buffer
+	doomed.Stdout, doomed.Stderr = &doomedOut, &doomedOut
+	if err := doomed.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the doomed run has live sandboxes.
+	var runID string
+	for i := 0; i < 600 && runID == ""; i++ {
+		time.Sleep(100 * time.Millisecond)
+		cs, _ := cli.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelTask+"=box"), filters.Arg("status", "running"))})
+		for _, c := range cs {
+			if strings.Contains(c.Labels["dev.steward.lock"], strings.TrimPrefix(victim, "/")) || strings.HasPrefix(c.Labels["dev.steward.lock"], victim) {
+				runID = c.Labels[sandbox.LabelRun]
+			}
+		}
+	}
+	if runID == "" {
+		_ = syscall.Kill(-doomed.Process.Pid, syscall.SIGKILL)
+		t.Fatalf("the doomed run never had a live sandbox:\n%s", doomedOut.String())
+	}
+	// Kill the supervisor and its workers at once: nobody cleans up.
+	_ = syscall.Kill(-doomed.Process.Pid, syscall.SIGKILL)
+	_ = doomed.Wait()
+	byRun := filters.NewArgs(filters.Arg("label", sandbox.LabelRun+"="+runID))
+	left, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: byRun})
+	if len(left) == 0 {
+		t.Fatal("the kill left no container: the test proves nothing")
+	}
+	out, code := steward(t, victim, "sweep")
+	if code != 0 {
+		t.Fatalf("sweep exit %d:\n%s", code, out)
+	}
+	left, _ = cli.ContainerList(ctx, container.ListOptions{All: true, Filters: byRun})
+	nets, _ := cli.NetworkList(ctx, network.ListOptions{Filters: byRun})
+	if len(left) > 0 || len(nets) > 0 {
+		t.Fatalf("after sweep: %d containers, %d networks of the dead run\n%s", len(left), len(nets), out)
+	}
+	// The live run lost nothing.
+	if err := live.Wait(); err != nil {
+		t.Fatalf("live run: %v\n%s", err, liveOut.String())
+	}
+	if !strings.Contains(liveOut.String(), "3 passed") {
+		t.Fatalf("live run:\n%s", liveOut.String())
+	}
+}
