@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -420,4 +421,143 @@ tasks:
 	if code != 0 || c == nil || c[0] != 60 || c[1] != len(kept)-0 || c[4] != 60 {
 		t.Fatalf("after room is back (%d published), exit %d:\n%s", len(kept), code, out)
 	}
+}
+
+// ---- security: secrets never reach a local sandbox, the record or a report ----
+
+// The model API key and the GitHub token are in Steward's environment; a
+// local sandbox's environment holds neither (only the per-attempt gateway
+// token), and when an agent prints the real key anyway (the local provider is
+// not isolated: it could read it from the host), the output, the record and
+// every report show it masked.
+func TestSecretsNeverReachLocalSandboxOrRecord(t *testing.T) {
+	const key = "sk-real-local-key-5e0c2d9a"
+	const ghToken = "ghs_local_secret_token_77aa10"
+	fp := fakeprovider.New(fakeprovider.Config{APIKey: key})
+	url, err := fp.Start(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fp.Close()
+	dir := t.TempDir()
+	envDir := filepath.Join(dir, "envs")
+	if err := os.Mkdir(envDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A "leak" the agent can reach on the host, as an unisolated process could.
+	writeFile(t, filepath.Join(dir, "leaked.txt"), key+"\n")
+	writeFile(t, filepath.Join(dir, "steward.yaml"), `
+model:
+  upstream: openai
+  name: gpt-sec
+  base_url: `+url+`/v1
+  api_key_env: OPENAI_API_KEY
+tasks:
+  - name: chat
+    sandbox: {provider: local}
+    exclusive: false
+    agent: 'env > `+envDir+`/$STEWARD_SAMPLE_ID.env; "$STEWARD_BIN" agent chat'
+    scorer: {match: exact}
+    samples:
+      - {id: a, input: "What is 6*7?", target: "42"}
+      - {id: b, input: "What is 1+2?", target: "3"}
+  - name: leaky
+    sandbox: {provider: local}
+    exclusive: false
+    agent: 'k=$(cat `+filepath.Join(dir, "leaked.txt")+`); echo "stderr has $k" >&2; echo "answer $k"'
+    scorer: {command: 'echo "{\"passed\": false, \"explanation\": \"saw $STEWARD_ANSWER\"}"'}
+    samples:
+      - {id: c, input: "x", target: "y"}
+`)
+	env := []string{"OPENAI_API_KEY=" + key, "GITHUB_TOKEN=" + ghToken, "ANTHROPIC_API_KEY=" + key}
+	out, code := faultLaunch(t, dir, env, 2*time.Minute, "launch", "--report-dir", filepath.Join(dir, "reports"))
+	if code != 1 || !strings.Contains(out, "2 passed · 1 failed") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if st := fp.Stats(); len(st.APIKeys) != 1 || st.APIKeys[0] != key || st.Succeeded != 2 {
+		t.Fatalf("the provider saw %+v", st)
+	}
+	for _, id := range []string{"a", "b"} {
+		b, err := os.ReadFile(filepath.Join(envDir, id+".env"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(b)
+		if strings.Contains(s, key) || strings.Contains(s, ghToken) || strings.Contains(s, "GITHUB_TOKEN") {
+			t.Fatalf("sandbox %s environment holds a secret:\n%s", id, s)
+		}
+		if !strings.Contains(s, "OPENAI_API_KEY=stw-") {
+			t.Fatalf("sandbox %s has no gateway token:\n%s", id, s)
+		}
+	}
+	texts := map[string]string{"launch output": out}
+	for _, f := range []string{"report.md", "report.json", "junit.xml"} {
+		b, err := os.ReadFile(filepath.Join(dir, "reports", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts[f] = string(b)
+	}
+	for _, format := range []string{"terminal", "markdown", "json", "junit", "comment"} {
+		o, _ := faultLaunch(t, dir, env, time.Minute, "report", "--format", format)
+		texts["report --format "+format] = o
+	}
+	texts["record"] = recordText(t, filepath.Join(dir, ".steward", "record.sqlite"))
+	for name, s := range texts {
+		if strings.Contains(s, key) || strings.Contains(s, ghToken) {
+			t.Errorf("a secret is in the %s", name)
+		}
+	}
+	// The leaky attempt's output is there, masked.
+	if !strings.Contains(texts["record"], "stderr has ") || !strings.Contains(texts["report.json"], "answer ") {
+		t.Errorf("the leaky attempt's output is missing from the record or the report")
+	}
+}
+
+// recordText concatenates every text value of every table of a record.
+func recordText(t *testing.T, path string) string {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tables, err := db.Query("SELECT name FROM sqlite_master WHERE type = 'table'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for tables.Next() {
+		var n string
+		_ = tables.Scan(&n)
+		names = append(names, n)
+	}
+	tables.Close()
+	var b strings.Builder
+	for _, table := range names {
+		rows, err := db.Query(`SELECT * FROM "` + table + `"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			_ = rows.Scan(ptrs...)
+			for _, v := range vals {
+				switch x := v.(type) {
+				case string:
+					b.WriteString(x)
+				case []byte:
+					b.Write(x)
+				}
+				b.WriteByte('\n')
+			}
+		}
+		rows.Close()
+	}
+	return b.String()
 }
