@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+
 	"github.com/steward-evals/steward/internal/ghaction/fakegithub"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/sandbox"
@@ -634,11 +636,10 @@ func TestActionCancelled(t *testing.T) {
 			pids = append(pids, pid)
 		}
 	}
-	if killed := runnerCancel(t, func(s os.Signal) { _ = c.Process.Signal(s) }, exited); killed {
-		t.Fatalf("steward needed the runner's SIGKILL:\n%s", out.String())
-	}
+	runnerCancel(t, func(s os.Signal) { _ = c.Process.Signal(s) }, exited)
+	// 130 is Steward's own exit after a cancellation; -1 means the SIGKILL.
 	if code := c.ProcessState.ExitCode(); code != 130 {
-		t.Fatalf("exit %d after cancellation, want 130:\n%s", code, out.String())
+		t.Fatalf("exit %d after cancellation, want 130 (not the runner's kill):\n%s", code, out.String())
 	}
 
 	mine := stickyComments(t, gh)
@@ -660,4 +661,106 @@ func TestActionCancelled(t *testing.T) {
 		t.Errorf("sandbox workdirs left: %v", left)
 	}
 	checkCancelledRecord(t, dir, filepath.Join(dir, ".steward"))
+}
+
+// The same sequence against the action's image with Docker sandboxes: the
+// action stops dispatching at the SIGINT, aborts the running attempts when
+// its grace ends (before the runner's SIGTERM), writes the partial report and
+// summary before the kill, the record keeps what finished, and no container
+// or network of the run is left.
+func TestActionImageCancelled(t *testing.T) {
+	needDocker(t)
+	img := actionImage(t)
+
+	evals := t.TempDir()
+	es := strings.NewReplacer("PROVIDER", "docker, build: image, memory: 64m", "MARKERS", ".").Replace(slowEvalSet)
+	writeFile(t, filepath.Join(evals, "steward.yaml"), es)
+	if err := os.CopyFS(filepath.Join(evals, "image"), os.DirFS(dockertest.BusyboxContext(t, "cmd-steward-action-image"))); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(evals, "summary.md"), "")
+	writeFile(t, filepath.Join(evals, "output"), "")
+	id := docker(t, "create",
+		"-v", "/var/run/docker.sock:/var/run/docker.sock",
+		"-w", "/work", "-e", "STEWARD_IN_CONTAINER=1", "-e", "CI=true", "-e", "GITHUB_ACTIONS=true",
+		"-e", "GITHUB_WORKSPACE=/work", "-e", "GITHUB_EVENT_NAME=push",
+		"-e", "GITHUB_STEP_SUMMARY=/work/summary.md", "-e", "GITHUB_OUTPUT=/work/output",
+		"-e", "INPUT_EVAL-SET=steward.yaml", "-e", "INPUT_COMMENT=false", "-e", "INPUT_CONCURRENCY=3",
+		"-e", "INPUT_RECORD=.steward", "-e", "INPUT_REPORT-DIR=report",
+		"--label", "dev.steward.test=cmd-steward-action-image",
+		img) // CMD ["action"]
+	cleanupScope(t, id)
+	docker(t, "cp", evals+"/.", id+":/work")
+
+	api := dockertest.Client(t)
+	start := exec.Command("docker", "start", "-a", id)
+	var log bytes.Buffer
+	start.Stdout, start.Stderr = &log, &log
+	if err := start.Start(); err != nil {
+		t.Fatal(err)
+	}
+	attached := make(chan struct{})
+	go func() { _ = start.Wait(); close(attached) }()
+	t.Cleanup(func() { _, _ = dockerErr("kill", id); <-attached })
+
+	// Mid-run: the quick attempts are published (the live record says so,
+	// read with the image's own binary) and three slow sandboxes run.
+	scope := "label=" + dockerpkg.LabelLockScope + "=container:" + docker(t, "inspect", "-f", "{{.Id}}", id)
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		rep, _ := dockerErr("exec", id, "/steward", "report", "--record", "/work/.steward", "--format", "json")
+		running := strings.Fields(docker(t, "ps", "-q", "--filter", scope, "--filter", "label=dev.steward.role=sandbox"))
+		if strings.Count(rep, `"status": "passed"`) == 3 && len(running) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run never reached three slow sandboxes:\n%s\n%s", rep, log.String())
+		}
+		select {
+		case <-attached:
+			t.Fatalf("the run ended early:\n%s", log.String())
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	// The daemon says when the container exits; signals go through the API
+	// (as the runner's do), not through a CLI process per signal.
+	ctx := context.Background()
+	waitC, errC := api.ContainerWait(ctx, id, container.WaitConditionNotRunning)
+	exited := make(chan struct{})
+	go func() {
+		select {
+		case <-waitC:
+		case <-errC:
+		}
+		close(exited)
+	}()
+	runnerCancel(t, func(s os.Signal) {
+		_ = api.ContainerKill(ctx, id, map[os.Signal]string{syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM", syscall.SIGKILL: "SIGKILL"}[s])
+	}, exited)
+	<-attached
+	// 130 is Steward's own exit after a cancellation; 137 is the SIGKILL.
+	if code := docker(t, "inspect", "-f", "{{.State.ExitCode}}", id); code != "130" {
+		t.Fatalf("exit %s after cancellation, want 130 (not the runner's kill):\n%s", code, log.String())
+	}
+
+	out := t.TempDir()
+	for _, f := range []string{"report", ".steward", "summary.md", "output"} {
+		docker(t, "cp", id+":/work/"+f, out)
+	}
+	if md := string(mustRead(t, filepath.Join(out, "summary.md"))); !strings.Contains(md, "Partial report") {
+		t.Fatalf("the step summary has no partial banner:\n%s\n%s", md, log.String())
+	}
+	if outs := readOutputs(t, filepath.Join(out, "output")); outs["partial"] != "true" || outs["passed"] != "3" {
+		t.Fatalf("outputs %v", outs)
+	}
+	var rep struct {
+		RunIDs []string `json:"run_ids"`
+	}
+	if err := json.Unmarshal(mustRead(t, filepath.Join(out, "report", "report.json")), &rep); err != nil || len(rep.RunIDs) != 1 {
+		t.Fatalf("report.json: %v %+v", err, rep)
+	}
+	if left := leftovers(t, rep.RunIDs[0]); left != "" {
+		t.Fatalf("the cancelled run left containers or networks:\n%s\n%s", left, log.String())
+	}
+	checkCancelledRecord(t, out, filepath.Join(out, ".steward"))
 }
