@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/steward-evals/steward/internal/ghaction/fakegithub"
 )
 
 // shardEvalSet has group lanes, two tasks sharing a lease key, attempts > 1
@@ -191,6 +193,32 @@ func TestShardAndMerge(t *testing.T) {
 			t.Fatalf("n=%d: merged rows differ from the unsharded run:\nmerged:\n%s\nunsharded:\n%s",
 				n, strings.Join(rowStrings(got), "\n"), strings.Join(rowStrings(whole), "\n"))
 		}
+	}
+
+	// The action's merge mode (the matrix's final job) merges the shard
+	// records named by a glob and posts the one sticky comment.
+	gh := fakegithub.New(t)
+	gh.AddToken("ghs_writeToken1234", "github-actions[bot]", true)
+	gh.AddPullRequest("octo", "evals", 17)
+	g := newGHEnv(t, dir, gh.URL, 17)
+	g.vars["INPUT_GITHUB-TOKEN"] = "ghs_writeToken1234"
+	g.vars["INPUT_MODE"] = "merge"
+	g.vars["INPUT_RECORDS"] = "n4/shard-*"
+	g.vars["INPUT_RECORD"] = "action-merged"
+	out, code = g.run(t)
+	if code != 1 {
+		t.Fatalf("action merge exit %d:\n%s", code, out)
+	}
+	outs := readOutputs(t, g.output)
+	if outs["total"] != "23" || outs["comment-url"] == "" {
+		t.Fatalf("action merge outputs %v\n%s", outs, out)
+	}
+	if cs := stickyComments(t, gh); len(cs) != 1 || !strings.Contains(cs[0].Body, "free2") {
+		t.Fatalf("action merge: comments %+v", cs)
+	}
+	merged, _ := stewardJSON(t, dir, "report", "--record", filepath.Join(dir, "action-merged"), "--format", "json")
+	if got := reportRows(t, merged); !reflect.DeepEqual(rowStrings(got), rowStrings(whole)) {
+		t.Fatalf("action merge rows differ from the unsharded run:\n%s", strings.Join(rowStrings(got), "\n"))
 	}
 
 	// Merging the same shard twice is refused, not double counted.
