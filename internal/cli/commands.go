@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -15,7 +16,9 @@ import (
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/run"
+	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox/docker"
+	"github.com/steward-evals/steward/internal/sandbox/local"
 )
 
 func openRecord(ctx context.Context, flag string, args []string, env Env) (*record.DB, error) {
@@ -111,6 +114,7 @@ func newSweep(env Env) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			local.Sweep(os.TempDir(), runlock.Alive, env.Stdout)
 			if !docker.Available(ctx) {
 				fmt.Fprintln(env.Stdout, "docker: no daemon answers; nothing to sweep")
 				return nil

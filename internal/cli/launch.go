@@ -15,6 +15,7 @@ import (
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/run"
+	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sandbox/docker"
 	"github.com/steward-evals/steward/internal/sandbox/local"
@@ -190,13 +191,13 @@ func (pf providerFactory) Provider(ctx context.Context, name string, ri run.RunI
 		if ri.RunID == "" {
 			return local.New(local.Options{}), nil
 		}
-		// One directory per run holds its local sandboxes; the supervisor
-		// removes it after the run, whatever a crashed worker left.
-		dir := filepath.Join(os.TempDir(), "steward-run-"+ri.RunID)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		// One directory per run holds its local sandboxes; after the run (and
+		// at the next launch, after a crash) what it left is stopped and removed.
+		p, dir, err := local.ForRun(os.TempDir(), ri.RunID, ri.LockPath)
+		if err != nil {
 			return nil, err
 		}
-		return localProvider{local.New(local.Options{BaseDir: dir}), dir}, nil
+		return localProvider{p, dir}, nil
 	case "docker":
 		p, err := docker.New(ctx, docker.Options{
 			RunID: ri.RunID, LockPath: ri.LockPath, Log: ri.Stderr,
@@ -215,8 +216,16 @@ type localProvider struct {
 	dir string
 }
 
-// SweepAfterRun removes the run's sandbox directory.
-func (l localProvider) SweepAfterRun(ctx context.Context) { _ = os.RemoveAll(l.dir) }
+// SweepAfterRun stops and removes what this run (now dead) and other dead runs left.
+func (l localProvider) SweepAfterRun(ctx context.Context) {
+	local.Sweep(os.TempDir(), runlock.Alive, io.Discard)
+}
+
+// PreflightRun sweeps what dead runs left before this one starts.
+func (l localProvider) PreflightRun(ctx context.Context, specs []*sandbox.Spec, concurrency int, w interface{ Write([]byte) (int, error) }, confirm func(string) bool, write bool) error {
+	local.Sweep(os.TempDir(), runlock.Alive, io.Discard)
+	return nil
+}
 
 // inContainer: STEWARD_IN_CONTAINER=1|0 decides; otherwise Steward runs in a
 // container of the daemon it talks to (the action's case) when /.dockerenv

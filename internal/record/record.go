@@ -112,7 +112,7 @@ var migrations = []string{
 // Open opens (creating if needed) the record in dir and migrates it.
 func Open(ctx context.Context, dir string) (*DB, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("open record: %w", err)
+		return nil, fmt.Errorf("open record: %w", Classify(dir, err))
 	}
 	path := filepath.Join(dir, FileName)
 	dsn := "file:" + path + "?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)&_txlock=immediate"
@@ -124,7 +124,7 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 	r := &DB{db: db, Dir: dir, Path: path}
 	if err := r.migrate(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open record %s: %w", path, err)
+		return nil, fmt.Errorf("open record %s: %w", path, Classify(dir, err))
 	}
 	return r, nil
 }

@@ -66,7 +66,21 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 	}
 	row.Reason, row.Log, row.Answer, row.Explanation = l.scrub(row.Reason), l.scrub(row.Log), l.scrub(row.Answer), l.scrub(row.Explanation)
 	if err := l.db.Publish(context.Background(), row); err != nil {
-		fmt.Fprintf(l.opts.Stderr, "steward: %v\n", err)
+		// The record cannot take results (a full disk): what runs now could
+		// not be kept, so nothing more is dispatched.
+		err = record.Classify(l.db.Dir, err)
+		l.mu.Lock()
+		first := l.recordErr == nil
+		if first {
+			l.recordErr = err
+		}
+		l.mu.Unlock()
+		if first {
+			fmt.Fprintf(l.opts.Stderr, "steward: %v\nsteward: no new attempts start\n", err)
+		}
+		l.cancelQueued("not started: the record cannot take results")
+		_ = l.disp.Finish(it.ID)
+		return
 	}
 	l.mu.Lock()
 	l.published[a.Seq] = row.Status
@@ -74,9 +88,9 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 		l.errWin[a.Task]++
 	}
 	l.mu.Unlock()
-	_ = l.disp.Finish(it.ID)
 
-	// S4: after a pass, the sample's undispatched attempts are not dispatched.
+	// S4: after a pass, the sample's undispatched attempts are not dispatched
+	// (decided before this attempt's slot is freed, so none slips in).
 	if row.Status == report.StatusPassed && (t.EarlyExit || l.opts.EarlyExit) {
 		var ids []int
 		l.disp.With(func(s *sched.State) {
@@ -101,6 +115,7 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 		}
 		l.cancelQueued(fmt.Sprintf("budget spent ($%.2f)", b))
 	}
+	_ = l.disp.Finish(it.ID)
 	if l.onFinish != nil {
 		l.onFinish()
 	}

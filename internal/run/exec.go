@@ -35,6 +35,10 @@ type executor struct {
 	bins  map[sandbox.Sandbox]bool     // sandboxes that hold the steward binary
 }
 
+// attemptSlack is the time an attempt may take beyond its task timeout for
+// sandbox creation, file copies and scoring bookkeeping.
+const attemptSlack = time.Minute
+
 // execEnv is what attempt execution needs; the supervisor fills it in
 // process, a worker process fills it from its init message (W1).
 type execEnv struct {
@@ -75,6 +79,11 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) r
 		panic("injected fault: STEWARD_WORKER_FAULT=" + e.x.fault)
 	}
 	t := l.p.Tasks[a.Task].Task
+	// The whole attempt (sandbox creation included) is bounded: a daemon that
+	// stops answering cannot hang the run.
+	runCtx := ctx
+	ctx, cancelAttempt := context.WithTimeout(ctx, t.Timeout.D()+attemptSlack)
+	defer cancelAttempt()
 	row := record.Attempt{
 		RunID: l.runID, Seq: a.Seq, Task: t.Name, Sample: a.Sample.ID, Attempt: a.Number,
 		Fingerprint: a.Fingerprint, Parts: a.PartsJSON(), Started: time.Now(), Source: a.Sample.Source,
@@ -86,8 +95,11 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) r
 		return row
 	}
 	classify := func(err error, what string) record.Attempt {
-		if ctx.Err() != nil {
+		if runCtx.Err() != nil {
 			return finish(report.StatusInterrupted, "interrupted: the run was cancelled")
+		}
+		if ctx.Err() != nil {
+			return finish(report.StatusInfra, fmt.Sprintf("%s: the sandbox provider did not answer within the attempt's time (timeout %s + %s): %v", what, t.Timeout, attemptSlack, err))
 		}
 		if errors.Is(err, sandbox.ErrInfra) {
 			return finish(report.StatusInfra, what+": "+err.Error())

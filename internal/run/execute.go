@@ -43,7 +43,7 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 	}()
 	if err := db.StartRun(ctx, record.Run{ID: l.runID, EvalSet: l.es.File, Title: l.opts.Title, Plan: l.planLine, Shard: l.opts.Shard,
 		Started: l.start, PID: os.Getpid(), Host: hostname(), LockPath: l.lockPath(), BudgetUSD: l.opts.BudgetUSD}); err != nil {
-		return nil, err
+		return nil, record.Classify(db.Dir, err)
 	}
 	fmt.Fprintln(l.opts.Stderr, report.PlanLine(l.planLine))
 	status, finished := "finished", false
@@ -242,8 +242,12 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 	if ctx.Err() != nil || l.opts.Hard.Err() != nil {
 		status = "cancelled"
 	}
+	if l.recordErr != nil {
+		finished = true
+		return nil, l.recordErr
+	}
 	if err := db.FinishRun(context.Background(), l.runID, status, time.Now(), l.left); err != nil {
-		return nil, err
+		return nil, record.Classify(db.Dir, err)
 	}
 	finished = true
 	rep, err := l.buildReport(context.Background())

@@ -131,6 +131,7 @@ type launcher struct {
 	gwMu      sync.Mutex
 	gwListen  map[string]string
 	gwCtx     context.Context
+	recordErr error
 }
 
 // Launch runs (or with Dry, plans) the eval set.

@@ -27,6 +27,8 @@ type Options struct {
 	BaseDir string
 	// PATH for sandbox commands (default the host's PATH).
 	Path string
+	// pgidDir, when set, holds a file per running command's process group (see ForRun).
+	pgidDir string
 }
 
 // Provider makes local sandboxes.
@@ -81,7 +83,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 			return nil, sandbox.InfraError(fmt.Errorf("create local sandbox: %w", err))
 		}
 	}
-	return &box{id: fmt.Sprintf("local-%d", p.seq.Add(1)), root: dir, work: work, tmp: tmp, spec: spec, path: p.opts.Path}, nil
+	return &box{id: fmt.Sprintf("local-%d", p.seq.Add(1)), root: dir, work: work, tmp: tmp, spec: spec, path: p.opts.Path, pgids: p.opts.pgidDir}, nil
 }
 
 func safe(s string) string {
@@ -95,6 +97,7 @@ func safe(s string) string {
 
 type box struct {
 	id, root, work, tmp, path string
+	pgids                     string
 	spec                      sandbox.Spec
 }
 
@@ -201,6 +204,11 @@ func (b *box) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResu
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return sandbox.ExecResult{}, sandbox.InfraError(fmt.Errorf("exec in %s: %w", b.id, err))
+	}
+	if b.pgids != "" {
+		mark := filepath.Join(b.pgids, fmt.Sprint(cmd.Process.Pid))
+		_ = os.WriteFile(mark, nil, 0o644)
+		defer os.Remove(mark)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
