@@ -110,6 +110,12 @@ type policy struct {
 	fleet string // _steward.yaml
 	task  string // extra task keys
 	model string // extra model keys
+	// probe adds a one-sample task that ramps in a frozen range, so that a
+	// ramp is active and the gateway keeps its connections. Without it, a
+	// run where no task ramps gets ONE upstream connection: the tend loop
+	// calls gateway SetCeiling(0) at start and the gateway clamps that to
+	// its minimum of 1 (internal/run/tend.go; reported, to be fixed there).
+	probe bool
 }
 
 var scenarios = []scenario{
@@ -120,12 +126,14 @@ var scenarios = []scenario{
 
 var policies = []policy{
 	{name: "steward ramp"}, // the default range [50, 200]
-	{name: "fixed max_samples 50", task: "    max_samples: 50\n"},
+	{name: "fixed max_samples 50", task: "    max_samples: 50\n", fleet: "samples_ramp: [1, 1]\n", probe: true},
 	// Inspect's samples follow its adaptive connections (start 20, max 100):
-	// approximated by samples_ramp: false with 100 samples allowed (the
-	// Inspect controller's maximum) and the gateway's adaptive connections
-	// deciding how many make progress.
-	{name: "inspect-style", fleet: "samples_ramp: false\n", task: "    max_samples: 100\n"},
+	// approximated by no sample ramp with 100 samples allowed (the Inspect
+	// controller's maximum) and the gateway's adaptive connections deciding
+	// how many make progress. (samples_ramp: false would be the natural way
+	// to write it; it hits the one-connection defect above, so the probe's
+	// frozen range stands in for it.)
+	{name: "inspect-style", fleet: "samples_ramp: [1, 1]\n", task: "    max_samples: 100\n", probe: true},
 	// Unlimited: 150 samples and connections at once, 15 times what the
 	// provider sustains (more would spend the runner's CPU on process starts).
 	{name: "unlimited", task: "    max_samples: 150\n", model: "  max_connections: 150\n"},
@@ -149,6 +157,9 @@ func evalSet(url string, p policy) string {
 	fmt.Fprintf(&b, "tasks:\n  - name: chat\n    sandbox: {provider: local}\n    exclusive: false\n    agent: '\"$STEWARD_BIN\" agent chat'\n    scorer: {match: numeric}\n    timeout: 5m\n%s    samples:\n", p.task)
 	for i := 0; i < samples; i++ {
 		fmt.Fprintf(&b, "      - {id: s%04d, input: %q, target: \"%d\"}\n", i, prompt(i), i+17)
+	}
+	if p.probe {
+		b.WriteString("  - name: probe\n    sandbox: {provider: local}\n    exclusive: false\n    agent: echo 1\n    scorer: {match: numeric}\n    samples: [{id: p, input: \"\", target: \"1\"}]\n")
 	}
 	return b.String()
 }
@@ -284,6 +295,7 @@ func runOne(b *testing.B, bin string, sc scenario, p policy, tpr float64) result
 		}
 	}
 	clk.fast.Store(false)
+	drained := time.Now()
 	fp.ResetStats()
 
 	dir := b.TempDir()
@@ -318,6 +330,9 @@ func runOne(b *testing.B, bin string, sc scenario, p policy, tpr float64) result
 		}
 	}
 	start = time.Now()
+	// What the bucket held when the window opened: it refilled while the
+	// launch started up.
+	leftover = math.Min(capacity, leftover+capacity/60*start.Sub(drained).Seconds())
 
 	var series []point
 	snap := func() {
@@ -382,7 +397,7 @@ func runOne(b *testing.B, bin string, sc scenario, p policy, tpr float64) result
 	pts, _ := db.Ramp(context.Background(), runs[0].ID)
 	var sp []float64
 	for _, pt := range pts {
-		if pt.At.Sub(start) <= window {
+		if pt.Task == "chat" && pt.At.Sub(start) <= window {
 			sp = append(sp, float64(pt.Setpoint))
 			r.connLimit = pt.ConnLimit
 		}
@@ -418,8 +433,8 @@ func halve(b *testing.B, url string, sc scenario, cfg fakeprovider.Config) {
 }
 
 // steadyAfter is the time until the served rate (3 s moving average) came
-// within 10 % of its plateau (the mean rate over the last 40 % of the
-// segment) and stayed there for 5 s; measured from the start, or from the
+// within 20 % of its plateau (the mean rate over the last 40 % of the
+// segment) and stayed there for 4 s; measured from the start, or from the
 // halving. -1: never.
 func steadyAfter(series []point, sc scenario) float64 {
 	from := time.Duration(0)
@@ -461,10 +476,10 @@ func steadyAfter(series []point, sc scenario) float64 {
 		}
 		return (at[s] - at[lo]) / float64(s-lo)
 	}
-	for s := f + 1; s+5 <= n; s++ {
+	for s := f + 1; s+4 <= n; s++ {
 		ok := true
-		for k := s; k <= s+5; k++ {
-			if math.Abs(ma(k)-plateau) > 0.1*plateau {
+		for k := s; k <= s+4; k++ {
+			if math.Abs(ma(k)-plateau) > 0.2*plateau {
 				ok = false
 				break
 			}
