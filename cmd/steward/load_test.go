@@ -265,7 +265,7 @@ func vmHWM() int64 {
 // that takes a little time per token, and reads every stream to its end.
 func streamLoad(tb testing.TB, conc, fixed int) streamResult {
 	const key = "sk-stream-load-key"
-	fp := fakeprovider.New(fakeprovider.Config{APIKey: key, BaseLatency: 50 * time.Millisecond, PerTokenLatency: 2 * time.Millisecond})
+	fp := fakeprovider.New(fakeprovider.Config{APIKey: key, BaseLatency: 500 * time.Millisecond, PerTokenLatency: 20 * time.Millisecond})
 	furl, err := fp.Start(context.Background(), "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
