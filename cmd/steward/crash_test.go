@@ -179,6 +179,19 @@ func TestCrashSafety(t *testing.T) {
 			}
 		})
 	}
+	// The leftover check must be able to see a sandbox process.
+	probeID := fmt.Sprintf("selfcheck-%d", seed)
+	probe := exec.Command("sleep", "30")
+	probe.Env = []string{"STEWARD_RUN_ID=" + probeID}
+	if err := probe.Start(); err != nil {
+		t.Fatal(err)
+	}
+	found := crashProcs(probeID)
+	_ = probe.Process.Kill()
+	_ = probe.Wait()
+	if len(found) != 1 || found[0] != probe.Process.Pid {
+		t.Fatalf("the leftover check cannot see a process with STEWARD_RUN_ID set: %v", found)
+	}
 	trials := crashTrials(t)
 	for trial := 0; trial < trials; trial++ {
 		useDocker := withDocker && trial%5 == 4
@@ -237,6 +250,7 @@ func TestCrashSafety(t *testing.T) {
 			}
 			db.Close()
 			crashIntegrity(t, rec)
+			t.Logf("%d of %d attempts were published before the kill", judged, total)
 
 			// Re-run: completes the set, carrying exactly what was judged.
 			_ = os.Remove(flag)
