@@ -80,6 +80,9 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 		}
 		l.cancelQueued("not started: the record cannot take results")
 		_ = l.disp.Finish(it.ID)
+		if l.onFinish != nil {
+			l.onFinish()
+		}
 		return
 	}
 	l.mu.Lock()

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/errdefs"
@@ -287,7 +288,7 @@ func (s *Sandbox) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.Exec
 	if err != nil {
 		return sandbox.ExecResult{}, s.execErr("create exec", err)
 	}
-	hj, err := s.p.cli.ContainerExecAttach(ctx, ec.ID, container.ExecAttachOptions{})
+	hj, err := s.attach(ctx, ec.ID)
 	if err != nil {
 		if res, ok := s.atPIDLimit(ctx, err, start); ok {
 			return res, nil
@@ -429,7 +430,7 @@ func (s *Sandbox) run(ctx context.Context, script string) (string, error) {
 	if err != nil {
 		return "", s.execErr("create exec", err)
 	}
-	hj, err := s.p.cli.ContainerExecAttach(ctx, ec.ID, container.ExecAttachOptions{})
+	hj, err := s.attach(ctx, ec.ID)
 	if err != nil {
 		return "", s.execErr("attach exec", err)
 	}
@@ -494,7 +495,7 @@ func (s *Sandbox) reset(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reset sandbox: %w", s.execErr("create exec", err))
 	}
-	hj, err := s.p.cli.ContainerExecAttach(ctx, ec.ID, container.ExecAttachOptions{})
+	hj, err := s.attach(ctx, ec.ID)
 	if err != nil {
 		return fmt.Errorf("reset sandbox: %w", s.execErr("attach exec", err))
 	}
@@ -615,4 +616,31 @@ func (p *pidSniffer) Write(b []byte) (int, error) {
 
 func stdcopyDemux(out, errw io.Writer, r io.Reader) (int64, error) {
 	return stdcopy.StdCopy(out, errw, r)
+}
+
+// attach starts an exec and hijacks its stream. The client reads the
+// daemon's answer to the hijack without watching ctx, so a daemon that never
+// answers would hang the caller: the wait is bounded by ctx here instead.
+func (s *Sandbox) attach(ctx context.Context, execID string) (types.HijackedResponse, error) {
+	type result struct {
+		hj  types.HijackedResponse
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		hj, err := s.p.cli.ContainerExecAttach(ctx, execID, container.ExecAttachOptions{})
+		ch <- result{hj, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.hj, r.err
+	case <-ctx.Done():
+		go func() {
+			// Close the connection if the daemon answers after all.
+			if r := <-ch; r.err == nil {
+				r.hj.Close()
+			}
+		}()
+		return types.HijackedResponse{}, fmt.Errorf("the daemon did not answer the exec start: %w", ctx.Err())
+	}
 }
