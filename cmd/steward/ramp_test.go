@@ -478,9 +478,6 @@ func countReason(pts []record.RampPoint, decision, reason string) int {
 // gateway raises 0 to its minimum of 1, so such runs get one upstream
 // connection. Remove the skip with the fix (apply the ceiling only when > 0).
 func TestFixedSamplesKeepAdaptiveConnections(t *testing.T) {
-	if os.Getenv("STEWARD_TEST_ONE_CONNECTION_FIX") == "" {
-		t.Skip("known defect in internal/run (one upstream connection when no task ramps); set STEWARD_TEST_ONE_CONNECTION_FIX=1 to run")
-	}
 	fp := fakeprovider.New(fakeprovider.Config{APIKey: rampKey, BaseLatency: 500 * time.Millisecond, Seed: 9})
 	url, err := fp.Start(context.Background(), "127.0.0.1:0")
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/steward-evals/steward/internal/evalset"
+	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/ramp"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
@@ -57,8 +58,11 @@ func (l *launcher) tendLoop(ctx context.Context, ctl *ramp.Controller, stop chan
 	if interval <= 0 {
 		interval = 10 * time.Second
 	}
-	if !l.fixedConnections() {
-		l.gw.SetCeiling(ctl.Ceiling())
+	// A ceiling of 0 means no ramp is active: leave the gateway's own ceiling alone.
+	rampCeiling := false
+	if c := ctl.Ceiling(); c > 0 && !l.fixedConnections() {
+		l.gw.SetCeiling(c)
+		rampCeiling = true
 	}
 	var badRange string
 	tick := time.NewTicker(interval)
@@ -121,8 +125,12 @@ func (l *launcher) tendLoop(ctx context.Context, ctl *ramp.Controller, stop chan
 		g := ramp.Signals{Pushback: w.Pushback || w.Episodes > 0, Retries: w.Retries, Requests: w.Requests, ConnLimit: w.Limit, ConnFixed: w.Fixed}
 		ts := make([]ramp.TaskSignals, len(l.p.Tasks))
 		l.mu.Lock()
+		// Requests that filled the connection limit while it sat below its
+		// ceiling mean the provider, not the sample limit, is what holds work
+		// back: more samples would only wait at the gateway, so no task climbs.
+		gatewayBound := w.Saturated && w.Ceiling > 0 && w.Limit < w.Ceiling
 		for i := range ts {
-			ts[i] = ramp.TaskSignals{Saturated: saturated[i], Errored: l.errWin[i]}
+			ts[i] = ramp.TaskSignals{Saturated: saturated[i] && !gatewayBound, Errored: l.errWin[i]}
 			l.errWin[i] = 0
 			saturated[i] = false
 		}
@@ -141,7 +149,11 @@ func (l *launcher) tendLoop(ctx context.Context, ctl *ramp.Controller, stop chan
 			}
 			if d.Ceiling > 0 {
 				l.gw.SetCeiling(d.Ceiling)
+			} else if rampCeiling {
+				// samples_ramp turned false on a live run: hand the limit back (R4).
+				l.gw.SetCeiling(gateway.StewardPolicy().Max)
 			}
+			rampCeiling = d.Ceiling > 0
 		}
 		var pts []record.RampPoint
 		for i, td := range d.Tasks {
