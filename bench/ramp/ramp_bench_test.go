@@ -110,11 +110,9 @@ type policy struct {
 	fleet string // _steward.yaml
 	task  string // extra task keys
 	model string // extra model keys
-	// probe adds a one-sample task that ramps in a frozen range, so that a
-	// ramp is active and the gateway keeps its connections. Without it, a
-	// run where no task ramps gets ONE upstream connection: the tend loop
-	// calls gateway SetCeiling(0) at start and the gateway clamps that to
-	// its minimum of 1 (internal/run/tend.go; reported, to be fixed there).
+	// probe adds a one-sample task that ramps in a frozen range (kept as an
+	// option; no policy needs it since the tend loop leaves the gateway's
+	// ceiling alone when no ramp is active).
 	probe bool
 }
 
@@ -126,14 +124,12 @@ var scenarios = []scenario{
 
 var policies = []policy{
 	{name: "steward ramp"}, // the default range [50, 200]
-	{name: "fixed max_samples 50", task: "    max_samples: 50\n", fleet: "samples_ramp: [1, 1]\n", probe: true},
+	{name: "fixed max_samples 50", task: "    max_samples: 50\n"},
 	// Inspect's samples follow its adaptive connections (start 20, max 100):
 	// approximated by no sample ramp with 100 samples allowed (the Inspect
 	// controller's maximum) and the gateway's adaptive connections deciding
-	// how many make progress. (samples_ramp: false would be the natural way
-	// to write it; it hits the one-connection defect above, so the probe's
-	// frozen range stands in for it.)
-	{name: "inspect-style", fleet: "samples_ramp: [1, 1]\n", task: "    max_samples: 100\n", probe: true},
+	// how many make progress.
+	{name: "inspect-style", fleet: "samples_ramp: false\n", task: "    max_samples: 100\n"},
 	// Unlimited: 150 samples and connections at once, 15 times what the
 	// provider sustains (more would spend the runner's CPU on process starts).
 	{name: "unlimited", task: "    max_samples: 150\n", model: "  max_connections: 150\n"},
