@@ -477,10 +477,12 @@ func TestActionImageSiblingSandboxes(t *testing.T) {
 	if !strings.Contains(string(mustRead(t, filepath.Join(out, "summary.md"))), "arith") {
 		t.Fatal("no step summary")
 	}
+	if !strings.Contains(log, "steward-relay-") {
+		t.Fatalf("the gateway was not reached through the relay:\n%s", log)
+	}
 	if left := leftovers(t, rep.RunIDs[0]); left != "" {
 		t.Fatalf("the run left containers or networks:\n%s", left)
 	}
-	t.Logf("action log:\n%s", log)
 }
 
 // slowEvalSet: three quick samples, then slow ones, at most three at a time,
