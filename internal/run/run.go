@@ -171,11 +171,6 @@ func (l *launcher) launch(ctx context.Context) (*Result, error) {
 		return nil, badInput("the filters select no attempts (tasks %v, samples %v)", l.opts.TaskGlobs, l.opts.SampleGlobs)
 	}
 	l.p = p
-	if l.opts.Shard != "" {
-		if err := l.applyShard(); err != nil {
-			return nil, err
-		}
-	}
 	l.seqIndex = map[int]*plan.Attempt{}
 	for _, a := range p.Attempts {
 		l.seqIndex[a.Seq] = a
@@ -186,6 +181,11 @@ func (l *launcher) launch(ctx context.Context) (*Result, error) {
 	}
 	defer db.Close()
 	l.db = db
+	if l.opts.Shard != "" {
+		if err := l.applyShard(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := plan.Carry(ctx, p, db, l.opts.Rerun); err != nil {
 		return nil, err
 	}
@@ -201,7 +201,7 @@ func (l *launcher) launch(ctx context.Context) (*Result, error) {
 
 // applyShard keeps this shard's attempts: a sample's attempts stay together,
 // group lanes and tasks sharing a lease key never split.
-func (l *launcher) applyShard() error {
+func (l *launcher) applyShard(ctx context.Context) error {
 	i, n, err := shard.Parse(l.opts.Shard)
 	if err != nil {
 		return badInput("--shard: %v", err)
@@ -226,6 +226,25 @@ func (l *launcher) applyShard() error {
 			units = append(units, shard.Unit{Key: t.Name + "/" + a.Sample.ID, Bind: bind})
 		}
 		units[u].Cost++
+	}
+	// Balance by expected cost: the seconds the newest run of each attempt
+	// took, from the record's history; attempts with no history cost the mean.
+	if hist := l.durationHistory(ctx); len(hist) > 0 {
+		var sum float64
+		for _, d := range hist {
+			sum += d
+		}
+		mean := sum / float64(len(hist))
+		for i := range units {
+			units[i].Cost = 0
+		}
+		for _, a := range l.p.Attempts {
+			d, ok := hist[fmt.Sprintf("%s/%s#%d", l.p.Tasks[a.Task].Task.Name, a.Sample.ID, a.Number)]
+			if !ok {
+				d = mean
+			}
+			units[unitOf[key{a.Task, a.Sample.ID}]].Cost += d
+		}
 	}
 	assign := shard.Assign(units, n)
 	keep := map[key]bool{}
@@ -257,6 +276,33 @@ func (l *launcher) applyShard() error {
 
 // bySeq finds an attempt by its discovery seq (positions differ from seqs in a shard).
 func (l *launcher) bySeq(seq int) *plan.Attempt { return l.seqIndex[seq] }
+
+// durationHistory maps "task/sample#n" to the seconds its newest run took
+// (carried rows and rows without a duration do not count), over a few newest runs.
+func (l *launcher) durationHistory(ctx context.Context) map[string]float64 {
+	runs, err := l.db.Runs(ctx)
+	if err != nil {
+		return nil
+	}
+	hist := map[string]float64{}
+	for i, r := range runs {
+		if i >= 5 {
+			break
+		}
+		as, err := l.db.Attempts(ctx, r.ID)
+		if err != nil {
+			continue
+		}
+		for _, a := range as {
+			k := fmt.Sprintf("%s/%s#%d", a.Task, a.Sample, a.Attempt)
+			if _, seen := hist[k]; seen || a.CarriedFrom != "" || a.Duration <= 0 {
+				continue
+			}
+			hist[k] = a.Duration.Seconds()
+		}
+	}
+	return hist
+}
 
 // chooseProviders picks each task's provider and computes the budget (C2, C3).
 func (l *launcher) chooseProviders(ctx context.Context) error {

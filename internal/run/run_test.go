@@ -3,6 +3,7 @@ package run
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -374,5 +375,53 @@ tasks:
 	}
 	if !strings.Contains(r.stderr, `waits for lease "k", held by run other-run`) {
 		t.Fatalf("the waiter did not say what it waits for:\n%s", r.stderr)
+	}
+}
+
+// Shards balance by the record's duration history when there is one.
+func TestShardBalancesByHistory(t *testing.T) {
+	dir := t.TempDir()
+	path := write(t, dir, "steward.yaml", `
+tasks:
+  - name: t
+    sandbox: {provider: local}
+    exclusive: false
+    agent: 'if [ "$STEWARD_SAMPLE_ID" = slow ]; then sleep 1.5; fi; echo ok'
+    scorer: {match: exact}
+    samples:
+      - {id: slow, input: "", target: ok}
+      - {id: f1, input: "", target: ok}
+      - {id: f2, input: "", target: ok}
+      - {id: f3, input: "", target: ok}
+      - {id: f4, input: "", target: ok}
+      - {id: f5, input: "", target: ok}
+`)
+	shardOf := func() map[string]int {
+		got := map[string]int{}
+		for i := 1; i <= 2; i++ {
+			r := launchSet(t, path, func(o *Options) { o.Shard = fmt.Sprintf("%d/2", i); o.Dry = true })
+			for _, a := range r.rep.Attempts {
+				got[a.Sample] = i
+			}
+		}
+		return got
+	}
+	before := shardOf()
+	count := func(m map[string]int, s int) int {
+		n := 0
+		for _, v := range m {
+			if v == s {
+				n++
+			}
+		}
+		return n
+	}
+	if c := count(before, before["slow"]); c != 3 {
+		t.Fatalf("without history shards split by count: slow's shard has %d samples, want 3: %v", c, before)
+	}
+	launchSet(t, path, nil) // history: slow takes far longer than the rest
+	after := shardOf()
+	if c := count(after, after["slow"]); c != 1 {
+		t.Fatalf("with history the slow sample should have a shard to itself: %v", after)
 	}
 }
