@@ -192,6 +192,29 @@ func TestCrashSafety(t *testing.T) {
 	if len(found) != 1 || found[0] != probe.Process.Pid {
 		t.Fatalf("the leftover check cannot see a process with STEWARD_RUN_ID set: %v", found)
 	}
+	if withDocker {
+		// Build the image once, so that the docker trials are killed while
+		// sandboxes live rather than during the build.
+		warm := t.TempDir()
+		writeFile(t, filepath.Join(warm, "steward.yaml"), `
+tasks:
+  - name: warm
+    sandbox: {provider: docker, build: `+imageDir+`, memory: 64m}
+    agent: 'echo ok'
+    scorer: {match: exact}
+    samples: [{id: w, input: "", target: ok}]
+`)
+		if out, code := steward(t, warm, "launch"); code != 0 {
+			t.Fatalf("warm-up launch exit %d:\n%s", code, out)
+		}
+	}
+	liveAtKill := 0
+	dockerTrials := 0
+	defer func() {
+		if dockerTrials >= 2 && liveAtKill == 0 && !t.Failed() {
+			t.Errorf("no docker trial was killed while its sandboxes lived: the docker kill points miss the interesting moment")
+		}
+	}()
 	trials := crashTrials(t)
 	for trial := 0; trial < trials; trial++ {
 		useDocker := withDocker && trial%5 == 4
@@ -213,6 +236,14 @@ func TestCrashSafety(t *testing.T) {
 				t.Fatal(err)
 			}
 			time.Sleep(delay)
+			if useDocker {
+				dockerTrials++
+				live, err := exec.Command("docker", "ps", "-q", "--filter", "label="+sandbox.LabelTask+"=boxed").Output()
+				if err == nil && len(bytes.TrimSpace(live)) > 0 {
+					liveAtKill++
+					t.Logf("%d docker sandboxes were live at the kill", len(bytes.Fields(live)))
+				}
+			}
 			_ = cmd.Process.Signal(syscall.SIGKILL)
 			_ = cmd.Wait()
 			t.Logf("killed after %v (docker %v)", delay, useDocker)
@@ -250,6 +281,7 @@ func TestCrashSafety(t *testing.T) {
 			}
 			db.Close()
 			crashIntegrity(t, rec)
+
 			t.Logf("%d of %d attempts were published before the kill", judged, total)
 
 			// Re-run: completes the set, carrying exactly what was judged.
@@ -264,6 +296,31 @@ func TestCrashSafety(t *testing.T) {
 			}
 			if killedRun == "" {
 				return
+			}
+			// Exactly the attempts judged before the kill were carried from it.
+			db, err = record.Open(ctx, rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs, _ = db.Runs(ctx)
+			carried := 0
+			for _, r := range runs {
+				if r.ID == killedRun {
+					continue
+				}
+				as, err := db.Attempts(ctx, r.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, a := range as {
+					if a.CarriedFrom == killedRun {
+						carried++
+					}
+				}
+			}
+			db.Close()
+			if carried != judged {
+				t.Fatalf("the re-run carried %d attempts from the killed run, %d were judged", carried, judged)
 			}
 			// Nothing of the killed run is left running.
 			if pids := crashProcs(killedRun); len(pids) > 0 {
