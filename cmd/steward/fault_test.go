@@ -216,7 +216,9 @@ tasks:
 			if err := p.SetRules(faultproxy.Rule{Method: "POST", Path: `^/exec/[^/]+/start$`, Action: tc.action, Times: 1}); err != nil {
 				t.Fatal(err)
 			}
+			start := time.Now()
 			out, code := faultLaunch(t, dir, env, 90*time.Second, "launch")
+			t.Logf("launch took %v:\n%s", time.Since(start).Round(time.Millisecond), out)
 			if p.Hits()[0] != 1 {
 				t.Fatalf("the fault was not hit: %v\n%s", p.Hits(), out)
 			}
