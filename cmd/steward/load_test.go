@@ -41,13 +41,22 @@ type loadResult struct {
 
 func (r loadResult) perSecond() float64 { return float64(r.attempts) / r.elapsed.Seconds() }
 
-// stewardRSS sums VmRSS over the processes running the test's steward binary.
+// stewardRSS sums VmRSS over the processes running the test's steward
+// binary (the supervisor and its workers). A process that shares its
+// parent's command line is a fork that has not yet exec'ed its sandbox
+// command (it shares the parent's memory); it is left out so that memory is
+// not counted twice.
 func stewardRSS() (int64, int) {
-	var sum int64
-	n := 0
+	type proc struct {
+		ppid int
+		cmd  string
+		rss  int64
+	}
+	procs := map[int]proc{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
 			continue
 		}
 		if target, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err != nil || target != exe {
@@ -57,16 +66,31 @@ func stewardRSS() (int64, int) {
 		if err != nil {
 			continue
 		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		p := proc{cmd: string(cmd)}
 		for _, line := range strings.Split(string(st), "\n") {
-			if strings.HasPrefix(line, "VmRSS:") {
-				f := strings.Fields(line)
-				if len(f) >= 2 {
-					kb, _ := strconv.ParseInt(f[1], 10, 64)
-					sum += kb << 10
-					n++
-				}
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue
+			}
+			switch f[0] {
+			case "VmRSS:":
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				p.rss = kb << 10
+			case "PPid:":
+				p.ppid, _ = strconv.Atoi(f[1])
 			}
 		}
+		procs[pid] = p
+	}
+	var sum int64
+	n := 0
+	for _, p := range procs {
+		if parent, ok := procs[p.ppid]; ok && parent.cmd == p.cmd {
+			continue // a fork about to exec a sandbox command
+		}
+		sum += p.rss
+		n++
 	}
 	return sum, n
 }
