@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	mrand "math/rand/v2"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -122,11 +123,26 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 	}
 	db.SetMaxOpenConns(4)
 	r := &DB{db: db, Dir: dir, Path: path}
-	if err := r.migrate(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open record %s: %w", path, Classify(dir, err))
+	// Switching a new database to WAL mode takes a lock that SQLite's busy
+	// timeout does not cover: invocations opening one record at once (S6)
+	// retry that for a while instead of failing.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := r.migrate(ctx)
+		if err == nil {
+			return r, nil
+		}
+		if !isBusy(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			db.Close()
+			return nil, fmt.Errorf("open record %s: %w", path, Classify(dir, err))
+		}
+		time.Sleep(time.Duration(20+mrand.IntN(80)) * time.Millisecond)
 	}
-	return r, nil
+}
+
+func isBusy(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "SQLITE_BUSY") || strings.Contains(msg, "database is locked")
 }
 
 func (r *DB) migrate(ctx context.Context) error {

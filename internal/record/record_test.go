@@ -83,7 +83,7 @@ func TestConcurrentWriters(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	var wg sync.WaitGroup
-	for w := 0; w < 4; w++ {
+	for w := 0; w < 8; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
@@ -104,7 +104,7 @@ func TestConcurrentWriters(t *testing.T) {
 	wg.Wait()
 	db, _ := Open(ctx, dir)
 	defer db.Close()
-	for w := 0; w < 4; w++ {
+	for w := 0; w < 8; w++ {
 		as, _ := db.Attempts(ctx, fmt.Sprint("r", w))
 		if len(as) != 50 {
 			t.Fatalf("writer %d: %d attempts", w, len(as))
