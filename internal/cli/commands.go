@@ -140,16 +140,7 @@ func newRamp(env Env) *cobra.Command {
 			if strings.TrimSpace(reason) == "" {
 				return exitWith(ExitBadInput, errors.New(`--reason is required, e.g. --reason "provider looks unhappy"`))
 			}
-			db, err := openRecord(cmd.Context(), recFlag, args, env)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			if err := db.SetControl(cmd.Context(), run.HoldKey, reason, time.Now()); err != nil {
-				return err
-			}
-			fmt.Fprintf(env.Stdout, "ramp held: %s (live runs apply it at their next tend)\n", reason)
-			return nil
+			return setHold(cmd, recFlag, args, env, reason, "ramp held: "+reason)
 		},
 	}
 	hold.Flags().StringVar(&reason, "reason", "", "why (shown in the panel and the report)")
@@ -158,21 +149,27 @@ func newRamp(env Env) *cobra.Command {
 		Short: "Release a hold",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := openRecord(cmd.Context(), recFlag, args, env)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			if err := db.SetControl(cmd.Context(), run.HoldKey, "", time.Now()); err != nil {
-				return err
-			}
-			fmt.Fprintln(env.Stdout, "ramp resumed (live runs apply it at their next tend)")
-			return nil
+			return setHold(cmd, recFlag, args, env, "", "ramp resumed")
 		},
 	}
 	cmd.PersistentFlags().StringVar(&recFlag, "record", "", "record directory")
 	cmd.AddCommand(hold, resume)
 	return cmd
+}
+
+// setHold writes the ramp hold (reason) or its release ("") into the record,
+// where live runs read it at their next tend (R5).
+func setHold(cmd *cobra.Command, recFlag string, args []string, env Env, reason, said string) error {
+	db, err := openRecord(cmd.Context(), recFlag, args, env)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.SetControl(cmd.Context(), run.HoldKey, reason, time.Now()); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "%s (live runs apply it at their next tend)\n", said)
+	return nil
 }
 
 func newTend(env Env) *cobra.Command {
