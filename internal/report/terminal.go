@@ -137,20 +137,30 @@ func Terminal(w io.Writer, r *Report, opts TerminalOptions) error {
 		}
 	}
 
+	// Infrastructure errors are kept apart from the task's own errors; the
+	// column shows only when a run had any, so everyday tables stay as they were.
+	infra := r.Counts.Infra > 0
+	row := func(name string, c Counts) []string {
+		cells := []string{name, strconv.Itoa(c.Passed), strconv.Itoa(c.Failed), strconv.Itoa(c.Errored + c.Interrupted)}
+		if infra {
+			cells = append(cells, strconv.Itoa(c.Infra))
+		} else {
+			cells[3] = strconv.Itoa(c.Errored + c.Infra + c.Interrupted)
+		}
+		return append(cells, strconv.Itoa(c.Skipped), formatRate(c))
+	}
 	t := newTable(w)
-	t.Header("task", "passed", "failed", "errored", "skipped", "pass rate")
+	if infra {
+		t.Header("task", "passed", "failed", "errored", "infra", "skipped", "pass rate")
+	} else {
+		t.Header("task", "passed", "failed", "errored", "skipped", "pass rate")
+	}
 	for _, tr := range r.Tasks {
-		c := tr.Counts
-		if err := t.Append([]string{
-			Plain(tr.Name, 40), strconv.Itoa(c.Passed), strconv.Itoa(c.Failed),
-			strconv.Itoa(c.Errored + c.Infra + c.Interrupted), strconv.Itoa(c.Skipped), formatRate(c),
-		}); err != nil {
+		if err := t.Append(row(Plain(tr.Name, 40), tr.Counts)); err != nil {
 			return fmt.Errorf("append task row: %w", err)
 		}
 	}
-	c := r.Counts
-	overall := []string{"overall", strconv.Itoa(c.Passed), strconv.Itoa(c.Failed),
-		strconv.Itoa(c.Errored + c.Infra + c.Interrupted), strconv.Itoa(c.Skipped), formatRate(c)}
+	overall := row("overall", r.Counts)
 	if opts.Color {
 		for i := range overall {
 			overall[i] = ansiBold + overall[i] + ansiReset

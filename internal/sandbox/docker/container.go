@@ -288,7 +288,18 @@ func (s *Sandbox) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.Exec
 	if err != nil {
 		return sandbox.ExecResult{}, s.execErr("create exec", err)
 	}
-	hj, err := s.attach(ctx, ec.ID)
+	// The daemon must start the command within its timeout; a daemon that
+	// does not answer is the infrastructure's fault, not the agent's.
+	waitCtx := ctx
+	if spec.Timeout > 0 {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithTimeout(ctx, spec.Timeout)
+		defer cancel()
+	}
+	hj, err := s.attach(ctx, waitCtx, ec.ID)
+	if err != nil && ctx.Err() == nil && waitCtx.Err() != nil {
+		return sandbox.ExecResult{}, sandbox.InfraError(fmt.Errorf("the docker daemon did not start the command within its timeout %s: %w", spec.Timeout, err))
+	}
 	if err != nil {
 		if res, ok := s.atPIDLimit(ctx, err, start); ok {
 			return res, nil
@@ -430,7 +441,7 @@ func (s *Sandbox) run(ctx context.Context, script string) (string, error) {
 	if err != nil {
 		return "", s.execErr("create exec", err)
 	}
-	hj, err := s.attach(ctx, ec.ID)
+	hj, err := s.attach(ctx, ctx, ec.ID)
 	if err != nil {
 		return "", s.execErr("attach exec", err)
 	}
@@ -495,7 +506,7 @@ func (s *Sandbox) reset(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reset sandbox: %w", s.execErr("create exec", err))
 	}
-	hj, err := s.attach(ctx, ec.ID)
+	hj, err := s.attach(ctx, ctx, ec.ID)
 	if err != nil {
 		return fmt.Errorf("reset sandbox: %w", s.execErr("attach exec", err))
 	}
@@ -621,7 +632,7 @@ func stdcopyDemux(out, errw io.Writer, r io.Reader) (int64, error) {
 // attach starts an exec and hijacks its stream. The client reads the
 // daemon's answer to the hijack without watching ctx, so a daemon that never
 // answers would hang the caller: the wait is bounded by ctx here instead.
-func (s *Sandbox) attach(ctx context.Context, execID string) (types.HijackedResponse, error) {
+func (s *Sandbox) attach(ctx, waitCtx context.Context, execID string) (types.HijackedResponse, error) {
 	type result struct {
 		hj  types.HijackedResponse
 		err error
@@ -634,13 +645,13 @@ func (s *Sandbox) attach(ctx context.Context, execID string) (types.HijackedResp
 	select {
 	case r := <-ch:
 		return r.hj, r.err
-	case <-ctx.Done():
+	case <-waitCtx.Done():
 		go func() {
 			// Close the connection if the daemon answers after all.
 			if r := <-ch; r.err == nil {
 				r.hj.Close()
 			}
 		}()
-		return types.HijackedResponse{}, fmt.Errorf("the daemon did not answer the exec start: %w", ctx.Err())
+		return types.HijackedResponse{}, fmt.Errorf("the daemon did not answer the exec start: %w", waitCtx.Err())
 	}
 }
