@@ -425,3 +425,30 @@ tasks:
 		t.Fatalf("with history the slow sample should have a shard to itself: %v", after)
 	}
 }
+
+// D3: a failing (erroring) first member ends only itself; its lane goes on
+// to the next member and the other lane runs in parallel.
+func TestGroupFailingMemberEndsOnlyItself(t *testing.T) {
+	dir := t.TempDir()
+	path := write(t, dir, "steward.yaml", `
+tasks:
+  - name: g
+    sandbox: {provider: local}
+    exclusive: false
+    agent: 'case "$STEWARD_SAMPLE_ID" in a1) exit 3;; b1) echo wrong;; *) echo ok;; esac'
+    scorer: {match: exact}
+    groups:
+      - {name: a, samples: [a1, a2, a3]}
+      - {name: b, samples: [b1, b2]}
+    samples:
+      - {id: a1, input: "", target: ok}
+      - {id: a2, input: "", target: ok}
+      - {id: a3, input: "", target: ok}
+      - {id: b1, input: "", target: ok}
+      - {id: b2, input: "", target: ok}
+`)
+	r := launchSet(t, path, nil)
+	if got := statuses(r.rep); got != "a1:e a2:p a3:p b1:f b2:p" {
+		t.Fatalf("statuses %s", got)
+	}
+}
