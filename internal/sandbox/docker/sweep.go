@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -81,7 +82,9 @@ func sweep(ctx context.Context, cli apiClient, scope string, w io.Writer) (Sweep
 			continue
 		}
 		note(c.Labels)
-		if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !errdefs.IsNotFound(err) {
+		// Several sweepers may meet the same dead run (a launch and `steward
+		// sweep` at once): a removal already in progress is one that succeeds.
+		if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !errdefs.IsNotFound(err) && !strings.Contains(err.Error(), "already in progress") {
 			errs = append(errs, fmt.Errorf("remove container %s: %w", c.ID[:12], err))
 			continue
 		}
@@ -106,8 +109,20 @@ func sweep(ctx context.Context, cli apiClient, scope string, w io.Writer) (Sweep
 				_ = cli.NetworkDisconnect(ctx, n.ID, cid, true)
 			}
 		}
-		if err := cli.NetworkRemove(ctx, n.ID); err != nil && !errdefs.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err))
+		var err2 error
+		for try := 0; try < 5; try++ {
+			// Another sweeper may still be removing the network's containers.
+			if err2 = cli.NetworkRemove(ctx, n.ID); err2 == nil || errdefs.IsNotFound(err2) {
+				err2 = nil
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(try+1) * 200 * time.Millisecond):
+			}
+		}
+		if err2 != nil {
+			errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err2))
 			continue
 		}
 		res.Networks++
