@@ -107,7 +107,10 @@ func TestSweepAfterSIGKILL(t *testing.T) {
 	if c, n := countRun(t, live.P.cli, deadRun); c != 0 || n != 0 {
 		t.Fatalf("after sweep the dead run still has %d containers, %d networks", c, n)
 	}
-	if res.Containers < 3 || res.Networks < 2 || !strings.Contains(log.String(), deadRun) {
+	// Another sweeper (a launch in a concurrently running test package) may
+	// have removed some of the dead run's resources first; what must hold is
+	// that none is left (checked above) and that this sweep says what it removed.
+	if res.Containers+res.Networks > 0 && !strings.Contains(log.String(), deadRun) {
 		t.Fatalf("sweep result %+v log %q", res, log.String())
 	}
 	// The live run lost nothing: its sandbox and network are there and work.
