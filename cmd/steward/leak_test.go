@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/steward-evals/steward/internal/sandbox"
+	sbdocker "github.com/steward-evals/steward/internal/sandbox/docker"
 	"github.com/steward-evals/steward/internal/sandbox/docker/dockertest"
 )
 
@@ -24,6 +25,16 @@ func leakEvalSet(t *testing.T, agent string) string {
 	t.Helper()
 	dir := t.TempDir()
 	img := dockertest.BusyboxContext(t, "cmd-steward-leak")
+	// Remove only this test's image: other packages' tests run at the same
+	// time with images of their own.
+	t.Cleanup(func() {
+		if sum, err := sbdocker.ContextHash(img); err == nil {
+			if c, err := sbdocker.NewClient(); err == nil {
+				_, _ = c.ImageRemove(context.Background(), "steward-build:"+sum, image.RemoveOptions{PruneChildren: true})
+				c.Close()
+			}
+		}
+	})
 	writeFile(t, filepath.Join(dir, "steward.yaml"), `
 tasks:
   - name: box
@@ -41,12 +52,6 @@ tasks:
 func TestKilledDockerRunIsSwept(t *testing.T) {
 	cli := dockertest.Client(t)
 	ctx := context.Background()
-	t.Cleanup(func() {
-		imgs, _ := cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("reference", "steward-build"))})
-		for _, im := range imgs {
-			_, _ = cli.ImageRemove(ctx, im.ID, image.RemoveOptions{Force: true, PruneChildren: true})
-		}
-	})
 	victim := leakEvalSet(t, "sleep 60; echo ok")
 	survivor := leakEvalSet(t, "sleep 8; echo ok")
 

@@ -209,7 +209,23 @@ func TestRampEndToEndClimbsBacksOffSettles(t *testing.T) {
 	rec := filepath.Join(dir, "rec")
 	rampEvalSet(t, dir, url, `"$STEWARD_BIN" agent chat`, n, "[4, 40]")
 	l := startLaunch(t, dir, rec)
+	// The gateway paces from the provider's headers so well that pushback
+	// may never last two windows at a steady limit. Make the provider's
+	// limit fall once the ramp is at its top, as when another client starts
+	// sharing the quota: that pushback is sustained, and the ramp must reverse.
+	cut := make(chan struct{})
+	go func() {
+		defer close(cut)
+		for i := 0; i < 1500; i++ {
+			time.Sleep(200 * time.Millisecond)
+			if rampAtTop(rec, 40) {
+				fp.SetLimits(rpm/4, 0)
+				return
+			}
+		}
+	}()
 	code := l.wait(t, 5*time.Minute)
+	<-cut
 	pts, as, run := history(t, rec)
 	hist := fmtHistory(pts)
 	if code != 0 {
@@ -495,4 +511,31 @@ func TestFixedSamplesKeepAdaptiveConnections(t *testing.T) {
 	if st := fp.Stats(); st.Succeeded != 16 || st.MaxInFlight < 4 {
 		t.Fatalf("the provider served %d requests, at most %d at once; want 16, with at least 4 at once", st.Succeeded, st.MaxInFlight)
 	}
+}
+
+// rampAtTop reports whether the newest run in rec has a tend decision at setpoint top.
+func rampAtTop(rec string, top int) bool {
+	ctx := context.Background()
+	if _, err := os.Stat(filepath.Join(rec, record.FileName)); err != nil {
+		return false
+	}
+	db, err := record.Open(ctx, rec)
+	if err != nil {
+		return false
+	}
+	defer db.Close()
+	runs, err := db.Runs(ctx)
+	if err != nil || len(runs) == 0 {
+		return false
+	}
+	pts, err := db.Ramp(ctx, runs[0].ID)
+	if err != nil {
+		return false
+	}
+	for _, p := range pts {
+		if p.Setpoint >= top {
+			return true
+		}
+	}
+	return false
 }
