@@ -19,7 +19,7 @@ import (
 	"github.com/steward-evals/steward/internal/run"
 )
 
-// Exit codes (documented in docs/cli.md).
+// Exit codes (documented in docs/guide.md, "Exit codes").
 const (
 	ExitOK        = 0   // every judged attempt passed
 	ExitFailed    = 1   // some attempt failed, errored or was interrupted

@@ -1,6 +1,6 @@
 // Package ramp decides, once per tend window, where each task's sample
 // setpoint and the model gateway's connection ceiling should be (rules C4, C5
-// and R1–R6 in DESIGN.md).
+// and R1–R6 in docs/design.md).
 //
 // The package is pure and deterministic: it knows nothing of Docker, HTTP,
 // the scheduler or the record. The supervisor's tend loop reads the signals

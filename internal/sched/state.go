@@ -1,5 +1,5 @@
 // Package sched decides which attempt runs next. State is pure: no
-// goroutines, no clock, no I/O; every rule of DESIGN.md's Concurrency list
+// goroutines, no clock, no I/O; every rule of docs/design.md's Concurrency list
 // that concerns admission lives here and is tested exactly. Dispatcher wraps
 // State for concurrent use by the runner.
 package sched
