@@ -345,6 +345,7 @@ func actionImage(t *testing.T) string {
 	for src, dst := range map[string]string{
 		exe:                                  "steward",
 		"/etc/ssl/certs/ca-certificates.crt": "ca-certificates.crt",
+		dockertest.BusyboxPath:               "busybox",
 		"../../Dockerfile.prebuilt":          "Dockerfile.prebuilt",
 	} {
 		b, err := os.ReadFile(src)
