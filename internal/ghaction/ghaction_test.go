@@ -321,7 +321,7 @@ func TestEndToEndCreatesThenEditsOneComment(t *testing.T) {
 		if p := r.Query.Get("page"); p != "" {
 			call += "?page=" + p
 		}
-		if r.Query.Get("per_page") != "100" && r.Method == http.MethodGet {
+		if r.Query.Get("per_page") != "100" && r.Method == http.MethodGet && r.Path != "/user" {
 			t.Errorf("list without per_page=100: %v", r.Query)
 		}
 		if r.Token != writeTok {
@@ -330,12 +330,72 @@ func TestEndToEndCreatesThenEditsOneComment(t *testing.T) {
 		calls = append(calls, call)
 	}
 	list := "GET /repos/acme/evals/issues/7/comments"
+	// GET /user first: the token's identity (403 for the Actions token,
+	// which then comments as github-actions[bot]).
 	wantCalls := []string{
-		list, list + "?page=2", "POST /repos/acme/evals/issues/7/comments",
-		list, list + "?page=2", fmt.Sprintf("PATCH /repos/acme/evals/issues/comments/%d", first.ID),
+		"GET /user", list, list + "?page=2", "POST /repos/acme/evals/issues/7/comments",
+		"GET /user", list, list + "?page=2", fmt.Sprintf("PATCH /repos/acme/evals/issues/comments/%d", first.ID),
 	}
 	if strings.Join(calls, "\n") != strings.Join(wantCalls, "\n") {
 		t.Errorf("API calls:\n%s\nwant:\n%s", strings.Join(calls, "\n"), strings.Join(wantCalls, "\n"))
+	}
+}
+
+// The sticky comment is ours alone: a comment by someone else that carries
+// the marker (an imitation, placed before ours) is never edited; ours, by the
+// token's identity, is. Both for the Actions token (GET /user refused: the
+// bot) and for a personal token (GET /user names the user).
+func TestStickyCommentIsOursAlone(t *testing.T) {
+	for _, tc := range []struct{ name, tok, me string }{
+		{"actions token", "ghs_actionsTok1234", "github-actions[bot]"},
+		{"personal token", "ghp_personalTok1234", "octocat"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t)
+			f.AddToken(tc.tok, tc.me, true)
+			marker := report.CommentMarker(fixedReport(2))
+			forged := f.AddComment("acme", "evals", 7, "mallory", marker+"\nforged: all passed")
+			// The other identity's genuine-looking comment is not ours either.
+			other := "octocat"
+			if tc.me == "octocat" {
+				other = "github-actions[bot]"
+			}
+			otherID := f.AddComment("acme", "evals", 7, other, marker+"\nsomeone else's bot")
+			e := newActionEnv(t, f.URL, tc.tok)
+			stub := &stubLaunch{rep: func() *report.Report { return fixedReport(2) }, code: ghaction.ExitFailed}
+			if code := ghaction.Run(context.Background(), e.env(), stub.launch); code != ghaction.ExitFailed {
+				t.Fatalf("exit %d\n%s", code, e.stdout.String())
+			}
+			e2 := newActionEnv(t, f.URL, tc.tok)
+			if code := ghaction.Run(context.Background(), e2.env(), stub.launch); code != ghaction.ExitFailed {
+				t.Fatalf("second exit %d\n%s", code, e2.stdout.String())
+			}
+			var mine []int64
+			for _, c := range f.Comments("acme", "evals", 7) {
+				switch {
+				case c.ID == forged || c.ID == otherID:
+					if !strings.HasSuffix(c.Body, "forged: all passed") && !strings.HasSuffix(c.Body, "someone else's bot") {
+						t.Errorf("comment %d by %s was edited:\n%s", c.ID, c.User, c.Body)
+					}
+				case strings.HasPrefix(c.Body, marker):
+					if c.User != tc.me {
+						t.Errorf("report comment %d by %s, want %s", c.ID, c.User, tc.me)
+					}
+					mine = append(mine, c.ID)
+				}
+			}
+			if len(mine) != 1 {
+				t.Fatalf("our report comments: %v, want exactly one (created, then edited)", mine)
+			}
+			for _, r := range f.Requests() {
+				if r.Method == http.MethodPatch && (strings.HasSuffix(r.Path, fmt.Sprint(forged)) || strings.HasSuffix(r.Path, fmt.Sprint(otherID))) {
+					t.Errorf("PATCH of a comment that is not ours: %s", r.Path)
+				}
+			}
+			if !strings.Contains(e.stdout.String(), "did not write") {
+				t.Errorf("the log does not say imitations were ignored:\n%s", e.stdout.String())
+			}
+		})
 	}
 }
 
