@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/ghaction"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
@@ -151,7 +152,9 @@ func newAction(env Env) *cobra.Command {
 		Short: "Run as the GitHub Action (reads INPUT_*, writes outputs, summary, annotations and the PR comment)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			code := ghaction.Run(cmd.Context(), ghaction.Env{Getenv: env.Getenv, Stdout: env.Stdout, Stderr: env.Stderr}, func(ctx context.Context, o ghaction.LaunchOptions) (*report.Report, int, error) {
+			genv := ghaction.Env{Getenv: env.Getenv, Stdout: env.Stdout, Stderr: env.Stderr,
+				Secrets: func(path string) []string { return modelSecrets(path, env) }}
+			code := ghaction.Run(cmd.Context(), genv, func(ctx context.Context, o ghaction.LaunchOptions) (*report.Report, int, error) {
 				if o.Merge {
 					out := o.Record
 					if out == "" {
@@ -181,9 +184,6 @@ func newAction(env Env) *cobra.Command {
 					return false
 				}
 				lenv.Stdout = io.Discard // the action renders its own outputs
-				if o.Mask != nil {
-					maskModelKey(o.EvalSet, env, o.Mask)
-				}
 				rep, cancelled, err := launch(ctx, lenv, o.EvalSet, f, changed)
 				if err != nil {
 					code := ExitInfra
@@ -205,22 +205,36 @@ func newAction(env Env) *cobra.Command {
 	}
 }
 
-// maskModelKey registers the model's real key with the runner's masking.
-func maskModelKey(path string, env Env, mask func(string)) {
+// modelSecrets are the values the action masks before a run of the eval set
+// at path: the key in the variable its model's api_key_env names (read from
+// the loaded eval set, or from the file's text when it does not load), and
+// the providers' usual key variables.
+func modelSecrets(path string, env Env) []string {
+	var out []string
 	for _, name := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY"} {
 		if v := env.Getenv(name); v != "" {
-			mask(v)
+			out = append(out, v)
 		}
+	}
+	if es, err := evalset.Load(path, evalset.LoadOptions{Getenv: env.Getenv}); err == nil {
+		if es.Model.APIKeyEnv != "" {
+			if v := env.Getenv(es.Model.APIKeyEnv); v != "" {
+				out = append(out, v)
+			}
+		}
+		return out
 	}
 	if b, err := os.ReadFile(path); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			if k, v, ok := strings.Cut(strings.TrimSpace(line), "api_key_env:"); ok && k == "" {
+				v, _, _ = strings.Cut(v, "#")
 				if key := env.Getenv(strings.Trim(strings.TrimSpace(v), `"'`)); key != "" {
-					mask(key)
+					out = append(out, key)
 				}
 			}
 		}
 	}
+	return out
 }
 
 func newAgent(env Env) *cobra.Command {

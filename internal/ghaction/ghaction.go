@@ -48,10 +48,11 @@ type LaunchOptions struct {
 	// instead of running anything.
 	Merge   bool
 	Records []string
-	// Log receives the run's progress lines (the job log).
+	// Log receives the run's progress lines (the job log). Workflow commands
+	// are switched off while it is written: a mask added there would be
+	// ignored by the runner (and print the secret), so every secret is
+	// masked before the launch, from Env.Secrets.
 	Log io.Writer
-	// Mask hides a secret the launch loads (the model API key) in the job log.
-	Mask func(secret string)
 }
 
 // LaunchFunc runs (or merges) and returns the report, the exit code the CLI
@@ -70,6 +71,10 @@ type Env struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Secrets returns the secret values the eval set at path will load (the
+	// model key in the variable its api_key_env names); they are masked
+	// before anything runs and before workflow commands are switched off.
+	Secrets func(evalSet string) []string
 	// ReportTimeout bounds the reporting after the run (default 2 minutes).
 	// After a cancellation the reporting must end before the runner's kill,
 	// which comes 10 s after its SIGINT: CancelBudget is the time from the
@@ -178,6 +183,11 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 	}
 	a.in = in
 	a.workspace = env.Getenv("GITHUB_WORKSPACE")
+	if env.Secrets != nil && in.Mode == ModeRun {
+		for _, v := range env.Secrets(a.path(in.EvalSet)) {
+			a.mask(v)
+		}
+	}
 
 	records, err := a.expandRecords(in.Records)
 	if err != nil {
@@ -188,7 +198,7 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 		EvalSet: in.EvalSet, Concurrency: in.Concurrency, SamplesRamp: in.SamplesRamp,
 		BudgetUSD: in.BudgetUSD, Rerun: in.Rerun, EarlyExit: in.EarlyExit, Shard: in.Shard,
 		Record: in.Record, Title: in.Title, Merge: in.Mode == ModeMerge, Records: records,
-		Log: env.Stdout, Mask: a.mask,
+		Log: env.Stdout,
 	}
 
 	what := "Steward: run " + in.EvalSet
