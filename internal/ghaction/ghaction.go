@@ -10,13 +10,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sethvargo/go-githubactions"
@@ -71,6 +75,10 @@ type Env struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Chown changes a path's owner (default os.Lchown; nil in tests that
+	// must not) and Owner reads a directory's owner (default: stat).
+	Chown func(path string, uid, gid int) error
+	Owner func(path string) (uid, gid int, ok bool)
 	// Secrets returns the secret values the eval set at path will load (the
 	// model key in the variable its api_key_env names); they are masked
 	// before anything runs and before workflow commands are switched off.
@@ -116,6 +124,22 @@ func (e *Env) defaults() {
 	}
 	if e.Now == nil {
 		e.Now = time.Now
+	}
+	if e.Chown == nil {
+		e.Chown = os.Lchown
+	}
+	if e.Owner == nil {
+		e.Owner = func(p string) (int, int, bool) {
+			st, err := os.Stat(p)
+			if err != nil {
+				return 0, 0, false
+			}
+			s, ok := st.Sys().(*syscall.Stat_t)
+			if !ok {
+				return 0, 0, false
+			}
+			return int(s.Uid), int(s.Gid), true
+		}
 	}
 	if e.ReportTimeout <= 0 {
 		e.ReportTimeout = 2 * time.Minute
@@ -175,14 +199,16 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 	for _, name := range secretEnv {
 		a.mask(env.Getenv(name))
 	}
+	a.workspace = env.Getenv("GITHUB_WORKSPACE")
 	if err != nil {
-		for _, line := range strings.Split(err.Error(), "\n") {
-			gh.Errorf("%s", line)
-		}
+		a.badInput("the action's inputs", err)
 		return ExitBadInput
 	}
 	a.in = in
-	a.workspace = env.Getenv("GITHUB_WORKSPACE")
+	// Whatever the action writes in the workspace goes to the workspace's
+	// owner, not to the container's root (a self-hosted runner's git clean
+	// must be able to remove it).
+	defer a.chownWritten()
 	if env.Secrets != nil && in.Mode == ModeRun {
 		for _, v := range env.Secrets(a.path(in.EvalSet)) {
 			a.mask(v)
@@ -191,7 +217,7 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 
 	records, err := a.expandRecords(in.Records)
 	if err != nil {
-		gh.Errorf("%s", err)
+		a.badInput("the action's inputs", err)
 		return ExitBadInput
 	}
 	opts := LaunchOptions{
@@ -224,6 +250,10 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 		if lerr == nil {
 			lerr = fmt.Errorf("launch returned no report")
 		}
+		if code == ExitBadInput {
+			a.badInput(in.EvalSet, lerr)
+			return code
+		}
 		gh.Errorf("%s", report.Plain(lerr.Error(), 2000))
 		if code == ExitOK {
 			code = ExitInfra
@@ -250,6 +280,12 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 			code = ExitInfra
 		}
 	}
+	if lerr != nil && (rep.Partial || errors.Is(lerr, context.Canceled)) && ctx.Err() != nil {
+		c := rep.Counts
+		gh.Noticef("Steward: the run was cancelled. %d of %d attempts finished (%d passed), %d were interrupted and %d never started; "+
+			"the partial report is in the job summary%s.", c.Passed+c.Failed+c.Errored+c.Infra, c.Total, c.Passed, c.Interrupted, c.Skipped, map[bool]string{true: " and the pull request comment", false: ""}[a.in.Comment])
+		lerr = nil
+	}
 	if lerr != nil {
 		gh.Errorf("%s", report.Plain(lerr.Error(), 2000))
 		if code == ExitOK {
@@ -257,6 +293,76 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 		}
 	}
 	return code
+}
+
+// locatedRe matches "file:line: message" and "file:line:col: message".
+var locatedRe = regexp.MustCompile(`^(?:steward: )?([^:\s][^:]*):([0-9]+):(?:[0-9]+:)? (.+)$`)
+
+// badInput reports invalid input: one error annotation per error, at its
+// file and line when the error names them, and a job summary that says what
+// was wrong (nothing ran).
+func (a *action) badInput(what string, err error) {
+	var items []string
+	for _, line := range strings.Split(strings.TrimSpace(err.Error()), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if m := locatedRe.FindStringSubmatch(line); m != nil {
+			file := a.rel(a.path(m[1]))
+			a.gh.WithFieldsMap(map[string]string{
+				"file": report.Plain(file, 500), "line": m[2], "title": "Steward: bad input",
+			}).Errorf("%s", report.Plain(m[3], 1000))
+			items = append(items, fmt.Sprintf("- `%s:%s` %s", report.Plain(file, 300), m[2], report.MD(m[3], 500)))
+			continue
+		}
+		a.gh.WithFieldsMap(map[string]string{"title": "Steward: bad input"}).Errorf("%s", report.Plain(line, 1000))
+		items = append(items, "- "+report.MD(strings.TrimPrefix(line, "steward: "), 500))
+	}
+	if a.env.Getenv("GITHUB_STEP_SUMMARY") == "" {
+		return
+	}
+	if what != "the action's inputs" {
+		what = "`" + report.Plain(a.rel(a.path(what)), 300) + "`"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "## Steward: bad input\n\nNothing ran: %s %s %d error(s). Fix them and push again.\n\n",
+		what, map[bool]string{true: "has", false: "have"}[!strings.HasPrefix(what, "the ")], len(items))
+	b.WriteString(strings.Join(items, "\n") + "\n")
+	a.gh.AddStepSummary(b.String())
+}
+
+// chownWritten gives what the action wrote in the workspace (the record and
+// report directories, and the directories it created to hold them) to the
+// workspace's owner. The container runs as root; the runner's workspace
+// belongs to the runner's user.
+func (a *action) chownWritten() {
+	if a.workspace == "" || a.env.Chown == nil {
+		return
+	}
+	uid, gid, ok := a.env.Owner(a.workspace)
+	if !ok {
+		return
+	}
+	ws := filepath.Clean(a.workspace)
+	for _, p := range []string{a.in.Record, a.in.ReportDir} {
+		if p == "" {
+			continue
+		}
+		dir := filepath.Clean(a.path(p))
+		if r, err := filepath.Rel(ws, dir); err != nil || r == "." || strings.HasPrefix(r, "..") {
+			continue // outside the workspace: not ours to change
+		}
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil {
+				_ = a.env.Chown(p, uid, gid)
+			}
+			return nil
+		})
+		for d := filepath.Dir(dir); d != ws && strings.HasPrefix(d, ws+string(filepath.Separator)); d = filepath.Dir(d) {
+			_ = a.env.Chown(d, uid, gid)
+		}
+	}
 }
 
 type action struct {

@@ -512,15 +512,19 @@ func TestBadInputsRunNothing(t *testing.T) {
 	}
 	log := e.stdout.String()
 	for _, want := range []string{
-		`::error::input mode: "deploy" is not run or merge`,
-		`::error::input concurrency: "many" is not a whole number`,
-		`::error::input budget: "-1" is not an amount`,
-		`::error::input comment: "maybe" is not a boolean`,
-		`::error::input shard: parse shard "5/4": the index must be between 1 and 4`,
+		`::error title=Steward%3A bad input::input mode: "deploy" is not run or merge`,
+		`::error title=Steward%3A bad input::input concurrency: "many" is not a whole number`,
+		`::error title=Steward%3A bad input::input budget: "-1" is not an amount`,
+		`::error title=Steward%3A bad input::input comment: "maybe" is not a boolean`,
+		`::error title=Steward%3A bad input::input shard: parse shard "5/4": the index must be between 1 and 4`,
 	} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
 		}
+	}
+	// The summary says what was wrong.
+	if sum := e.read("GITHUB_STEP_SUMMARY"); !strings.Contains(sum, "## Steward: bad input") || !strings.Contains(sum, "5 error(s)") || !strings.Contains(sum, `deploy`) {
+		t.Errorf("summary:\n%s", sum)
 	}
 }
 
@@ -618,8 +622,10 @@ func TestCancelledRunStillReports(t *testing.T) {
 	if e.outputs()["partial"] != "true" {
 		t.Errorf("partial output: %v", e.outputs())
 	}
-	if !strings.Contains(e.stdout.String(), "::error::run cancelled: context canceled") {
-		t.Errorf("the cancellation is not in the log")
+	// A clear notice, not "context canceled".
+	log := e.stdout.String()
+	if !strings.Contains(log, "::notice::Steward: the run was cancelled. 4 of 4 attempts finished (2 passed)") || strings.Contains(log, "context canceled") {
+		t.Errorf("the cancellation is not said clearly in the log:\n%s", log)
 	}
 }
 
@@ -743,3 +749,4 @@ func TestCancelledReportingIsBounded(t *testing.T) {
 		t.Errorf("report files not written: %v", err)
 	}
 }
+

@@ -153,5 +153,8 @@ func comment(r *Report, opts CommentOptions, failed []AttemptRow, n int) string 
 	if opts.SummaryURL != "" {
 		b.WriteString("[Full report](" + safeURL(opts.SummaryURL) + ")\n")
 	}
+	if f := footer(r); f != "" {
+		b.WriteString("\n" + f)
+	}
 	return b.String()
 }

@@ -146,7 +146,16 @@ func markdown(r *Report, opts MarkdownOptions, failed []AttemptRow, failCap, ram
 	for _, n := range opts.Notes {
 		b.WriteString(n + "\n\n")
 	}
+	b.WriteString(footer(r))
 	return b.String()
+}
+
+// footer names the steward that rendered the report.
+func footer(r *Report) string {
+	if r.Version == "" {
+		return ""
+	}
+	return "<sub>steward " + MD(r.Version, 80) + "</sub>\n"
 }
 
 func partialBanner(r *Report) string {
