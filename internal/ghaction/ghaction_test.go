@@ -749,4 +749,3 @@ func TestCancelledReportingIsBounded(t *testing.T) {
 		t.Errorf("report files not written: %v", err)
 	}
 }
-
