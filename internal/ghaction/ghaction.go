@@ -263,6 +263,7 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 	if rep.Title == "" {
 		rep.Title = in.Title
 	}
+	a.relativize(rep)
 
 	// Reporting goes on after a cancellation, on a context of its own, short
 	// enough to finish before the runner's kill.
@@ -293,6 +294,32 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 		}
 	}
 	return code
+}
+
+// relativize shows the eval set's and the samples' paths relative to the
+// workspace: the container's /github/workspace means nothing on the runner
+// or in the pull request. (The comment's marker is built from the relative
+// path too, so it is the same wherever the workspace is mounted.)
+func (a *action) relativize(rep *report.Report) {
+	if a.workspace == "" {
+		return
+	}
+	if rep.EvalSet != "" {
+		rep.EvalSet = a.rel(a.path(rep.EvalSet))
+	}
+	for i := range rep.Attempts {
+		src := rep.Attempts[i].Source
+		if !filepath.IsAbs(src) {
+			continue
+		}
+		if file, line := report.SplitSource(src); file != "" {
+			rel := a.rel(file)
+			if line > 0 {
+				rel += ":" + strconv.Itoa(line)
+			}
+			rep.Attempts[i].Source = rel
+		}
+	}
 }
 
 // locatedRe matches "file:line: message" and "file:line:col: message".
