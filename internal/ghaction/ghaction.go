@@ -52,6 +52,9 @@ type LaunchOptions struct {
 	// instead of running anything.
 	Merge   bool
 	Records []string
+	// Shards is how many shard records the merge expects (0: from the
+	// records' i/n).
+	Shards int
 	// Log receives the run's progress lines (the job log). Workflow commands
 	// are switched off while it is written: a mask added there would be
 	// ignored by the runner (and print the secret), so every secret is
@@ -223,7 +226,7 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 	opts := LaunchOptions{
 		EvalSet: in.EvalSet, Concurrency: in.Concurrency, SamplesRamp: in.SamplesRamp,
 		BudgetUSD: in.BudgetUSD, Rerun: in.Rerun, EarlyExit: in.EarlyExit, Shard: in.Shard,
-		Record: in.Record, Title: in.Title, Merge: in.Mode == ModeMerge, Records: records,
+		Record: in.Record, Title: in.Title, Merge: in.Mode == ModeMerge, Records: records, Shards: in.Shards,
 		Log: env.Stdout,
 	}
 

@@ -27,6 +27,7 @@ type Inputs struct {
 	Records     []string
 	ReportDir   string
 	PRNumber    int // 0: from the event
+	Shards      int // merge mode: shards expected; 0: from the records
 }
 
 // Modes.
@@ -117,6 +118,16 @@ func ParseInputs(getenv func(string) string) (Inputs, error) {
 	}
 	if in.Mode == ModeMerge && len(in.Records) == 0 {
 		errs = append(errs, errors.New("input records: merge mode needs the shard records to merge (one path or glob per line)"))
+	}
+	if v := input(getenv, "shards"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("input shards: %q is not a whole number ≥ 0 (0: from the records)", v))
+		}
+		if in.Mode != ModeMerge && n > 0 {
+			errs = append(errs, errors.New("input shards: only merge mode takes it (the shard input slices a run)"))
+		}
+		in.Shards = n
 	}
 	if v := input(getenv, "pr-number"); v != "" {
 		n, err := strconv.Atoi(v)
