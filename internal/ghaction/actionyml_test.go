@@ -161,3 +161,58 @@ func TestDockerfiles(t *testing.T) {
 		}
 	}
 }
+
+// The release workflow publishes what `uses: OWNER/steward@vX` runs: on a
+// version tag, a linux/amd64 + linux/arm64 image from Dockerfile with the
+// version and commit stamped in, pushed to ghcr.io, and the tag moved to a
+// commit whose action.yml names that image by digest (a fixed reference).
+func TestReleaseWorkflow(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", ".github", "workflows", "release.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf struct {
+		On struct {
+			Push struct {
+				Tags []string `yaml:"tags"`
+			} `yaml:"push"`
+		} `yaml:"on"`
+		Permissions map[string]string `yaml:"permissions"`
+		Jobs        map[string]struct {
+			Steps []struct {
+				Uses string            `yaml:"uses"`
+				Run  string            `yaml:"run"`
+				With map[string]string `yaml:"with"`
+				Env  map[string]string `yaml:"env"`
+			} `yaml:"steps"`
+		} `yaml:"jobs"`
+	}
+	if err := yaml.Unmarshal(b, &wf); err != nil {
+		t.Fatalf("release.yml: %v", err)
+	}
+	if len(wf.On.Push.Tags) == 0 || !strings.HasPrefix(wf.On.Push.Tags[0], "v") {
+		t.Errorf("release.yml runs on %v, want version tags", wf.On.Push.Tags)
+	}
+	if wf.Permissions["packages"] != "write" || wf.Permissions["contents"] != "write" {
+		t.Errorf("permissions %v", wf.Permissions)
+	}
+	var built, moved bool
+	for _, j := range wf.Jobs {
+		for _, s := range j.Steps {
+			if strings.HasPrefix(s.Uses, "docker/build-push-action@") {
+				built = s.With["platforms"] == "linux/amd64,linux/arm64" && s.With["push"] == "true" && s.With["file"] == "Dockerfile" &&
+					strings.Contains(s.With["build-args"], "VERSION=") && strings.Contains(s.With["build-args"], "COMMIT=") && s.With["tags"] != ""
+			}
+			if strings.HasPrefix(s.Uses, "docker/login-action@") && s.With["registry"] != "ghcr.io" {
+				t.Errorf("release.yml logs in to %q, want ghcr.io", s.With["registry"])
+			}
+			if strings.Contains(s.Run, "image: Dockerfile") && strings.HasPrefix(s.Env["REF"], "docker://") && strings.Contains(s.Env["REF"], "digest") &&
+				strings.Contains(s.Run, "git push") {
+				moved = true
+			}
+		}
+	}
+	if !built || !moved {
+		t.Errorf("release.yml: multi-arch build and push %v; tag moved to an action.yml naming the image by digest %v", built, moved)
+	}
+}

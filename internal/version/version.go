@@ -22,6 +22,9 @@ var readBuildInfo = debug.ReadBuildInfo
 // unknown, shortened to 12 characters).
 func Get() (version, commit string) {
 	version, commit = Version, Commit
+	if commit == "unknown" {
+		commit = ""
+	}
 	if bi, ok := readBuildInfo(); ok {
 		if version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 			version = bi.Main.Version
@@ -36,9 +39,6 @@ func Get() (version, commit string) {
 	}
 	if version == "" {
 		version = "dev"
-	}
-	if commit == "unknown" {
-		commit = ""
 	}
 	if len(commit) > 12 {
 		commit = commit[:12]
