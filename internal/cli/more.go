@@ -356,7 +356,7 @@ func newAction(env Env) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			genv := ghaction.Env{Getenv: env.Getenv, Stdout: env.Stdout, Stderr: env.Stderr,
-				Secrets: func(path string) []string { return modelSecrets(path, env) }}
+				Secrets: func(path string) []string { return modelSecrets(path, env) }, Baseline: readBaseline}
 			code := ghaction.Run(cmd.Context(), genv, func(ctx context.Context, o ghaction.LaunchOptions) (*report.Report, int, error) {
 				if o.Merge {
 					out := o.Record
@@ -406,6 +406,33 @@ func newAction(env Env) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// readBaseline reads the base's results: the newest run in the record at
+// path (a record directory or its record.sqlite).
+func readBaseline(ctx context.Context, path string) (*report.Report, error) {
+	dir := path
+	if filepath.Base(path) == record.FileName {
+		dir = filepath.Dir(path)
+	}
+	if _, err := os.Stat(filepath.Join(dir, record.FileName)); err != nil {
+		return nil, fmt.Errorf("read baseline: no record at %s (was the base's record restored?)", path)
+	}
+	db, err := record.Open(ctx, dir)
+	if err != nil {
+		return nil, fmt.Errorf("read baseline: %w", err)
+	}
+	defer db.Close()
+	runs, err := db.Runs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read baseline: %w", err)
+	}
+	for _, r := range runs {
+		if r.Status == "finished" {
+			return report.FromRecord(ctx, db, []string{r.ID}, "")
+		}
+	}
+	return nil, fmt.Errorf("read baseline: the record at %s holds no finished run", path)
 }
 
 // modelSecrets are the values the action masks before a run of the eval set

@@ -82,6 +82,9 @@ type Env struct {
 	// must not) and Owner reads a directory's owner (default: stat).
 	Chown func(path string, uid, gid int) error
 	Owner func(path string) (uid, gid int, ok bool)
+	// Baseline reads the base's results from the record at path (a
+	// directory or its record.sqlite): its newest run's report.
+	Baseline func(ctx context.Context, path string) (*report.Report, error)
 	// Secrets returns the secret values the eval set at path will load (the
 	// model key in the variable its api_key_env names); they are masked
 	// before anything runs and before workflow commands are switched off.
@@ -267,6 +270,7 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 		rep.Title = in.Title
 	}
 	a.relativize(rep)
+	a.compare(ctx, rep)
 
 	// Reporting goes on after a cancellation, on a context of its own, short
 	// enough to finish before the runner's kill.
@@ -296,7 +300,57 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 			code = ExitInfra
 		}
 	}
-	return code
+	return a.failOn(rep, code)
+}
+
+// compare judges the run against the baseline record, when one is given.
+// A baseline that cannot be read is a warning: the first run on a new base
+// has none.
+func (a *action) compare(ctx context.Context, rep *report.Report) {
+	if a.in.Baseline == "" || a.env.Baseline == nil || a.in.Mode == ModeMerge && rep.Partial {
+		return
+	}
+	base, err := a.env.Baseline(ctx, a.path(a.in.Baseline))
+	if err != nil {
+		a.gh.Warningf("Steward: no comparison with the base: %s", report.Plain(err.Error(), 500))
+		a.notes = append(a.notes, "_No comparison with the base: "+report.MD(err.Error(), 300)+"._")
+		return
+	}
+	a.relativize(base)
+	rep.Comparison = report.Compare(rep, base, a.in.Baseline)
+}
+
+// failOn decides the exit from the results and the fail-on input. Bad input,
+// infrastructure errors and cancellation keep their codes.
+func (a *action) failOn(rep *report.Report, code int) int {
+	if code != ExitOK && code != ExitFailed {
+		return code
+	}
+	f := a.in.FailOn
+	var want int
+	switch f.Mode {
+	case FailOnNever, FailOnErrors:
+		want = ExitOK
+	case FailOnRegression:
+		if rep.Comparison == nil {
+			a.gh.Warningf("Steward: fail-on: regression needs a baseline record; failing on failures instead")
+			return code
+		}
+		if rep.Comparison.Regressed {
+			want = ExitFailed
+		}
+	case FailOnPassRate:
+		if rate := rep.Counts.PassRate(); rate < f.MinRate {
+			a.gh.Errorf("Steward: pass rate %.1f%% is below %.1f%% (fail-on: %s)", 100*rate, 100*f.MinRate, report.Plain(f.Original, 50))
+			want = ExitFailed
+		}
+	default:
+		return code
+	}
+	if want != code {
+		a.gh.Noticef("Steward: exit %d instead of %d (fail-on: %s)", want, code, report.Plain(f.Original, 50))
+	}
+	return want
 }
 
 // relativize shows the eval set's and the samples' paths relative to the
@@ -400,6 +454,7 @@ type action struct {
 	gh        *githubactions.Action
 	in        Inputs
 	workspace string
+	notes     []string // for the summary and the comment
 }
 
 func (a *action) mask(secret string) {
@@ -509,9 +564,9 @@ func (a *action) report(ctx context.Context, rep *report.Report) error {
 
 	a.annotate(rep)
 
-	var notes []string
+	notes := append([]string(nil), a.notes...)
 	summaryURL := a.summaryURL()
-	body := report.Comment(rep, report.CommentOptions{SummaryURL: summaryURL})
+	body := report.Comment(rep, report.CommentOptions{SummaryURL: summaryURL, Notes: a.notes})
 	if err := os.WriteFile(commentPath, []byte(body), 0o644); err != nil {
 		return fmt.Errorf("write comment.md: %w", err)
 	}

@@ -749,3 +749,82 @@ func TestCancelledReportingIsBounded(t *testing.T) {
 		t.Errorf("report files not written: %v", err)
 	}
 }
+
+// fail-on decides the exit from the results; bad input, infrastructure
+// errors and cancellation are never hidden. The comparison with the
+// baseline is in the summary and the comment.
+func TestFailOnAndBaseline(t *testing.T) {
+	base := fixedReport(4) // all passed on base
+	cases := []struct {
+		failOn   string
+		baseline bool
+		passed   int // head: fixedReport(passed)
+		code     int // the launch's
+		want     int
+	}{
+		{"", false, 2, ghaction.ExitFailed, ghaction.ExitFailed},
+		{"failures", false, 4, ghaction.ExitOK, ghaction.ExitOK},
+		{"never", false, 2, ghaction.ExitFailed, ghaction.ExitOK},
+		{"never", false, 2, ghaction.ExitInfra, ghaction.ExitInfra},
+		{"never", false, 2, 130, 130},
+		{"errors", false, 2, ghaction.ExitFailed, ghaction.ExitOK},
+		{"errors", false, 2, ghaction.ExitInfra, ghaction.ExitInfra},
+		{"pass-rate<0.4", false, 2, ghaction.ExitFailed, ghaction.ExitOK},
+		{"pass-rate<60%", false, 2, ghaction.ExitFailed, ghaction.ExitFailed},
+		{"pass-rate<0.9", false, 4, ghaction.ExitOK, ghaction.ExitOK},
+		{"regression", true, 2, ghaction.ExitFailed, ghaction.ExitFailed}, // q3 passed on base
+		{"regression", false, 2, ghaction.ExitFailed, ghaction.ExitFailed},
+		{"regression-same", true, 2, ghaction.ExitFailed, ghaction.ExitOK}, // the same failures on base: not worse
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%s/%v/%d/%d", tc.failOn, tc.baseline, tc.passed, tc.code), func(t *testing.T) {
+			e := newActionEnv(t, "http://127.0.0.1:9", writeTok)
+			e.vars["INPUT_COMMENT"] = "false"
+			e.vars["INPUT_FAIL-ON"] = tc.failOn
+			base := base
+			if tc.failOn == "regression-same" {
+				e.vars["INPUT_FAIL-ON"] = "regression"
+				base = fixedReport(2)
+			}
+			env := e.env()
+			if tc.baseline {
+				e.vars["INPUT_BASELINE"] = ".steward-base"
+				env.Baseline = func(ctx context.Context, p string) (*report.Report, error) {
+					if p != filepath.Join(e.workspace, ".steward-base") {
+						t.Errorf("baseline path %s", p)
+					}
+					return base, nil
+				}
+			}
+			stub := &stubLaunch{rep: func() *report.Report { return fixedReport(tc.passed) }, code: tc.code}
+			if got := ghaction.Run(context.Background(), env, stub.launch); got != tc.want {
+				t.Fatalf("exit %d, want %d\n%s", got, tc.want, e.stdout.String())
+			}
+			if tc.baseline {
+				sum := e.read("GITHUB_STEP_SUMMARY")
+				if !strings.Contains(sum, "### Compared with base") || (tc.want == ghaction.ExitFailed) != strings.Contains(sum, "Newly failing") {
+					t.Errorf("summary has no comparison:\n%s", sum)
+				}
+			}
+		})
+	}
+	// A baseline that is not there: a warning and a note, no comparison.
+	e := newActionEnv(t, "http://127.0.0.1:9", writeTok)
+	e.vars["INPUT_COMMENT"] = "false"
+	e.vars["INPUT_BASELINE"] = "missing"
+	env := e.env()
+	env.Baseline = func(context.Context, string) (*report.Report, error) { return nil, fmt.Errorf("no record at missing") }
+	stub := &stubLaunch{rep: func() *report.Report { return fixedReport(4) }, code: ghaction.ExitOK}
+	if got := ghaction.Run(context.Background(), env, stub.launch); got != ghaction.ExitOK {
+		t.Fatalf("exit %d", got)
+	}
+	if !strings.Contains(e.stdout.String(), "::warning::Steward: no comparison with the base") || !strings.Contains(e.read("GITHUB_STEP_SUMMARY"), "No comparison with the base") {
+		t.Errorf("no warning for a missing baseline:\n%s", e.stdout.String())
+	}
+	// A bad fail-on is bad input.
+	e = newActionEnv(t, "http://127.0.0.1:9", writeTok)
+	e.vars["INPUT_FAIL-ON"] = "pass-rate<2"
+	if got := ghaction.Run(context.Background(), e.env(), stub.launch); got != ghaction.ExitBadInput {
+		t.Fatalf("fail-on pass-rate<2: exit %d", got)
+	}
+}

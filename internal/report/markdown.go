@@ -118,6 +118,9 @@ func markdown(r *Report, opts MarkdownOptions, failed []AttemptRow, failCap, ram
 	}
 	b.WriteString(countsTable(r.Counts))
 	b.WriteString("\n")
+	if r.Comparison != nil {
+		b.WriteString(comparisonMarkdown(r.Comparison, "### Compared with base\n\n", failCap, opts.ReasonWidth))
+	}
 	if len(r.Tasks) > 0 {
 		b.WriteString("### Pass rate per task\n\n")
 		b.WriteString(taskTable(r, true))
