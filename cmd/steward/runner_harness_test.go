@@ -128,7 +128,7 @@ type ghRunner struct {
 	repo     string
 	label    string // on every action container of this test
 
-	caches    map[string]string // key → host directory
+	caches    map[string]cacheEntry // key → saved files
 	cacheSeq  []string
 	artifacts map[int]map[string]string // run id → name → host directory
 	ghStub    string                    // directory holding the gh stub
@@ -158,7 +158,7 @@ func newGHRunner(t *testing.T, image string) *ghRunner {
 	r := &ghRunner{
 		t: t, image: image, action: a, gh: gh, apiURL: gh.URL, bridgeIP: ip, repoRoot: root,
 		owner: "octo", repo: "evals", label: "steward-test-runner-" + randHex(4),
-		caches: map[string]string{}, artifacts: map[int]map[string]string{}, headSHA: "0123456789abcdef0123456789abcdef01234567",
+		caches: map[string]cacheEntry{}, artifacts: map[int]map[string]string{}, headSHA: "0123456789abcdef0123456789abcdef01234567",
 	}
 	r.ghStub = t.TempDir()
 	for _, d := range []string{r.ghStub, filepath.Dir(r.ghStub)} {
@@ -223,6 +223,17 @@ func (r *ghRunner) workflowRunEvent(workflowName string, runID int) map[string]a
 		},
 		"repository": repo,
 	}
+}
+
+// cacheEntry is a saved cache: its files and the path they were saved from
+// (actions/cache restores an entry only to the path it was saved from: the
+// path is part of the cache's version).
+type cacheEntry struct{ dir, path string }
+
+func (r *ghRunner) pushEvent() map[string]any {
+	repo := map[string]any{"full_name": r.owner + "/" + r.repo, "name": r.repo, "owner": map[string]any{"login": r.owner}, "default_branch": "main"}
+	return map[string]any{"ref": "refs/heads/main", "before": "fedcba9876543210fedcba9876543210fedcba98", "after": r.headSHA,
+		"repository": repo, "pusher": map[string]any{"name": "maintainer"}, "head_commit": map[string]any{"id": r.headSHA}}
 }
 
 // A job of a workflow run.
@@ -559,10 +570,11 @@ func (j *ghJob) checkout() {
 
 func (j *ghJob) cacheRestore(s workflowStep) map[string]string {
 	key := j.expand(s.With["key"])
+	path := j.expand(s.With["path"])
 	hit := ""
-	src, ok := j.r.caches[key]
-	if ok {
-		hit = "true"
+	src := ""
+	if e, ok := j.r.caches[key]; ok && e.path == path {
+		src, hit = e.dir, "true"
 	} else {
 		for _, pre := range strings.Split(j.expand(s.With["restore-keys"]), "\n") {
 			pre = strings.TrimSpace(pre)
@@ -570,8 +582,8 @@ func (j *ghJob) cacheRestore(s workflowStep) map[string]string {
 				continue
 			}
 			for i := len(j.r.cacheSeq) - 1; i >= 0; i-- { // newest first
-				if strings.HasPrefix(j.r.cacheSeq[i], pre) {
-					src = j.r.caches[j.r.cacheSeq[i]]
+				if e := j.r.caches[j.r.cacheSeq[i]]; strings.HasPrefix(j.r.cacheSeq[i], pre) && e.path == path {
+					src = e.dir
 					break
 				}
 			}
@@ -595,7 +607,7 @@ func (j *ghJob) cacheSave(s workflowStep) {
 	}
 	dst := j.r.t.TempDir()
 	copyTree(j.r.t, src, dst)
-	j.r.caches[key] = dst
+	j.r.caches[key] = cacheEntry{dir: dst, path: j.expand(s.With["path"])}
 	j.r.cacheSeq = append(j.r.cacheSeq, key)
 }
 
@@ -732,17 +744,21 @@ func (j *ghJob) startAction(s workflowStep, during func(name string, exited <-ch
 	}
 	prNumber := str(lookup(j.event, "pull_request.number"))
 	headRef, baseRef := "", ""
-	if j.eventName == "pull_request" {
+	ref, refName := "refs/pull/"+prNumber+"/merge", prNumber+"/merge"
+	switch j.eventName {
+	case "pull_request":
 		headRef, baseRef = "feature", "main"
+	case "push", "workflow_run":
+		ref, refName = "refs/heads/main", "main"
 	}
 	for k, v := range map[string]string{
-		"HOME": "/github/home", "GITHUB_JOB": j.name, "GITHUB_REF": "refs/pull/" + prNumber + "/merge", "GITHUB_SHA": j.r.headSHA,
+		"HOME": "/github/home", "GITHUB_JOB": j.name, "GITHUB_REF": ref, "GITHUB_SHA": j.r.headSHA,
 		"GITHUB_REPOSITORY": j.r.owner + "/" + j.r.repo, "GITHUB_REPOSITORY_OWNER": j.r.owner, "GITHUB_REPOSITORY_ID": "4711",
 		"GITHUB_RUN_ID": strconv.Itoa(j.runID), "GITHUB_RUN_NUMBER": "7", "GITHUB_RETENTION_DAYS": "90", "GITHUB_RUN_ATTEMPT": "1",
 		"GITHUB_ACTOR": "contributor", "GITHUB_TRIGGERING_ACTOR": "contributor", "GITHUB_WORKFLOW": j.wf.Name,
 		"GITHUB_HEAD_REF": headRef, "GITHUB_BASE_REF": baseRef, "GITHUB_EVENT_NAME": j.eventName,
 		"GITHUB_SERVER_URL": "https://github.com", "GITHUB_API_URL": j.r.apiURL, "GITHUB_GRAPHQL_URL": j.r.apiURL + "/graphql",
-		"GITHUB_REF_NAME": prNumber + "/merge", "GITHUB_REF_PROTECTED": "false", "GITHUB_REF_TYPE": "branch",
+		"GITHUB_REF_NAME": refName, "GITHUB_REF_PROTECTED": "false", "GITHUB_REF_TYPE": "branch",
 		"GITHUB_WORKSPACE": "/github/workspace", "GITHUB_ACTION": "__self", "GITHUB_EVENT_PATH": "/github/workflow/event.json",
 		"GITHUB_ACTION_REPOSITORY": "", "GITHUB_ACTION_REF": "",
 		"RUNNER_OS": "Linux", "RUNNER_ARCH": "X64", "RUNNER_NAME": "GitHub Actions 2", "RUNNER_ENVIRONMENT": "github-hosted",

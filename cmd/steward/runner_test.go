@@ -229,15 +229,18 @@ func runnerWorkflows(t *testing.T, img string) {
 	r.gh.AddPullRequest(r.owner, r.repo, samePR)
 	r.gh.AddPullRequest(r.owner, r.repo, forkPR)
 	files, _ := filepath.Glob("../../.github/workflows/*.y*ml")
-	var prWfs, wrWfs []*workflow
+	var pushWfs, prWfs, wrWfs []*workflow
 	for _, f := range files {
 		wf := readWorkflow(t, f)
 		if !wf.usesAction() {
 			continue
 		}
+		_, push := wf.On["push"]
 		_, pr := wf.On["pull_request"]
 		_, wr := wf.On["workflow_run"]
 		switch {
+		case push:
+			pushWfs = append(pushWfs, wf)
 		case pr:
 			prWfs = append(prWfs, wf)
 		case wr:
@@ -246,10 +249,18 @@ func runnerWorkflows(t *testing.T, img string) {
 			t.Errorf("%s uses the action on events this test does not drive: %v", f, wf.On)
 		}
 	}
-	if len(prWfs) == 0 || len(wrWfs) == 0 {
-		t.Fatalf("workflows using the action: %d pull_request, %d workflow_run", len(prWfs), len(wrWfs))
+	if len(pushWfs) == 0 || len(prWfs) == 0 || len(wrWfs) == 0 {
+		t.Fatalf("workflows using the action: %d push, %d pull_request, %d workflow_run", len(pushWfs), len(prWfs), len(wrWfs))
 	}
 	runID := 9000
+	// Pushes to main first: they save the base branch's record.
+	for _, wf := range pushWfs {
+		runID++
+		t.Run(filepath.Base(wf.File)+"/push", func(t *testing.T) {
+			jobs := runWorkflow(t, r, wf, "push", r.pushEvent(), runID, 0)
+			checkWorkflowRun(t, r, wf, jobs, 0, false)
+		})
+	}
 	forkRuns := map[string]int{} // workflow name → the fork run's id
 	for _, wf := range prWfs {
 		for _, fork := range []bool{false, true} {
@@ -313,6 +324,10 @@ func checkWorkflowRun(t *testing.T, r *ghRunner, wf *workflow, jobs []*ghJob, pr
 			mergeTotal = rep.Counts.Total
 		case res.inputs["INPUT_SHARD"] != "":
 			shardTotal += rep.Counts.Total
+		}
+		// A baseline was saved by the push run before: the comparison shows.
+		if res.inputs["INPUT_BASELINE"] != "" && !strings.Contains(res.summary, "### Compared with base") {
+			t.Errorf("%s job %s: baseline %s but no comparison in the summary:\n%s", wf.File, j.name, res.inputs["INPUT_BASELINE"], res.summary)
 		}
 		wantComment := res.inputs["INPUT_COMMENT"] == "true" && j.write && commentable
 		if wantComment {
