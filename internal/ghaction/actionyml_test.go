@@ -216,3 +216,39 @@ func TestReleaseWorkflow(t *testing.T) {
 		t.Errorf("release.yml: multi-arch build and push %v; tag moved to an action.yml naming the image by digest %v", built, moved)
 	}
 }
+
+// docs/action.md opens with the workflows users paste: each block headed
+// "# .github/workflows/NAME" is that file with `uses: ./` written as
+// `uses: steward-evals/steward@v1`, and every workflow that uses the action
+// is there. (The runner-faithful test runs the files.)
+func TestDocsWorkflowsAreTheShippedOnes(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "action.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```yaml\n# \\.github/workflows/([a-z0-9-]+\\.yml)\n(.*?)```\n").FindAllStringSubmatch(string(doc), -1)
+	shown := map[string]bool{}
+	for _, b := range blocks {
+		file, err := os.ReadFile(filepath.Join("..", "..", ".github", "workflows", b[1]))
+		if err != nil {
+			t.Errorf("docs/action.md shows %s: %v", b[1], err)
+			continue
+		}
+		want := strings.ReplaceAll(string(file), "uses: ./ # in your repository: steward-evals/steward@v1", "uses: steward-evals/steward@v1")
+		want = regexp.MustCompile(`uses: \./\n`).ReplaceAllString(want, "uses: steward-evals/steward@v1\n")
+		if b[2] != want {
+			t.Errorf("docs/action.md's %s differs from the file (copy it again)", b[1])
+		}
+		shown[b[1]] = true
+	}
+	files, _ := filepath.Glob(filepath.Join("..", "..", ".github", "workflows", "*.yml"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		if regexp.MustCompile(`(?m)^\s*(- )?uses: \./`).Match(b) && !shown[filepath.Base(f)] {
+			t.Errorf("%s uses the action but docs/action.md does not show it", filepath.Base(f))
+		}
+	}
+	if len(shown) < 4 {
+		t.Errorf("docs/action.md shows %d workflows", len(shown))
+	}
+}
