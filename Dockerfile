@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # Steward's GitHub container action: one static binary, Debian's static
 # busybox (a POSIX shell and the usual small tools, so `provider: local`
 # tasks run inside the action's container) and CA certificates.
@@ -9,7 +8,9 @@
 # the tagged action.yml names that image (docs/action.md, "Versions").
 #
 # Build arguments: VERSION and COMMIT are stamped into the binary
-# (`steward version`, the report footers).
+# (`steward version`, the report footers). The build stage runs on
+# $BUILDPLATFORM, which BuildKit sets: the default `docker build` on
+# GitHub-hosted runners and in docker/build-push-action.
 ARG GO_VERSION=1.26
 ARG DEBIAN_VERSION=bookworm
 

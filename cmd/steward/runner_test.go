@@ -534,16 +534,24 @@ func runnerBadInput(t *testing.T, img string) {
 	if res.code != 2 {
 		t.Fatalf("exit %d, want 2:\n%s", res.code, res.log.Text())
 	}
+	// The eval set has five errors: agent missing, no samples and the
+	// unknown key "agnt" in task a; no scorer and attempts -1 in task b.
 	var located []string
 	for _, a := range res.log.Annotations {
-		if a.Level == "error" && a.Properties["file"] == "evals/steward.yaml" && a.Properties["line"] != "" {
-			located = append(located, a.Properties["line"]+": "+a.Message)
+		if a.Level != "error" {
+			continue
 		}
+		if a.Properties["file"] != "evals/steward.yaml" || a.Properties["line"] == "" {
+			t.Errorf("error annotation without the file and line: %+v", a)
+			continue
+		}
+		located = append(located, a.Properties["line"]+": "+a.Message)
 	}
-	if len(located) < 2 {
-		t.Errorf("want one located error annotation per error, got %v:\n%s", located, res.log.Text())
+	if len(located) != 5 {
+		t.Errorf("want one located error annotation per error (5), got %d: %v\n%s", len(located), located, res.log.Text())
 	}
-	if !strings.Contains(res.summary, "evals/steward.yaml") || !strings.Contains(res.summary, "agnt") {
+	if !strings.Contains(res.summary, "Steward: bad input") || !strings.Contains(res.summary, "5 error(s)") ||
+		!strings.Contains(res.summary, "`evals/steward.yaml:3`") || !strings.Contains(res.summary, "agnt") {
 		t.Errorf("the summary does not say what was wrong:\n%s", res.summary)
 	}
 }
