@@ -21,6 +21,7 @@ model:
   name: gpt-test
   base_url: BASE/v1
   api_key_env: MY_MODEL_KEY   # the variable's name
+secret_env: [MY_HOOK_TOKEN]
 tasks:
   - name: arith
     sandbox: {provider: local}
@@ -31,13 +32,15 @@ tasks:
       - {id: mul, input: "What is 6*7?", target: "42"}
 `
 
-// No secret reaches the job log: the model key named by api_key_env and the
-// GitHub token are masked before workflow commands are switched off (a mask
+// No secret reaches the job log: the model key named by api_key_env, the
+// variables the eval set marks secret (secret_env) and the GitHub token are
+// masked before workflow commands are switched off (a mask
 // added while they are off is ignored by the runner, which then prints the
 // add-mask line and the key with it). The log is read as the runner reads it.
 func TestActionMasksSecretsBeforeCommandsStop(t *testing.T) {
 	const key = "sk-modelKey-9f8e7d6c5b4a"
 	const tok = "ghs_maskedToken4321"
+	const hook = "hook-secret-5a6b7c8d"
 	fp := fakeprovider.New(fakeprovider.Config{APIKey: key})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -54,6 +57,7 @@ func TestActionMasksSecretsBeforeCommandsStop(t *testing.T) {
 	g := newGHEnv(t, dir, gh.URL, 17)
 	g.vars["INPUT_GITHUB-TOKEN"] = tok
 	g.vars["MY_MODEL_KEY"] = key
+	g.vars["MY_HOOK_TOKEN"] = hook
 	out, code := g.run(t)
 	if code != 0 {
 		t.Fatalf("exit %d (the key must reach the provider):\n%s", code, out)
@@ -65,12 +69,12 @@ func TestActionMasksSecretsBeforeCommandsStop(t *testing.T) {
 	if l.Stops == 0 || l.Unresumed {
 		t.Fatalf("workflow commands: %d stops, unresumed %v", l.Stops, l.Unresumed)
 	}
-	for _, s := range []string{key, tok} {
+	for _, s := range []string{key, tok, hook} {
 		if !slices.Contains(l.MasksBeforeStop, s) {
 			t.Errorf("%.6s… is not masked before the first ::stop-commands:: (masks before: %d, all: %d)", s, len(l.MasksBeforeStop), len(l.Masks))
 		}
 	}
-	if leaks := l.Leaks(key, tok); len(leaks) > 0 {
+	if leaks := l.Leaks(key, tok, hook); len(leaks) > 0 {
 		t.Fatalf("the job log shows %d secret(s):\n%s", len(leaks), l.Text())
 	}
 }

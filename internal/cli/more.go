@@ -437,8 +437,8 @@ func readBaseline(ctx context.Context, path string) (*report.Report, error) {
 
 // modelSecrets are the values the action masks before a run of the eval set
 // at path: the key in the variable its model's api_key_env names (read from
-// the loaded eval set, or from the file's text when it does not load), and
-// the providers' usual key variables.
+// the loaded eval set, or from the file's text when it does not load), the
+// variables its secret_env lists, and the providers' usual key variables.
 func modelSecrets(path string, env Env) []string {
 	var out []string
 	for _, name := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY"} {
@@ -447,8 +447,8 @@ func modelSecrets(path string, env Env) []string {
 		}
 	}
 	if es, err := evalset.Load(path, evalset.LoadOptions{Getenv: env.Getenv}); err == nil {
-		if es.Model.APIKeyEnv != "" {
-			if v := env.Getenv(es.Model.APIKeyEnv); v != "" {
+		for _, name := range append([]string{es.Model.APIKeyEnv}, es.SecretEnv...) {
+			if v := env.Getenv(name); name != "" && v != "" {
 				out = append(out, v)
 			}
 		}
