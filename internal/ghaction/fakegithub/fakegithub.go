@@ -241,6 +241,11 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 		finish(status, apiError{Message: msg, DocumentationURL: "https://docs.github.com/rest", Status: strconv.Itoa(status)}, why)
 	}
 
+	// GitHub refuses requests without a User-Agent.
+	if req.Header.Get("User-Agent") == "" {
+		reject(http.StatusForbidden, "Request forbidden by administrative rules. Please make sure your request has a User-Agent header (https://docs.github.com/en/rest/overview/resources-in-the-rest-api#user-agent-required).", "no User-Agent header")
+		return
+	}
 	// Credentials: "Bearer <tok>" or "token <tok>".
 	auth := req.Header.Get("Authorization")
 	scheme, tok, _ := strings.Cut(auth, " ")
