@@ -36,9 +36,17 @@ import (
 	"github.com/steward-evals/steward/internal/ghaction/runnerlog"
 )
 
-// workspaceUID is the owner of the runner's workspace (the hosted runner's
-// "runner" user), which is not the container's root.
-const workspaceUID, workspaceGID = 1001, 127
+// workspaceUID and workspaceGID own the runner's workspace: the hosted
+// runner's "runner" user (1001), which is not the container's root, when the
+// test runs as root (it then gives the workspace to that user); the test's
+// own user otherwise (as on a hosted runner, where the test itself runs as
+// "runner").
+var workspaceUID, workspaceGID = func() (uint32, uint32) {
+	if os.Geteuid() == 0 {
+		return 1001, 127
+	}
+	return uint32(os.Geteuid()), uint32(os.Getegid())
+}()
 
 type actionDef struct {
 	Inputs map[string]struct {
@@ -545,7 +553,7 @@ func chownTree(t *testing.T, root string) {
 	t.Helper()
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err == nil {
-			_ = os.Lchown(p, workspaceUID, workspaceGID)
+			_ = os.Lchown(p, int(workspaceUID), int(workspaceGID))
 		}
 		return nil
 	})
@@ -669,12 +677,14 @@ func (j *ghJob) runScript(s workflowStep) (map[string]string, bool) {
 	t := j.r.t
 	out := filepath.Join(j.root, "file_commands", "run_output_"+randHex(4))
 	writeFile(t, out, "")
-	if err := os.Chown(out, workspaceUID, workspaceGID); err != nil {
+	if err := os.Chown(out, int(workspaceUID), int(workspaceGID)); err != nil {
 		t.Fatal(err)
 	}
 	c := exec.Command("bash", "-e", "-c", j.expand(s.Run))
 	c.Dir = j.ws
-	c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: workspaceUID, Gid: workspaceGID}}
+	if os.Geteuid() == 0 {
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: workspaceUID, Gid: workspaceGID}}
+	}
 	c.Env = []string{"PATH=" + j.r.ghStub + ":" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
 		"GITHUB_OUTPUT=" + out, "GITHUB_REPOSITORY=" + j.r.owner + "/" + j.r.repo, "GITHUB_WORKSPACE=" + j.ws,
 		"FAKE_GH_HEAD_SHA=" + j.r.headSHA, "FAKE_GH_PR=" + strconv.Itoa(j.ghPR)}
