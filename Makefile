@@ -3,11 +3,31 @@ GO        ?= go
 BIN       ?= steward
 PKGS      ?= ./...
 export CGO_ENABLED ?= 0
+# Stamped into the binary: `steward version`, the report footers.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS   := -X github.com/steward-evals/steward/internal/version.Version=$(VERSION) -X github.com/steward-evals/steward/internal/version.Commit=$(COMMIT)
+IMAGE     ?= steward-action:$(VERSION)
 
-.PHONY: build test bench lint quickstart clean
+.PHONY: build test bench lint quickstart clean release-dry-run
 
 build:
-	$(GO) build -trimpath -o $(BIN) ./cmd/steward
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/steward
+
+# The release's image, built locally and not pushed: the versioned binary on
+# the action's final stage (Dockerfile.prebuilt, nothing pulled; needs
+# Debian's busybox-static at /bin/busybox), then checked by running
+# `steward version` in it. The release workflow builds the same stage from
+# Dockerfile for linux/amd64 and linux/arm64 and pushes it.
+release-dry-run:
+	@ctx=$$(mktemp -d) && trap 'rm -rf "$$ctx"' EXIT && \
+	$(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o "$$ctx/steward" ./cmd/steward && \
+	cp /etc/ssl/certs/ca-certificates.crt /bin/busybox "$$ctx/" && \
+	DOCKER_BUILDKIT=0 docker build --pull=false -q -f Dockerfile.prebuilt \
+	  --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) "$$ctx" >/dev/null && \
+	out=$$(docker run --rm --network none $(IMAGE) version) && echo "$$out" && \
+	case "$$out" in *"$(VERSION)"*) ;; *) echo "release-dry-run: the image says $$out, want $(VERSION)"; exit 1;; esac && \
+	echo "release-dry-run: built $(IMAGE) (not pushed)"
 
 # The full suite, Docker tests included (they fail, not skip, when CI=true and no daemon answers).
 # Packages run one at a time (-p 1): their Docker tests share one daemon, and

@@ -345,6 +345,7 @@ func actionImage(t *testing.T) string {
 	for src, dst := range map[string]string{
 		exe:                                  "steward",
 		"/etc/ssl/certs/ca-certificates.crt": "ca-certificates.crt",
+		dockertest.BusyboxPath:               "busybox",
 		"../../Dockerfile.prebuilt":          "Dockerfile.prebuilt",
 	} {
 		b, err := os.ReadFile(src)
@@ -670,12 +671,12 @@ func TestActionCancelled(t *testing.T) {
 // its grace ends, removes its sandboxes, network and relay and writes the
 // partial report before the kill; the record keeps what finished.
 //
-// It runs `steward launch --grace 4s` in the image rather than the action
-// mode, whose grace is 7 s today (internal/cli/more.go): under heavy load the
-// abort, sweep and report after a 7 s grace overran the runner's kill at 10 s
-// (exits measured 10.7 s and 10.9 s after the SIGINT at load 45), while a 4 s
-// grace exits 5.6–6.7 s after it. The action mode's reporting after a
-// cancellation is covered by TestActionCancelled.
+// It runs `steward launch --grace 4s` in the image (the action mode's grace,
+// internal/cli/more.go): under heavy load the abort, sweep and report after a
+// 7 s grace overran the runner's kill at 10 s (exits measured 10.7 s and
+// 10.9 s after the SIGINT at load 45), while a 4 s grace exits 5.6–6.7 s
+// after it. The action mode itself, run as the runner runs it, is
+// TestRunnerFaithful/cancelled; on the host, TestActionCancelled.
 func TestActionImageCancelled(t *testing.T) {
 	needDocker(t)
 	img := actionImage(t)

@@ -221,10 +221,105 @@ func TestShardAndMerge(t *testing.T) {
 		t.Fatalf("action merge rows differ from the unsharded run:\n%s", strings.Join(rowStrings(got), "\n"))
 	}
 
-	// Merging the same shard twice is refused, not double counted.
+	// The same shard given twice counts once: its slice is still the only
+	// one, so the merge names the other as missing.
 	rec := filepath.Join(dir, "n2", "shard-1")
-	if out, code := steward(t, dir, "merge", "--out", filepath.Join(dir, "dup"), rec, rec); code != 2 {
+	if out, code := steward(t, dir, "merge", "--out", filepath.Join(dir, "dup"), rec, rec); code != 2 || !strings.Contains(out, "counted once") || !strings.Contains(out, "missing: 2/2") {
 		t.Fatalf("merging a shard twice: exit %d\n%s", code, out)
+	}
+}
+
+// A matrix cannot silently lose a shard: the merge knows how many to expect
+// (the records' i/n, or --shards), names the missing slices and, given the
+// eval set, the tasks and samples they held; a record restored from the
+// cache into a shard job that never ran is left out, not merged as a shard;
+// the same run twice counts once; two runs that disagree are reported by
+// task and sample.
+func TestMergeKnowsItsShards(t *testing.T) {
+	dir := t.TempDir()
+	es := filepath.Join(dir, "steward.yaml")
+	writeFile(t, es, shardEvalSet)
+	recs := map[int]string{}
+	held := map[int][]shardRow{}
+	for i := 1; i <= 3; i++ {
+		recs[i] = filepath.Join(dir, fmt.Sprintf("shard-%d", i))
+		out, code := stewardJSON(t, dir, "launch", "--shard", fmt.Sprintf("%d/3", i), "--record", recs[i], "--json", es)
+		if code > 1 {
+			t.Fatalf("shard %d: exit %d\n%s", i, code, out)
+		}
+		held[i] = reportRows(t, out)
+	}
+	merge := func(args ...string) (string, int) {
+		return steward(t, dir, append([]string{"merge", "--out", filepath.Join(dir, "m-"+randHex(3)), "--format", "json"}, args...)...)
+	}
+
+	// Shard 2 lost: named, with what it held.
+	out, code := merge("--eval-set", es, recs[1], recs[3])
+	if code != 2 || !strings.Contains(out, "3 shards expected (from the records' i/n), 1 missing: 2/3") {
+		t.Fatalf("a lost shard: exit %d\n%s", code, out)
+	}
+	for _, r := range held[2] {
+		if !strings.Contains(out, r.Task+":") || !strings.Contains(out, r.Sample) {
+			t.Errorf("the message does not name %s/%s, which shard 2 held:\n%s", r.Task, r.Sample, out)
+		}
+	}
+	// Without the eval set it still names the slice; --shards overrides.
+	if out, code := merge(recs[1], recs[2], recs[3], "--shards", "3"); code > 1 {
+		t.Fatalf("all three with --shards 3: exit %d\n%s", code, out)
+	}
+	if out, code := merge(recs[1], recs[2], recs[3], "--shards", "4"); code != 2 || !strings.Contains(out, "4 shards expected (--shards)") {
+		t.Fatalf("--shards 4 with 3/3 records: exit %d\n%s", code, out)
+	}
+
+	// A record restored from the cache (its newest run is the last merge,
+	// not a shard run) into shard 2's job, which failed before running.
+	whole := filepath.Join(dir, "merged")
+	if out, code := steward(t, dir, "merge", "--out", whole, recs[1], recs[2], recs[3]); code > 1 {
+		t.Fatalf("merge: exit %d\n%s", code, out)
+	}
+	out, code = merge(recs[1], whole, recs[3])
+	if code != 2 || !strings.Contains(out, "is left out") || !strings.Contains(out, "missing: 2/3") {
+		t.Fatalf("a restored cache among shards: exit %d\n%s", code, out)
+	}
+
+	// The same run twice collapses; the result equals the plain merge.
+	out, code = merge(recs[1], recs[2], recs[2], recs[3])
+	if code > 1 || !strings.Contains(out, "counted once") {
+		t.Fatalf("a shard twice: exit %d\n%s", code, out)
+	}
+	var n int
+	for _, rows := range held {
+		n += len(rows)
+	}
+	if got := strings.Count(out, `"sample":`); got != n {
+		t.Errorf("merged %d attempts, the shards ran %d", got, n)
+	}
+
+	// Two runs of one slice that disagree (the second ran after a sample of
+	// that slice changed): reported by task and sample.
+	victim := held[2][0]
+	other := filepath.Join(dir, "shard-2-again")
+	var changed []string
+	for _, line := range strings.Split(shardEvalSet, "\n") {
+		if strings.Contains(line, "{id: "+victim.Sample+",") {
+			line = strings.Replace(line, "target: ok", "target: nope", 1)
+		}
+		changed = append(changed, line)
+	}
+	writeFile(t, es, strings.Join(changed, "\n"))
+	if out, code := stewardJSON(t, dir, "launch", "--shard", "2/3", "--record", other, "--json", es); code > 1 {
+		t.Fatalf("shard 2 again: exit %d\n%s", code, out)
+	}
+	writeFile(t, es, shardEvalSet)
+	out, code = merge(recs[1], recs[2], other, recs[3])
+	want := fmt.Sprintf("%s/%s#1: %s in %s", victim.Task, victim.Sample, victim.Status, recs[2])
+	if code != 2 || !strings.Contains(out, "disagree") || !strings.Contains(out, want) {
+		t.Fatalf("disagreeing runs: exit %d, want %q\n%s", code, want, out)
+	}
+	for _, r := range held[2] {
+		if r.Sample != victim.Sample && strings.Contains(out, "/"+r.Sample+"#") {
+			t.Errorf("%s agrees in both runs but is reported:\n%s", r.Sample, out)
+		}
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -17,6 +16,7 @@ import (
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/run"
+	stewardversion "github.com/steward-evals/steward/internal/version"
 )
 
 // Exit codes (documented in docs/guide.md, "Exit codes").
@@ -41,18 +41,8 @@ type Env struct {
 	Exe string
 }
 
-// Version is set by the linker (-X); otherwise read from build info.
-var Version = ""
-
-func version() string {
-	if Version != "" {
-		return Version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
+// version is the stamped version and commit (internal/version).
+func version() string { return stewardversion.String() }
 
 type exitError struct {
 	code int

@@ -16,25 +16,39 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/ghaction"
+	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/shard"
 )
 
 func newMerge(env Env) *cobra.Command {
-	var out, format, title string
+	var out, format, title, evalSet string
+	var shards int
 	cmd := &cobra.Command{
 		Use:   "merge --out DIR RECORD...",
 		Short: "Combine shard records into one record and one report",
 		Long: `Combine the newest run of each shard record (the .steward directories that
 matrix jobs uploaded) into one run in the record at --out, then print its
-report. Rows come out in the whole eval set's discovery order.`,
+report. Rows come out in the whole eval set's discovery order.
+
+The shard count comes from the records' "i/n" (or --shards N). A missing
+slice is an error that names it (and, with --eval-set, the tasks and samples
+that are in no record). The same run given twice counts once; a record whose
+newest run is not a shard run (a cache restored into a shard job that never
+ran) is left out with a warning; two runs that disagree on an attempt are
+reported by task and sample.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return exitWith(ExitBadInput, errors.New("--out is required: the record directory to merge into"))
 			}
-			rep, err := merge(cmd.Context(), out, args, title)
+			if shards < 0 {
+				return exitWith(ExitBadInput, fmt.Errorf("--shards must be at least 1, got %d", shards))
+			}
+			rep, err := merge(cmd.Context(), out, args, mergeOptions{title: title, shards: shards, evalSet: evalSet, getenv: env.Getenv, warn: env.Stderr})
 			if err != nil {
 				return err
 			}
@@ -50,42 +64,190 @@ report. Rows come out in the whole eval set's discovery order.`,
 	cmd.Flags().StringVar(&out, "out", "", "record directory to merge into")
 	cmd.Flags().StringVar(&format, "format", "terminal", "terminal, markdown, json or junit")
 	cmd.Flags().StringVar(&title, "title", "", "report title")
+	cmd.Flags().IntVar(&shards, "shards", 0, "how many shards to expect (default: the n of the records' i/n)")
+	cmd.Flags().StringVar(&evalSet, "eval-set", "", "the eval set the shards ran, to name what a missing shard held")
 	return cmd
 }
 
-func merge(ctx context.Context, out string, inputs []string, title string) (*report.Report, error) {
+type mergeOptions struct {
+	title   string
+	shards  int    // expected shard count; 0: from the records
+	evalSet string // to name what missing shards held; "" or unreadable: not named
+	getenv  func(string) string
+	warn    io.Writer
+}
+
+// shardRecord is one input's newest run.
+type shardRecord struct {
+	dir      string
+	run      record.Run
+	i, n     int
+	attempts []record.Attempt
+	ramp     []record.RampPoint
+}
+
+func readShardRecord(ctx context.Context, in string) (*shardRecord, error) {
+	dir := in
+	if filepath.Base(in) == record.FileName {
+		dir = filepath.Dir(in)
+	}
+	if _, err := os.Stat(filepath.Join(dir, record.FileName)); err != nil {
+		return nil, exitWith(ExitBadInput, fmt.Errorf("merge: %s holds no record (%s): %w", in, record.FileName, err))
+	}
+	src, err := record.Open(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	runs, err := src.Runs(ctx)
+	if err != nil || len(runs) == 0 {
+		return nil, exitWith(ExitBadInput, fmt.Errorf("merge: the record %s holds no run", dir))
+	}
+	sr := &shardRecord{dir: dir, run: runs[0]}
+	if sr.run.Shard != "" {
+		if sr.i, sr.n, err = shard.Parse(sr.run.Shard); err != nil {
+			return nil, exitWith(ExitBadInput, fmt.Errorf("merge: %s: run %s has shard %q: %w", dir, sr.run.ID, sr.run.Shard, err))
+		}
+	}
+	if sr.attempts, err = src.Attempts(ctx, sr.run.ID); err != nil {
+		return nil, err
+	}
+	if sr.ramp, err = src.Ramp(ctx, sr.run.ID); err != nil {
+		return nil, err
+	}
+	return sr, nil
+}
+
+func sameOutcome(a, b record.Attempt) bool {
+	return a.Status == b.Status && a.Fingerprint == b.Fingerprint && a.Answer == b.Answer
+}
+
+func merge(ctx context.Context, out string, inputs []string, o mergeOptions) (*report.Report, error) {
+	if o.warn == nil {
+		o.warn = io.Discard
+	}
+	var recs []*shardRecord
+	seenRun := map[string]string{}
+	for _, in := range inputs {
+		sr, err := readShardRecord(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		if prev, dup := seenRun[sr.run.ID]; dup {
+			// The same run twice (an artifact downloaded twice): it counts once.
+			fmt.Fprintf(o.warn, "steward merge: %s holds run %s, already read from %s: counted once\n", sr.dir, sr.run.ID, prev)
+			continue
+		}
+		seenRun[sr.run.ID] = sr.dir
+		recs = append(recs, sr)
+	}
+	sharded := false
+	for _, sr := range recs {
+		sharded = sharded || sr.n > 0
+	}
+	// Shard count: the flag, else the records' n, which must agree.
+	n := o.shards
+	var nFrom []string
+	for _, sr := range recs {
+		if sr.n == 0 {
+			continue
+		}
+		if n == 0 {
+			n = sr.n
+		}
+		if sr.n != n {
+			nFrom = append(nFrom, fmt.Sprintf("%s ran %s", sr.dir, sr.run.Shard))
+		}
+	}
+	if len(nFrom) > 0 {
+		how := "the first record's"
+		if o.shards > 0 {
+			how = "--shards"
+		}
+		return nil, exitWith(ExitBadInput, fmt.Errorf("merge: %d shards expected (%s), but %s", n, how, strings.Join(nFrom, "; ")))
+	}
+	var kept []*shardRecord
+	for _, sr := range recs {
+		if sr.n == 0 && (sharded || o.shards > 0) {
+			// A whole (unsharded) run among shard runs: a record restored
+			// from the cache into a shard job that failed before it ran.
+			fmt.Fprintf(o.warn, "steward merge: %s is left out: its newest run %s (%s) is not a shard run (a record restored from the cache into a shard job that never ran?)\n",
+				sr.dir, sr.run.ID, sr.run.Started.UTC().Format(time.RFC3339))
+			continue
+		}
+		kept = append(kept, sr)
+	}
+	recs = kept
+	if len(recs) == 0 {
+		return nil, exitWith(ExitBadInput, errors.New("merge: no shard run in the records given"))
+	}
+
+	// Attempts by seq: the same attempt from two runs collapses when they
+	// agree and is a conflict when they do not.
+	bySeq := map[int]record.Attempt{}
+	from := map[int]string{}
+	var conflicts []string
+	for _, sr := range recs {
+		for _, a := range sr.attempts {
+			prev, dup := bySeq[a.Seq]
+			if !dup {
+				bySeq[a.Seq] = a
+				from[a.Seq] = sr.dir
+				continue
+			}
+			if !sameOutcome(prev, a) {
+				conflicts = append(conflicts, fmt.Sprintf("%s/%s#%d: %s in %s, %s in %s", a.Task, a.Sample, a.Attempt, prev.Status, from[a.Seq], a.Status, sr.dir))
+			}
+		}
+	}
+	if total := len(conflicts); total > 0 {
+		sort.Strings(conflicts)
+		more := ""
+		if total > 20 {
+			more = fmt.Sprintf("\n… and %d more", total-20)
+			conflicts = conflicts[:20]
+		}
+		return nil, exitWith(ExitBadInput, fmt.Errorf("merge: %d attempts disagree between records (were they run from the same eval set?):\n%s%s",
+			total, strings.Join(conflicts, "\n"), more))
+	}
+	if n > 0 {
+		have := map[int]bool{}
+		for _, sr := range recs {
+			have[sr.i] = true
+		}
+		var missing []string
+		for i := 1; i <= n; i++ {
+			if !have[i] {
+				missing = append(missing, fmt.Sprintf("%d/%d", i, n))
+			}
+		}
+		if len(missing) > 0 {
+			how := "from the records' i/n"
+			if o.shards > 0 {
+				how = "from --shards"
+			}
+			msg := fmt.Sprintf("merge: %d shards expected (%s), %d missing: %s (did their jobs fail before uploading a record?)",
+				n, how, len(missing), strings.Join(missing, ", "))
+			if held := unmergedAttempts(o, bySeq); held != "" {
+				msg += "\nthey held: " + held
+			} else if o.evalSet == "" {
+				msg += "\n(pass --eval-set to name the tasks they held)"
+			}
+			return nil, exitWith(ExitBadInput, errors.New(msg))
+		}
+	}
+
 	dst, err := record.Open(ctx, out)
 	if err != nil {
 		return nil, err
 	}
 	defer dst.Close()
 	id := "merge-" + time.Now().UTC().Format("20060102-150405-") + record.NewID("")[:6]
-	var merged record.Run
-	var rows []record.Attempt
-	var ramp []record.RampPoint
-	seen := map[int]string{}
+	merged := recs[0].run
 	var shards []string
-	for _, in := range inputs {
-		dir := in
-		if filepath.Base(in) == record.FileName {
-			dir = filepath.Dir(in)
-		}
-		if _, err := os.Stat(filepath.Join(dir, record.FileName)); err != nil {
-			return nil, exitWith(ExitBadInput, fmt.Errorf("merge: %s holds no record (%s): %w", in, record.FileName, err))
-		}
-		src, err := record.Open(ctx, dir)
-		if err != nil {
-			return nil, err
-		}
-		runs, err := src.Runs(ctx)
-		if err != nil || len(runs) == 0 {
-			src.Close()
-			return nil, exitWith(ExitBadInput, fmt.Errorf("merge: the record %s holds no run", dir))
-		}
-		r := runs[0]
-		if merged.ID == "" {
-			merged = r
-		}
+	var ramp []record.RampPoint
+	for _, sr := range recs {
+		r := sr.run
 		if r.Shard != "" {
 			shards = append(shards, r.Shard)
 		}
@@ -98,31 +260,17 @@ func merge(ctx context.Context, out string, inputs []string, title string) (*rep
 		if r.Status != "finished" {
 			merged.Status = r.Status
 		}
-		as, err := src.Attempts(ctx, r.ID)
-		if err != nil {
-			src.Close()
-			return nil, err
-		}
-		for _, a := range as {
-			if other, dup := seen[a.Seq]; dup {
-				src.Close()
-				return nil, exitWith(ExitBadInput, fmt.Errorf("merge: attempt %s/%s#%d is in two records (%s and %s): were they sharded from the same eval set?", a.Task, a.Sample, a.Attempt, other, dir))
-			}
-			seen[a.Seq] = dir
-			rows = append(rows, a)
-		}
-		pts, err := src.Ramp(ctx, r.ID)
-		src.Close()
-		if err != nil {
-			return nil, err
-		}
-		ramp = append(ramp, pts...)
+		ramp = append(ramp, sr.ramp...)
+	}
+	var rows []record.Attempt
+	for _, a := range bySeq {
+		rows = append(rows, a)
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Seq < rows[j].Seq })
 	merged.ID = id
 	merged.Shard = ""
-	merged.Title = title
-	merged.Plan = fmt.Sprintf("merged %d shard records (%s)", len(inputs), strings.Join(shards, ", "))
+	merged.Title = o.title
+	merged.Plan = fmt.Sprintf("merged %d shard records (%s)", len(recs), strings.Join(shards, ", "))
 	if err := dst.StartRun(ctx, merged); err != nil {
 		return nil, err
 	}
@@ -142,7 +290,63 @@ func merge(ctx context.Context, out string, inputs []string, title string) (*rep
 	if err := dst.FinishRun(ctx, id, status, merged.Finished, nil); err != nil {
 		return nil, err
 	}
-	return report.FromRecord(ctx, dst, []string{id}, title)
+	return report.FromRecord(ctx, dst, []string{id}, o.title)
+}
+
+// unmergedAttempts names, from the eval set's plan, the attempts no record
+// holds: "arithmetic: add, mul (4 attempts); files: shout-1 (1 attempt)".
+// "" when the eval set is not given or does not load.
+func unmergedAttempts(o mergeOptions, have map[int]record.Attempt) string {
+	if o.evalSet == "" {
+		return ""
+	}
+	if _, err := os.Stat(o.evalSet); err != nil {
+		return ""
+	}
+	es, err := evalset.Load(o.evalSet, evalset.LoadOptions{Getenv: o.getenv})
+	if err != nil {
+		return ""
+	}
+	p, err := plan.Build(es, plan.Options{})
+	if err != nil {
+		return ""
+	}
+	type agg struct {
+		samples  []string
+		attempts int
+	}
+	var order []string
+	per := map[string]*agg{}
+	for _, a := range p.Attempts {
+		if _, ok := have[a.Seq]; ok {
+			continue
+		}
+		task := p.Tasks[a.Task].Task.Name
+		g := per[task]
+		if g == nil {
+			g = &agg{}
+			per[task] = g
+			order = append(order, task)
+		}
+		g.attempts++
+		if len(g.samples) == 0 || g.samples[len(g.samples)-1] != a.Sample.ID {
+			g.samples = append(g.samples, a.Sample.ID)
+		}
+	}
+	var parts []string
+	for _, task := range order {
+		g := per[task]
+		names := g.samples
+		if len(names) > 10 {
+			names = append(names[:10:10], fmt.Sprintf("… %d more", len(g.samples)-10))
+		}
+		unit := "attempts"
+		if g.attempts == 1 {
+			unit = "attempt"
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s (%d %s)", task, strings.Join(names, ", "), g.attempts, unit))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func newAction(env Env) *cobra.Command {
@@ -151,13 +355,15 @@ func newAction(env Env) *cobra.Command {
 		Short: "Run as the GitHub Action (reads INPUT_*, writes outputs, summary, annotations and the PR comment)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			code := ghaction.Run(cmd.Context(), ghaction.Env{Getenv: env.Getenv, Stdout: env.Stdout, Stderr: env.Stderr}, func(ctx context.Context, o ghaction.LaunchOptions) (*report.Report, int, error) {
+			genv := ghaction.Env{Getenv: env.Getenv, Stdout: env.Stdout, Stderr: env.Stderr,
+				Secrets: func(path string) []string { return modelSecrets(path, env) }, Baseline: readBaseline}
+			code := ghaction.Run(cmd.Context(), genv, func(ctx context.Context, o ghaction.LaunchOptions) (*report.Report, int, error) {
 				if o.Merge {
 					out := o.Record
 					if out == "" {
 						out = ".steward"
 					}
-					rep, err := merge(ctx, out, o.Records, o.Title)
+					rep, err := merge(ctx, out, o.Records, mergeOptions{title: o.Title, shards: o.Shards, evalSet: o.EvalSet, getenv: env.Getenv, warn: o.Log})
 					if err != nil {
 						return nil, ExitBadInput, err
 					}
@@ -181,9 +387,6 @@ func newAction(env Env) *cobra.Command {
 					return false
 				}
 				lenv.Stdout = io.Discard // the action renders its own outputs
-				if o.Mask != nil {
-					maskModelKey(o.EvalSet, env, o.Mask)
-				}
 				rep, cancelled, err := launch(ctx, lenv, o.EvalSet, f, changed)
 				if err != nil {
 					code := ExitInfra
@@ -205,22 +408,63 @@ func newAction(env Env) *cobra.Command {
 	}
 }
 
-// maskModelKey registers the model's real key with the runner's masking.
-func maskModelKey(path string, env Env, mask func(string)) {
+// readBaseline reads the base's results: the newest run in the record at
+// path (a record directory or its record.sqlite).
+func readBaseline(ctx context.Context, path string) (*report.Report, error) {
+	dir := path
+	if filepath.Base(path) == record.FileName {
+		dir = filepath.Dir(path)
+	}
+	if _, err := os.Stat(filepath.Join(dir, record.FileName)); err != nil {
+		return nil, fmt.Errorf("read baseline: no record at %s (was the base's record restored?)", path)
+	}
+	db, err := record.Open(ctx, dir)
+	if err != nil {
+		return nil, fmt.Errorf("read baseline: %w", err)
+	}
+	defer db.Close()
+	runs, err := db.Runs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read baseline: %w", err)
+	}
+	for _, r := range runs {
+		if r.Status == "finished" {
+			return report.FromRecord(ctx, db, []string{r.ID}, "")
+		}
+	}
+	return nil, fmt.Errorf("read baseline: the record at %s holds no finished run", path)
+}
+
+// modelSecrets are the values the action masks before a run of the eval set
+// at path: the key in the variable its model's api_key_env names (read from
+// the loaded eval set, or from the file's text when it does not load), the
+// variables its secret_env lists, and the providers' usual key variables.
+func modelSecrets(path string, env Env) []string {
+	var out []string
 	for _, name := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY"} {
 		if v := env.Getenv(name); v != "" {
-			mask(v)
+			out = append(out, v)
 		}
+	}
+	if es, err := evalset.Load(path, evalset.LoadOptions{Getenv: env.Getenv}); err == nil {
+		for _, name := range append([]string{es.Model.APIKeyEnv}, es.SecretEnv...) {
+			if v := env.Getenv(name); name != "" && v != "" {
+				out = append(out, v)
+			}
+		}
+		return out
 	}
 	if b, err := os.ReadFile(path); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			if k, v, ok := strings.Cut(strings.TrimSpace(line), "api_key_env:"); ok && k == "" {
+				v, _, _ = strings.Cut(v, "#")
 				if key := env.Getenv(strings.Trim(strings.TrimSpace(v), `"'`)); key != "" {
-					mask(key)
+					out = append(out, key)
 				}
 			}
 		}
 	}
+	return out
 }
 
 func newAgent(env Env) *cobra.Command {

@@ -164,6 +164,8 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{"reserved env", okTask + "    env: {OPENAI_API_KEY: x}\n", false, false},
 		{"reserved env prefix", okTask + "    env: {STEWARD_X: x}\n", false, false},
 		{"ordinary env", okTask + "    env: {MY_STEWARD_X: x, DEBUG: 1}\n", false, true},
+		{"secret_env", "secret_env: [HOOK_TOKEN, DEPLOY_KEY]\n" + okTask, false, true},
+		{"secret_env holding a value", "secret_env: [\"ghp_abc-123\"]\n" + okTask, false, false},
 		{"destination escapes", okTask + "    files: {../x: y}\n", false, false},
 		{"bad task name", "tasks:\n  - name: my task\n    agent: x\n    samples: [{input: a, target: a}]\n", false, false},
 		{"fleet good", "max_sandboxes: 4\nsamples_ramp: [40, 300]\ntend_interval: 5s\n", true, true},

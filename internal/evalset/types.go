@@ -16,6 +16,11 @@ type EvalSet struct {
 	Name  string  `yaml:"name" json:"name"`
 	Model Model   `yaml:"model" json:"model"`
 	Tasks []*Task `yaml:"tasks" json:"tasks"`
+	// SecretEnv names environment variables whose values are secrets (a
+	// token a host hook uses, say): the GitHub Action masks their values in
+	// the job log before anything runs. The model key (api_key_env) is
+	// always a secret and need not be listed.
+	SecretEnv []string `yaml:"secret_env" json:"secret_env"`
 
 	// Fleet holds the settings from _steward.yaml beside File, after
 	// environment variables and flags were applied.

@@ -178,6 +178,11 @@ func (v *validator) validate() {
 		es.Name = filepath.Base(es.Dir)
 	}
 	v.model()
+	for i, name := range es.SecretEnv {
+		if !envNameRE.MatchString(name) {
+			v.errf(fmt.Sprintf("secret_env[%d]", i), "%q is not an environment variable name (name the variable holding the secret, not the secret)", name)
+		}
+	}
 	if len(es.Tasks) == 0 {
 		if v.has("tasks") {
 			v.errf("tasks", "the tasks list is empty: add at least one task")

@@ -47,7 +47,10 @@ func readActionYML(t *testing.T) actionYML {
 // action.yml declares exactly the inputs Run reads and the outputs it writes.
 func TestActionYMLMatchesTheCode(t *testing.T) {
 	a := readActionYML(t)
-	if a.Runs.Using != "docker" || a.Runs.Image != "Dockerfile" || a.Runs.Entrypoint != "/steward" ||
+	// No runs.entrypoint: the image's ENTRYPOINT is the binary (an
+	// entrypoint naming a file only "worked" against a stray binary in the
+	// repository, which is not what the runner runs).
+	if a.Runs.Using != "docker" || a.Runs.Image != "Dockerfile" || a.Runs.Entrypoint != "" ||
 		strings.Join(a.Runs.Args, " ") != "action" {
 		t.Errorf("runs: %+v", a.Runs)
 	}
@@ -111,8 +114,12 @@ func TestActionYMLMatchesTheCode(t *testing.T) {
 }
 
 // The Dockerfiles' entrypoint is the binary in exec form, so steward is PID 1
-// and gets the runner's signals; the final stages hold nothing but it.
+// and gets the runner's signals; the final stage is scratch plus the binary,
+// CA certificates and Debian's static busybox with its applets (a POSIX shell
+// for local tasks), and runs nothing that needs a shell to build. The two
+// files' final stages are the same but for where they copy from.
 func TestDockerfiles(t *testing.T) {
+	finals := map[string]string{}
 	for _, name := range []string{"Dockerfile", "Dockerfile.prebuilt"} {
 		b, err := os.ReadFile(filepath.Join("..", "..", name))
 		if err != nil {
@@ -126,15 +133,122 @@ func TestDockerfiles(t *testing.T) {
 		if !strings.HasPrefix(last, "\nFROM scratch\n") {
 			t.Errorf("%s: final stage is not FROM scratch", name)
 		}
-		if strings.Contains(last, "\nRUN ") {
-			t.Errorf("%s: the final stage runs commands (scratch has no shell)", name)
+		for _, line := range strings.Split(last, "\n") {
+			if strings.HasPrefix(line, "RUN ") && !strings.HasPrefix(line, "RUN [\"/bin/busybox\"") {
+				t.Errorf("%s: final stage runs %q (only busybox in exec form)", name, line)
+			}
 		}
-		if !strings.Contains(last, "/etc/ssl/certs/ca-certificates.crt") {
-			t.Errorf("%s: no CA certificates", name)
+		for _, want := range []string{"/etc/ssl/certs/ca-certificates.crt", "/bin/busybox\n", `"--install", "-s"`, "ENV TMPDIR=/tmp", "VERSION", "COMMIT"} {
+			if !strings.Contains(last, want) {
+				t.Errorf("%s: final stage lacks %q", name, want)
+			}
 		}
+		var keep []string
+		for _, line := range strings.Split(last, "\n") {
+			if line != "" && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "COPY ") {
+				keep = append(keep, line)
+			}
+		}
+		finals[name] = strings.Join(keep, "\n")
+	}
+	if finals["Dockerfile"] != finals["Dockerfile.prebuilt"] {
+		t.Errorf("the final stages differ:\nDockerfile:\n%s\nDockerfile.prebuilt:\n%s", finals["Dockerfile"], finals["Dockerfile.prebuilt"])
 	}
 	b, _ := os.ReadFile(filepath.Join("..", "..", "Dockerfile"))
-	if !strings.Contains(string(b), "CGO_ENABLED=0") {
-		t.Errorf("Dockerfile: the binary must be static")
+	for _, want := range []string{"CGO_ENABLED=0", "internal/version.Version=${VERSION}", "internal/version.Commit=${COMMIT}", "busybox-static"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+}
+
+// The release workflow publishes what `uses: OWNER/steward@vX` runs: on a
+// version tag, a linux/amd64 + linux/arm64 image from Dockerfile with the
+// version and commit stamped in, pushed to ghcr.io, and the tag moved to a
+// commit whose action.yml names that image by digest (a fixed reference).
+func TestReleaseWorkflow(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", ".github", "workflows", "release.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf struct {
+		On struct {
+			Push struct {
+				Tags []string `yaml:"tags"`
+			} `yaml:"push"`
+		} `yaml:"on"`
+		Permissions map[string]string `yaml:"permissions"`
+		Jobs        map[string]struct {
+			Steps []struct {
+				Uses string            `yaml:"uses"`
+				Run  string            `yaml:"run"`
+				With map[string]string `yaml:"with"`
+				Env  map[string]string `yaml:"env"`
+			} `yaml:"steps"`
+		} `yaml:"jobs"`
+	}
+	if err := yaml.Unmarshal(b, &wf); err != nil {
+		t.Fatalf("release.yml: %v", err)
+	}
+	if len(wf.On.Push.Tags) == 0 || !strings.HasPrefix(wf.On.Push.Tags[0], "v") {
+		t.Errorf("release.yml runs on %v, want version tags", wf.On.Push.Tags)
+	}
+	if wf.Permissions["packages"] != "write" || wf.Permissions["contents"] != "write" {
+		t.Errorf("permissions %v", wf.Permissions)
+	}
+	var built, moved bool
+	for _, j := range wf.Jobs {
+		for _, s := range j.Steps {
+			if strings.HasPrefix(s.Uses, "docker/build-push-action@") {
+				built = s.With["platforms"] == "linux/amd64,linux/arm64" && s.With["push"] == "true" && s.With["file"] == "Dockerfile" &&
+					strings.Contains(s.With["build-args"], "VERSION=") && strings.Contains(s.With["build-args"], "COMMIT=") && s.With["tags"] != ""
+			}
+			if strings.HasPrefix(s.Uses, "docker/login-action@") && s.With["registry"] != "ghcr.io" {
+				t.Errorf("release.yml logs in to %q, want ghcr.io", s.With["registry"])
+			}
+			if strings.Contains(s.Run, "image: Dockerfile") && strings.HasPrefix(s.Env["REF"], "docker://") && strings.Contains(s.Env["REF"], "digest") &&
+				strings.Contains(s.Run, "git push") {
+				moved = true
+			}
+		}
+	}
+	if !built || !moved {
+		t.Errorf("release.yml: multi-arch build and push %v; tag moved to an action.yml naming the image by digest %v", built, moved)
+	}
+}
+
+// docs/action.md opens with the workflows users paste: each block headed
+// "# .github/workflows/NAME" is that file with `uses: ./` written as
+// `uses: steward-evals/steward@v1`, and every workflow that uses the action
+// is there. (The runner-faithful test runs the files.)
+func TestDocsWorkflowsAreTheShippedOnes(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "action.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```yaml\n# \\.github/workflows/([a-z0-9-]+\\.yml)\n(.*?)```\n").FindAllStringSubmatch(string(doc), -1)
+	shown := map[string]bool{}
+	for _, b := range blocks {
+		file, err := os.ReadFile(filepath.Join("..", "..", ".github", "workflows", b[1]))
+		if err != nil {
+			t.Errorf("docs/action.md shows %s: %v", b[1], err)
+			continue
+		}
+		want := strings.ReplaceAll(string(file), "uses: ./ # in your repository: steward-evals/steward@v1", "uses: steward-evals/steward@v1")
+		want = regexp.MustCompile(`uses: \./\n`).ReplaceAllString(want, "uses: steward-evals/steward@v1\n")
+		if b[2] != want {
+			t.Errorf("docs/action.md's %s differs from the file (copy it again)", b[1])
+		}
+		shown[b[1]] = true
+	}
+	files, _ := filepath.Glob(filepath.Join("..", "..", ".github", "workflows", "*.yml"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		if regexp.MustCompile(`(?m)^\s*(- )?uses: \./`).Match(b) && !shown[filepath.Base(f)] {
+			t.Errorf("%s uses the action but docs/action.md does not show it", filepath.Base(f))
+		}
+	}
+	if len(shown) < 4 {
+		t.Errorf("docs/action.md shows %d workflows", len(shown))
 	}
 }

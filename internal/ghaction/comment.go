@@ -199,10 +199,44 @@ func rateLimitWait(err error, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// upsert finds the comment that starts with marker (paginating through all
-// comments) and edits it, or creates it when there is none.
+// actionsBot is the login of the Actions token (an installation token of the
+// GitHub Actions app): GET /user refuses installation tokens, so this is who
+// such a token comments as.
+const actionsBot = "github-actions[bot]"
+
+// identity is the login the token comments as: GET /user for a user token or
+// a personal access token; the Actions bot for an installation token, which
+// GET /user refuses (403).
+func (c *commenter) identity(ctx context.Context) (string, error) {
+	var login string
+	err := c.call(ctx, "read the token's identity", func(cl *github.Client) (*github.Response, error) {
+		u, resp, err := cl.Users.Get(ctx, "")
+		login = u.GetLogin()
+		return resp, err
+	})
+	if errors.Is(err, errCannotComment) {
+		return actionsBot, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if login == "" {
+		return "", errors.New("read the token's identity: GitHub answered no login")
+	}
+	return login, nil
+}
+
+// upsert finds our comment (written by the token's own identity and starting
+// with marker; paginating through all comments) and edits it, or creates it
+// when there is none. A comment by anyone else that carries the marker is an
+// imitation: it is never edited, and never trusted.
 func (c *commenter) upsert(ctx context.Context, marker, body string) (commentURL string, created bool, err error) {
+	me, err := c.identity(ctx)
+	if err != nil {
+		return "", false, err
+	}
 	var found *github.IssueComment
+	imitations := 0
 	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
 	for page := 0; page < 1000; page++ {
 		var comments []*github.IssueComment
@@ -216,7 +250,14 @@ func (c *commenter) upsert(ctx context.Context, marker, body string) (commentURL
 			return "", false, err
 		}
 		for _, cm := range comments {
-			if found == nil && strings.HasPrefix(cm.GetBody(), marker) {
+			if !strings.HasPrefix(cm.GetBody(), marker) {
+				continue
+			}
+			if !strings.EqualFold(cm.GetUser().GetLogin(), me) {
+				imitations++
+				continue
+			}
+			if found == nil {
 				found = cm
 			}
 		}
@@ -224,6 +265,9 @@ func (c *commenter) upsert(ctx context.Context, marker, body string) (commentURL
 			break
 		}
 		opts.Page = resp.NextPage
+	}
+	if imitations > 0 {
+		c.a.gh.Infof("Ignored %d comment(s) carrying Steward's marker that %s did not write", imitations, report.Plain(me, 100))
 	}
 	var out *github.IssueComment
 	if found != nil {
@@ -233,12 +277,7 @@ func (c *commenter) upsert(ctx context.Context, marker, body string) (commentURL
 			out, resp, err = cl.Issues.EditComment(ctx, c.owner, c.repo, found.GetID(), &github.IssueComment{Body: github.String(body)})
 			return resp, err
 		})
-		if !errors.Is(err, errCannotComment) {
-			return out.GetHTMLURL(), false, err
-		}
-		// Someone else's comment carries the marker (or it vanished): post
-		// our own instead.
-		c.a.gh.Infof("Could not edit comment %d; creating a new one", found.GetID())
+		return out.GetHTMLURL(), false, err
 	}
 	err = c.call(ctx, "create the report comment", func(cl *github.Client) (*github.Response, error) {
 		var resp *github.Response

@@ -10,13 +10,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sethvargo/go-githubactions"
@@ -48,10 +52,14 @@ type LaunchOptions struct {
 	// instead of running anything.
 	Merge   bool
 	Records []string
-	// Log receives the run's progress lines (the job log).
+	// Shards is how many shard records the merge expects (0: from the
+	// records' i/n).
+	Shards int
+	// Log receives the run's progress lines (the job log). Workflow commands
+	// are switched off while it is written: a mask added there would be
+	// ignored by the runner (and print the secret), so every secret is
+	// masked before the launch, from Env.Secrets.
 	Log io.Writer
-	// Mask hides a secret the launch loads (the model API key) in the job log.
-	Mask func(secret string)
 }
 
 // LaunchFunc runs (or merges) and returns the report, the exit code the CLI
@@ -70,6 +78,17 @@ type Env struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Chown changes a path's owner (default os.Lchown; nil in tests that
+	// must not) and Owner reads a directory's owner (default: stat).
+	Chown func(path string, uid, gid int) error
+	Owner func(path string) (uid, gid int, ok bool)
+	// Baseline reads the base's results from the record at path (a
+	// directory or its record.sqlite): its newest run's report.
+	Baseline func(ctx context.Context, path string) (*report.Report, error)
+	// Secrets returns the secret values the eval set at path will load (the
+	// model key in the variable its api_key_env names); they are masked
+	// before anything runs and before workflow commands are switched off.
+	Secrets func(evalSet string) []string
 	// ReportTimeout bounds the reporting after the run (default 2 minutes).
 	// After a cancellation the reporting must end before the runner's kill,
 	// which comes 10 s after its SIGINT: CancelBudget is the time from the
@@ -111,6 +130,22 @@ func (e *Env) defaults() {
 	}
 	if e.Now == nil {
 		e.Now = time.Now
+	}
+	if e.Chown == nil {
+		e.Chown = os.Lchown
+	}
+	if e.Owner == nil {
+		e.Owner = func(p string) (int, int, bool) {
+			st, err := os.Stat(p)
+			if err != nil {
+				return 0, 0, false
+			}
+			s, ok := st.Sys().(*syscall.Stat_t)
+			if !ok {
+				return 0, 0, false
+			}
+			return int(s.Uid), int(s.Gid), true
+		}
 	}
 	if e.ReportTimeout <= 0 {
 		e.ReportTimeout = 2 * time.Minute
@@ -170,25 +205,32 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 	for _, name := range secretEnv {
 		a.mask(env.Getenv(name))
 	}
+	a.workspace = env.Getenv("GITHUB_WORKSPACE")
 	if err != nil {
-		for _, line := range strings.Split(err.Error(), "\n") {
-			gh.Errorf("%s", line)
-		}
+		a.badInput("the action's inputs", err)
 		return ExitBadInput
 	}
 	a.in = in
-	a.workspace = env.Getenv("GITHUB_WORKSPACE")
+	// Whatever the action writes in the workspace goes to the workspace's
+	// owner, not to the container's root (a self-hosted runner's git clean
+	// must be able to remove it).
+	defer a.chownWritten()
+	if env.Secrets != nil && in.Mode == ModeRun {
+		for _, v := range env.Secrets(a.path(in.EvalSet)) {
+			a.mask(v)
+		}
+	}
 
 	records, err := a.expandRecords(in.Records)
 	if err != nil {
-		gh.Errorf("%s", err)
+		a.badInput("the action's inputs", err)
 		return ExitBadInput
 	}
 	opts := LaunchOptions{
 		EvalSet: in.EvalSet, Concurrency: in.Concurrency, SamplesRamp: in.SamplesRamp,
 		BudgetUSD: in.BudgetUSD, Rerun: in.Rerun, EarlyExit: in.EarlyExit, Shard: in.Shard,
-		Record: in.Record, Title: in.Title, Merge: in.Mode == ModeMerge, Records: records,
-		Log: env.Stdout, Mask: a.mask,
+		Record: in.Record, Title: in.Title, Merge: in.Mode == ModeMerge, Records: records, Shards: in.Shards,
+		Log: env.Stdout,
 	}
 
 	what := "Steward: run " + in.EvalSet
@@ -214,6 +256,10 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 		if lerr == nil {
 			lerr = fmt.Errorf("launch returned no report")
 		}
+		if code == ExitBadInput {
+			a.badInput(in.EvalSet, lerr)
+			return code
+		}
 		gh.Errorf("%s", report.Plain(lerr.Error(), 2000))
 		if code == ExitOK {
 			code = ExitInfra
@@ -223,6 +269,8 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 	if rep.Title == "" {
 		rep.Title = in.Title
 	}
+	a.relativize(rep)
+	a.compare(ctx, rep)
 
 	// Reporting goes on after a cancellation, on a context of its own, short
 	// enough to finish before the runner's kill.
@@ -240,13 +288,165 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 			code = ExitInfra
 		}
 	}
+	if lerr != nil && (rep.Partial || errors.Is(lerr, context.Canceled)) && ctx.Err() != nil {
+		c := rep.Counts
+		gh.Noticef("Steward: the run was cancelled. %d of %d attempts finished (%d passed), %d were interrupted and %d never started; "+
+			"the partial report is in the job summary%s.", c.Passed+c.Failed+c.Errored+c.Infra, c.Total, c.Passed, c.Interrupted, c.Skipped, map[bool]string{true: " and the pull request comment", false: ""}[a.in.Comment])
+		lerr = nil
+	}
 	if lerr != nil {
 		gh.Errorf("%s", report.Plain(lerr.Error(), 2000))
 		if code == ExitOK {
 			code = ExitInfra
 		}
 	}
-	return code
+	return a.failOn(rep, code)
+}
+
+// compare judges the run against the baseline record, when one is given.
+// A baseline that cannot be read is a warning: the first run on a new base
+// has none.
+func (a *action) compare(ctx context.Context, rep *report.Report) {
+	if a.in.Baseline == "" || a.env.Baseline == nil || a.in.Mode == ModeMerge && rep.Partial {
+		return
+	}
+	base, err := a.env.Baseline(ctx, a.path(a.in.Baseline))
+	if err != nil {
+		a.gh.Warningf("Steward: no comparison with the base: %s", report.Plain(err.Error(), 500))
+		a.notes = append(a.notes, "_No comparison with the base: "+report.MD(err.Error(), 300)+"._")
+		return
+	}
+	a.relativize(base)
+	rep.Comparison = report.Compare(rep, base, a.in.Baseline)
+}
+
+// failOn decides the exit from the results and the fail-on input. Bad input,
+// infrastructure errors and cancellation keep their codes.
+func (a *action) failOn(rep *report.Report, code int) int {
+	if code != ExitOK && code != ExitFailed {
+		return code
+	}
+	f := a.in.FailOn
+	var want int
+	switch f.Mode {
+	case FailOnNever, FailOnErrors:
+		want = ExitOK
+	case FailOnRegression:
+		if rep.Comparison == nil {
+			a.gh.Warningf("Steward: fail-on: regression needs a baseline record; failing on failures instead")
+			return code
+		}
+		if rep.Comparison.Regressed {
+			want = ExitFailed
+		}
+	case FailOnPassRate:
+		if rate := rep.Counts.PassRate(); rate < f.MinRate {
+			a.gh.Errorf("Steward: pass rate %.1f%% is below %.1f%% (fail-on: %s)", 100*rate, 100*f.MinRate, report.Plain(f.Original, 50))
+			want = ExitFailed
+		}
+	default:
+		return code
+	}
+	if want != code {
+		a.gh.Noticef("Steward: exit %d instead of %d (fail-on: %s)", want, code, report.Plain(f.Original, 50))
+	}
+	return want
+}
+
+// relativize shows the eval set's and the samples' paths relative to the
+// workspace: the container's /github/workspace means nothing on the runner
+// or in the pull request. (The comment's marker is built from the relative
+// path too, so it is the same wherever the workspace is mounted.)
+func (a *action) relativize(rep *report.Report) {
+	if a.workspace == "" {
+		return
+	}
+	if rep.EvalSet != "" {
+		rep.EvalSet = a.rel(a.path(rep.EvalSet))
+	}
+	for i := range rep.Attempts {
+		src := rep.Attempts[i].Source
+		if !filepath.IsAbs(src) {
+			continue
+		}
+		if file, line := report.SplitSource(src); file != "" {
+			rel := a.rel(file)
+			if line > 0 {
+				rel += ":" + strconv.Itoa(line)
+			}
+			rep.Attempts[i].Source = rel
+		}
+	}
+}
+
+// locatedRe matches "file:line: message" and "file:line:col: message".
+var locatedRe = regexp.MustCompile(`^(?:steward: )?([^:\s][^:]*):([0-9]+):(?:[0-9]+:)? (.+)$`)
+
+// badInput reports invalid input: one error annotation per error, at its
+// file and line when the error names them, and a job summary that says what
+// was wrong (nothing ran).
+func (a *action) badInput(what string, err error) {
+	var items []string
+	for _, line := range strings.Split(strings.TrimSpace(err.Error()), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if m := locatedRe.FindStringSubmatch(line); m != nil {
+			file := a.rel(a.path(m[1]))
+			a.gh.WithFieldsMap(map[string]string{
+				"file": report.Plain(file, 500), "line": m[2], "title": "Steward: bad input",
+			}).Errorf("%s", report.Plain(m[3], 1000))
+			items = append(items, fmt.Sprintf("- `%s:%s` %s", report.Plain(file, 300), m[2], report.MD(m[3], 500)))
+			continue
+		}
+		a.gh.WithFieldsMap(map[string]string{"title": "Steward: bad input"}).Errorf("%s", report.Plain(line, 1000))
+		items = append(items, "- "+report.MD(strings.TrimPrefix(line, "steward: "), 500))
+	}
+	if a.env.Getenv("GITHUB_STEP_SUMMARY") == "" {
+		return
+	}
+	if what != "the action's inputs" {
+		what = "`" + report.Plain(a.rel(a.path(what)), 300) + "`"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "## Steward: bad input\n\nNothing ran: %s %s %d error(s). Fix them and push again.\n\n",
+		what, map[bool]string{true: "has", false: "have"}[!strings.HasPrefix(what, "the ")], len(items))
+	b.WriteString(strings.Join(items, "\n") + "\n")
+	a.gh.AddStepSummary(b.String())
+}
+
+// chownWritten gives what the action wrote in the workspace (the record and
+// report directories, and the directories it created to hold them) to the
+// workspace's owner. The container runs as root; the runner's workspace
+// belongs to the runner's user.
+func (a *action) chownWritten() {
+	if a.workspace == "" || a.env.Chown == nil {
+		return
+	}
+	uid, gid, ok := a.env.Owner(a.workspace)
+	if !ok {
+		return
+	}
+	ws := filepath.Clean(a.workspace)
+	for _, p := range []string{a.in.Record, a.in.ReportDir} {
+		if p == "" {
+			continue
+		}
+		dir := filepath.Clean(a.path(p))
+		if r, err := filepath.Rel(ws, dir); err != nil || r == "." || strings.HasPrefix(r, "..") {
+			continue // outside the workspace: not ours to change
+		}
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil {
+				_ = a.env.Chown(p, uid, gid)
+			}
+			return nil
+		})
+		for d := filepath.Dir(dir); d != ws && strings.HasPrefix(d, ws+string(filepath.Separator)); d = filepath.Dir(d) {
+			_ = a.env.Chown(d, uid, gid)
+		}
+	}
 }
 
 type action struct {
@@ -254,6 +454,7 @@ type action struct {
 	gh        *githubactions.Action
 	in        Inputs
 	workspace string
+	notes     []string // for the summary and the comment
 }
 
 func (a *action) mask(secret string) {
@@ -363,9 +564,9 @@ func (a *action) report(ctx context.Context, rep *report.Report) error {
 
 	a.annotate(rep)
 
-	var notes []string
+	notes := append([]string(nil), a.notes...)
 	summaryURL := a.summaryURL()
-	body := report.Comment(rep, report.CommentOptions{SummaryURL: summaryURL})
+	body := report.Comment(rep, report.CommentOptions{SummaryURL: summaryURL, Notes: a.notes})
 	if err := os.WriteFile(commentPath, []byte(body), 0o644); err != nil {
 		return fmt.Errorf("write comment.md: %w", err)
 	}

@@ -321,7 +321,7 @@ func TestEndToEndCreatesThenEditsOneComment(t *testing.T) {
 		if p := r.Query.Get("page"); p != "" {
 			call += "?page=" + p
 		}
-		if r.Query.Get("per_page") != "100" && r.Method == http.MethodGet {
+		if r.Query.Get("per_page") != "100" && r.Method == http.MethodGet && r.Path != "/user" {
 			t.Errorf("list without per_page=100: %v", r.Query)
 		}
 		if r.Token != writeTok {
@@ -330,12 +330,72 @@ func TestEndToEndCreatesThenEditsOneComment(t *testing.T) {
 		calls = append(calls, call)
 	}
 	list := "GET /repos/acme/evals/issues/7/comments"
+	// GET /user first: the token's identity (403 for the Actions token,
+	// which then comments as github-actions[bot]).
 	wantCalls := []string{
-		list, list + "?page=2", "POST /repos/acme/evals/issues/7/comments",
-		list, list + "?page=2", fmt.Sprintf("PATCH /repos/acme/evals/issues/comments/%d", first.ID),
+		"GET /user", list, list + "?page=2", "POST /repos/acme/evals/issues/7/comments",
+		"GET /user", list, list + "?page=2", fmt.Sprintf("PATCH /repos/acme/evals/issues/comments/%d", first.ID),
 	}
 	if strings.Join(calls, "\n") != strings.Join(wantCalls, "\n") {
 		t.Errorf("API calls:\n%s\nwant:\n%s", strings.Join(calls, "\n"), strings.Join(wantCalls, "\n"))
+	}
+}
+
+// The sticky comment is ours alone: a comment by someone else that carries
+// the marker (an imitation, placed before ours) is never edited; ours, by the
+// token's identity, is. Both for the Actions token (GET /user refused: the
+// bot) and for a personal token (GET /user names the user).
+func TestStickyCommentIsOursAlone(t *testing.T) {
+	for _, tc := range []struct{ name, tok, me string }{
+		{"actions token", "ghs_actionsTok1234", "github-actions[bot]"},
+		{"personal token", "ghp_personalTok1234", "octocat"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t)
+			f.AddToken(tc.tok, tc.me, true)
+			marker := report.CommentMarker(fixedReport(2))
+			forged := f.AddComment("acme", "evals", 7, "mallory", marker+"\nforged: all passed")
+			// The other identity's genuine-looking comment is not ours either.
+			other := "octocat"
+			if tc.me == "octocat" {
+				other = "github-actions[bot]"
+			}
+			otherID := f.AddComment("acme", "evals", 7, other, marker+"\nsomeone else's bot")
+			e := newActionEnv(t, f.URL, tc.tok)
+			stub := &stubLaunch{rep: func() *report.Report { return fixedReport(2) }, code: ghaction.ExitFailed}
+			if code := ghaction.Run(context.Background(), e.env(), stub.launch); code != ghaction.ExitFailed {
+				t.Fatalf("exit %d\n%s", code, e.stdout.String())
+			}
+			e2 := newActionEnv(t, f.URL, tc.tok)
+			if code := ghaction.Run(context.Background(), e2.env(), stub.launch); code != ghaction.ExitFailed {
+				t.Fatalf("second exit %d\n%s", code, e2.stdout.String())
+			}
+			var mine []int64
+			for _, c := range f.Comments("acme", "evals", 7) {
+				switch {
+				case c.ID == forged || c.ID == otherID:
+					if !strings.HasSuffix(c.Body, "forged: all passed") && !strings.HasSuffix(c.Body, "someone else's bot") {
+						t.Errorf("comment %d by %s was edited:\n%s", c.ID, c.User, c.Body)
+					}
+				case strings.HasPrefix(c.Body, marker):
+					if c.User != tc.me {
+						t.Errorf("report comment %d by %s, want %s", c.ID, c.User, tc.me)
+					}
+					mine = append(mine, c.ID)
+				}
+			}
+			if len(mine) != 1 {
+				t.Fatalf("our report comments: %v, want exactly one (created, then edited)", mine)
+			}
+			for _, r := range f.Requests() {
+				if r.Method == http.MethodPatch && (strings.HasSuffix(r.Path, fmt.Sprint(forged)) || strings.HasSuffix(r.Path, fmt.Sprint(otherID))) {
+					t.Errorf("PATCH of a comment that is not ours: %s", r.Path)
+				}
+			}
+			if !strings.Contains(e.stdout.String(), "did not write") {
+				t.Errorf("the log does not say imitations were ignored:\n%s", e.stdout.String())
+			}
+		})
 	}
 }
 
@@ -452,15 +512,19 @@ func TestBadInputsRunNothing(t *testing.T) {
 	}
 	log := e.stdout.String()
 	for _, want := range []string{
-		`::error::input mode: "deploy" is not run or merge`,
-		`::error::input concurrency: "many" is not a whole number`,
-		`::error::input budget: "-1" is not an amount`,
-		`::error::input comment: "maybe" is not a boolean`,
-		`::error::input shard: parse shard "5/4": the index must be between 1 and 4`,
+		`::error title=Steward%3A bad input::input mode: "deploy" is not run or merge`,
+		`::error title=Steward%3A bad input::input concurrency: "many" is not a whole number`,
+		`::error title=Steward%3A bad input::input budget: "-1" is not an amount`,
+		`::error title=Steward%3A bad input::input comment: "maybe" is not a boolean`,
+		`::error title=Steward%3A bad input::input shard: parse shard "5/4": the index must be between 1 and 4`,
 	} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
 		}
+	}
+	// The summary says what was wrong.
+	if sum := e.read("GITHUB_STEP_SUMMARY"); !strings.Contains(sum, "## Steward: bad input") || !strings.Contains(sum, "5 error(s)") || !strings.Contains(sum, `deploy`) {
+		t.Errorf("summary:\n%s", sum)
 	}
 }
 
@@ -558,8 +622,10 @@ func TestCancelledRunStillReports(t *testing.T) {
 	if e.outputs()["partial"] != "true" {
 		t.Errorf("partial output: %v", e.outputs())
 	}
-	if !strings.Contains(e.stdout.String(), "::error::run cancelled: context canceled") {
-		t.Errorf("the cancellation is not in the log")
+	// A clear notice, not "context canceled".
+	log := e.stdout.String()
+	if !strings.Contains(log, "::notice::Steward: the run was cancelled. 4 of 4 attempts finished (2 passed)") || strings.Contains(log, "context canceled") {
+		t.Errorf("the cancellation is not said clearly in the log:\n%s", log)
 	}
 }
 
@@ -681,5 +747,84 @@ func TestCancelledReportingIsBounded(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(e.workspace, ".steward/report/junit.xml")); err != nil {
 		t.Errorf("report files not written: %v", err)
+	}
+}
+
+// fail-on decides the exit from the results; bad input, infrastructure
+// errors and cancellation are never hidden. The comparison with the
+// baseline is in the summary and the comment.
+func TestFailOnAndBaseline(t *testing.T) {
+	base := fixedReport(4) // all passed on base
+	cases := []struct {
+		failOn   string
+		baseline bool
+		passed   int // head: fixedReport(passed)
+		code     int // the launch's
+		want     int
+	}{
+		{"", false, 2, ghaction.ExitFailed, ghaction.ExitFailed},
+		{"failures", false, 4, ghaction.ExitOK, ghaction.ExitOK},
+		{"never", false, 2, ghaction.ExitFailed, ghaction.ExitOK},
+		{"never", false, 2, ghaction.ExitInfra, ghaction.ExitInfra},
+		{"never", false, 2, 130, 130},
+		{"errors", false, 2, ghaction.ExitFailed, ghaction.ExitOK},
+		{"errors", false, 2, ghaction.ExitInfra, ghaction.ExitInfra},
+		{"pass-rate<0.4", false, 2, ghaction.ExitFailed, ghaction.ExitOK},
+		{"pass-rate<60%", false, 2, ghaction.ExitFailed, ghaction.ExitFailed},
+		{"pass-rate<0.9", false, 4, ghaction.ExitOK, ghaction.ExitOK},
+		{"regression", true, 2, ghaction.ExitFailed, ghaction.ExitFailed}, // q3 passed on base
+		{"regression", false, 2, ghaction.ExitFailed, ghaction.ExitFailed},
+		{"regression-same", true, 2, ghaction.ExitFailed, ghaction.ExitOK}, // the same failures on base: not worse
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%s/%v/%d/%d", tc.failOn, tc.baseline, tc.passed, tc.code), func(t *testing.T) {
+			e := newActionEnv(t, "http://127.0.0.1:9", writeTok)
+			e.vars["INPUT_COMMENT"] = "false"
+			e.vars["INPUT_FAIL-ON"] = tc.failOn
+			base := base
+			if tc.failOn == "regression-same" {
+				e.vars["INPUT_FAIL-ON"] = "regression"
+				base = fixedReport(2)
+			}
+			env := e.env()
+			if tc.baseline {
+				e.vars["INPUT_BASELINE"] = ".steward-base"
+				env.Baseline = func(ctx context.Context, p string) (*report.Report, error) {
+					if p != filepath.Join(e.workspace, ".steward-base") {
+						t.Errorf("baseline path %s", p)
+					}
+					return base, nil
+				}
+			}
+			stub := &stubLaunch{rep: func() *report.Report { return fixedReport(tc.passed) }, code: tc.code}
+			if got := ghaction.Run(context.Background(), env, stub.launch); got != tc.want {
+				t.Fatalf("exit %d, want %d\n%s", got, tc.want, e.stdout.String())
+			}
+			if tc.baseline {
+				sum := e.read("GITHUB_STEP_SUMMARY")
+				if !strings.Contains(sum, "### Compared with base") || (tc.want == ghaction.ExitFailed) != strings.Contains(sum, "Newly failing") {
+					t.Errorf("summary has no comparison:\n%s", sum)
+				}
+			}
+		})
+	}
+	// A baseline that is not there: a warning and a note, no comparison.
+	e := newActionEnv(t, "http://127.0.0.1:9", writeTok)
+	e.vars["INPUT_COMMENT"] = "false"
+	e.vars["INPUT_BASELINE"] = "missing"
+	env := e.env()
+	env.Baseline = func(context.Context, string) (*report.Report, error) { return nil, fmt.Errorf("no record at missing") }
+	stub := &stubLaunch{rep: func() *report.Report { return fixedReport(4) }, code: ghaction.ExitOK}
+	if got := ghaction.Run(context.Background(), env, stub.launch); got != ghaction.ExitOK {
+		t.Fatalf("exit %d", got)
+	}
+	if !strings.Contains(e.stdout.String(), "::warning::Steward: no comparison with the base") || !strings.Contains(e.read("GITHUB_STEP_SUMMARY"), "No comparison with the base") {
+		t.Errorf("no warning for a missing baseline:\n%s", e.stdout.String())
+	}
+	// A bad fail-on is bad input.
+	e = newActionEnv(t, "http://127.0.0.1:9", writeTok)
+	e.vars["INPUT_FAIL-ON"] = "pass-rate<2"
+	if got := ghaction.Run(context.Background(), e.env(), stub.launch); got != ghaction.ExitBadInput {
+		t.Fatalf("fail-on pass-rate<2: exit %d", got)
 	}
 }

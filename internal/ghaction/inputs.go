@@ -27,6 +27,48 @@ type Inputs struct {
 	Records     []string
 	ReportDir   string
 	PRNumber    int // 0: from the event
+	Shards      int // merge mode: shards expected; 0: from the records
+	Baseline    string
+	FailOn      FailOn
+}
+
+// FailOn decides the step's exit from the results (fail-on input). Bad input
+// (2), infrastructure errors (3) and cancellation (130) are never hidden.
+type FailOn struct {
+	Mode     string  // failures, regression, errors, pass-rate, never
+	MinRate  float64 // pass-rate: fail below this (0..1)
+	Original string
+}
+
+// Fail-on modes.
+const (
+	FailOnFailures   = "failures"
+	FailOnRegression = "regression"
+	FailOnErrors     = "errors"
+	FailOnPassRate   = "pass-rate"
+	FailOnNever      = "never"
+)
+
+func parseFailOn(v string) (FailOn, error) {
+	f := FailOn{Mode: strings.ToLower(strings.TrimSpace(v)), Original: v}
+	switch f.Mode {
+	case "":
+		f.Mode = FailOnFailures
+		return f, nil
+	case FailOnFailures, FailOnRegression, FailOnErrors, FailOnNever:
+		return f, nil
+	}
+	if rest, ok := strings.CutPrefix(strings.ReplaceAll(f.Mode, " ", ""), "pass-rate<"); ok {
+		pct := strings.HasSuffix(rest, "%")
+		x, err := strconv.ParseFloat(strings.TrimSuffix(rest, "%"), 64)
+		if pct {
+			x /= 100
+		}
+		if err == nil && x > 0 && x <= 1 && !math.IsNaN(x) {
+			return FailOn{Mode: FailOnPassRate, MinRate: x, Original: v}, nil
+		}
+	}
+	return f, fmt.Errorf("input fail-on: %q is not failures, regression, errors, never or pass-rate<X (X from 0 to 1, or a percentage: pass-rate<0.9, pass-rate<90%%)", v)
 }
 
 // Modes.
@@ -117,6 +159,20 @@ func ParseInputs(getenv func(string) string) (Inputs, error) {
 	}
 	if in.Mode == ModeMerge && len(in.Records) == 0 {
 		errs = append(errs, errors.New("input records: merge mode needs the shard records to merge (one path or glob per line)"))
+	}
+	if v := input(getenv, "shards"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("input shards: %q is not a whole number ≥ 0 (0: from the records)", v))
+		}
+		if in.Mode != ModeMerge && n > 0 {
+			errs = append(errs, errors.New("input shards: only merge mode takes it (the shard input slices a run)"))
+		}
+		in.Shards = n
+	}
+	in.Baseline = input(getenv, "baseline")
+	if in.FailOn, err = parseFailOn(input(getenv, "fail-on")); err != nil {
+		errs = append(errs, err)
 	}
 	if v := input(getenv, "pr-number"); v != "" {
 		n, err := strconv.Atoi(v)

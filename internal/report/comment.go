@@ -135,7 +135,9 @@ func comment(r *Report, opts CommentOptions, failed []AttemptRow, n int) string 
 	if r.Hold != "" {
 		fmt.Fprintf(&b, "**Ramp held:** %s\n\n", MD(r.Hold, opts.ReasonWidth))
 	}
-	if len(r.Tasks) > 0 {
+	if r.Comparison != nil {
+		b.WriteString(comparisonMarkdown(r.Comparison, "", min(n, 10), opts.ReasonWidth))
+	} else if len(r.Tasks) > 0 {
 		b.WriteString(taskTable(r, false))
 		b.WriteString("\n")
 	}
@@ -152,6 +154,9 @@ func comment(r *Report, opts CommentOptions, failed []AttemptRow, n int) string 
 	}
 	if opts.SummaryURL != "" {
 		b.WriteString("[Full report](" + safeURL(opts.SummaryURL) + ")\n")
+	}
+	if f := footer(r); f != "" {
+		b.WriteString("\n" + f)
 	}
 	return b.String()
 }

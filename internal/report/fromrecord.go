@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/version"
 )
 
 // FromRecord builds the report of one or more runs from the record alone, so
@@ -21,7 +22,7 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 	for _, r := range runs {
 		byID[r.ID] = r
 	}
-	rep := &Report{Title: title, RunIDs: runIDs}
+	rep := &Report{Title: title, RunIDs: runIDs, Version: version.String()}
 	hold, _ := db.Control(ctx, "ramp.hold")
 	rep.Hold = hold
 	var shards []string

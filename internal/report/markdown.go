@@ -118,6 +118,9 @@ func markdown(r *Report, opts MarkdownOptions, failed []AttemptRow, failCap, ram
 	}
 	b.WriteString(countsTable(r.Counts))
 	b.WriteString("\n")
+	if r.Comparison != nil {
+		b.WriteString(comparisonMarkdown(r.Comparison, "### Compared with base\n\n", failCap, opts.ReasonWidth))
+	}
 	if len(r.Tasks) > 0 {
 		b.WriteString("### Pass rate per task\n\n")
 		b.WriteString(taskTable(r, true))
@@ -146,7 +149,16 @@ func markdown(r *Report, opts MarkdownOptions, failed []AttemptRow, failCap, ram
 	for _, n := range opts.Notes {
 		b.WriteString(n + "\n\n")
 	}
+	b.WriteString(footer(r))
 	return b.String()
+}
+
+// footer names the steward that rendered the report.
+func footer(r *Report) string {
+	if r.Version == "" {
+		return ""
+	}
+	return "<sub>steward " + MD(r.Version, 80) + "</sub>\n"
 }
 
 func partialBanner(r *Report) string {

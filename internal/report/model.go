@@ -33,6 +33,11 @@ type Report struct {
 	Partial  bool         `json:"partial,omitempty"`
 	Left     []string     `json:"left,omitempty"` // what a cancelled run left undone
 	Shard    string       `json:"shard,omitempty"`
+	// Comparison judges the run against its base, when a baseline was given.
+	Comparison *Comparison `json:"comparison,omitempty"`
+	// Version is the steward that rendered the report ("v1.2.3 (abc1234)"),
+	// shown in the summary and comment footers.
+	Version string `json:"version,omitempty"`
 }
 
 // Counts is the panel's counts line (L1).

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -100,7 +101,13 @@ type injected struct {
 
 // New starts a fake on loopback; it is closed, and its rejections reported
 // as test failures, when the test ends.
-func New(t testing.TB) *Server {
+func New(t testing.TB) *Server { return NewAt(t, "") }
+
+// NewAt is New listening on addr ("" for loopback): a test that runs the
+// action in a container serves the fake on the Docker bridge's gateway
+// address, which the container reaches as a runner's container reaches
+// GitHub.
+func NewAt(t testing.TB, addr string) *Server {
 	s := &Server{
 		t:      t,
 		tokens: map[string]token{},
@@ -108,7 +115,16 @@ func New(t testing.TB) *Server {
 		nextID: 1000,
 		now:    time.Now,
 	}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	if addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("fake GitHub: listen %s: %v", addr, err)
+		}
+		s.srv.Listener.Close()
+		s.srv.Listener = ln
+	}
+	s.srv.Start()
 	s.URL = s.srv.URL
 	t.Cleanup(func() {
 		s.srv.Close()
@@ -120,7 +136,9 @@ func New(t testing.TB) *Server {
 }
 
 // AddToken makes tok a valid credential for user; write says whether it may
-// create and edit comments (a fork's pull_request token may not).
+// create and edit comments (a fork's pull_request token may not). As on
+// GitHub, an installation token (the Actions token, "ghs_…") cannot read
+// GET /user (403); any other token reads its user there.
 func (s *Server) AddToken(tok, user string, write bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -223,6 +241,11 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 		finish(status, apiError{Message: msg, DocumentationURL: "https://docs.github.com/rest", Status: strconv.Itoa(status)}, why)
 	}
 
+	// GitHub refuses requests without a User-Agent.
+	if req.Header.Get("User-Agent") == "" {
+		reject(http.StatusForbidden, "Request forbidden by administrative rules. Please make sure your request has a User-Agent header (https://docs.github.com/en/rest/overview/resources-in-the-rest-api#user-agent-required).", "no User-Agent header")
+		return
+	}
 	// Credentials: "Bearer <tok>" or "token <tok>".
 	auth := req.Header.Get("Authorization")
 	scheme, tok, _ := strings.Cut(auth, " ")
@@ -254,6 +277,20 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 
+	if req.URL.Path == "/user" {
+		if req.Method != http.MethodGet {
+			reject(http.StatusNotFound, "Not Found", "method "+req.Method+" not allowed on /user")
+			return
+		}
+		if strings.HasPrefix(tok, "ghs_") {
+			// GitHub refuses this one to installation tokens; callers are
+			// expected to ask and fall back, so it is not a test failure.
+			finish(http.StatusForbidden, apiError{Message: "Resource not accessible by integration", DocumentationURL: "https://docs.github.com/rest/users/users#get-the-authenticated-user", Status: "403"}, "")
+			return
+		}
+		finish(http.StatusOK, map[string]any{"login": who.user, "id": 1, "type": userType(who.user)}, "")
+		return
+	}
 	if m := listCreateRe.FindStringSubmatch(req.URL.Path); m != nil {
 		owner, repo := m[1], m[2]
 		n, _ := strconv.Atoi(m[3])
@@ -455,7 +492,7 @@ func (s *Server) commentJSON(c *Comment) map[string]any {
 		"html_url":   fmt.Sprintf("https://github.com/%s/%s/pull/%d#issuecomment-%d", c.Owner, c.Repo, c.Issue, c.ID),
 		"issue_url":  fmt.Sprintf("%s/repos/%s/%s/issues/%d", s.URL, c.Owner, c.Repo, c.Issue),
 		"body":       c.Body,
-		"user":       map[string]any{"login": c.User, "type": "Bot"},
+		"user":       map[string]any{"login": c.User, "type": userType(c.User)},
 		"created_at": c.CreatedAt.UTC().Format(time.RFC3339),
 		"updated_at": c.UpdatedAt.UTC().Format(time.RFC3339),
 	}
@@ -470,4 +507,11 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(s.now().Add(time.Hour).Unix(), 10))
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+func userType(login string) string {
+	if strings.HasSuffix(login, "[bot]") {
+		return "Bot"
+	}
+	return "User"
 }

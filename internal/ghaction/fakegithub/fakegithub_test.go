@@ -32,6 +32,7 @@ func do(t *testing.T, s *Server, method, path, auth, body string) *http.Response
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
+	req.Header.Set("User-Agent", "fakegithub-test")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -224,5 +225,24 @@ func (f *fakeT) Errorf(format string, a ...any) {
 func (f *fakeT) runCleanups() {
 	for i := len(f.cleanups) - 1; i >= 0; i-- {
 		f.cleanups[i]()
+	}
+}
+
+// GitHub refuses a request without a User-Agent.
+func TestRefusesNoUserAgent(t *testing.T) {
+	s := setup(t)
+	req, _ := http.NewRequest("GET", s.URL+"/repos/o/r/issues/1/comments", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header["User-Agent"] = []string{""} // the client then sends none
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Fatalf("status %d, want 403", resp.StatusCode)
+	}
+	if r := s.TakeRejections(); len(r) != 1 || r[0].Rejected != "no User-Agent header" {
+		t.Fatalf("rejections %+v", r)
 	}
 }
