@@ -73,7 +73,7 @@ func merge(ctx context.Context, out string, inputs []string, title string) (*rep
 		if _, err := os.Stat(filepath.Join(dir, record.FileName)); err != nil {
 			return nil, exitWith(ExitBadInput, fmt.Errorf("merge: %s holds no record (%s): %w", in, record.FileName, err))
 		}
-		src, err := record.Open(ctx, dir)
+		src, err := record.OpenReadOnly(ctx, dir)
 		if err != nil {
 			return nil, err
 		}

@@ -11,9 +11,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -28,6 +25,10 @@ type DB struct {
 	db   *sql.DB
 	Dir  string
 	Path string
+	// ReadOnly records were opened by OpenReadOnly: nothing is ever written.
+	ReadOnly bool
+	// version is the record's schema version (readers may see an older one).
+	version int
 }
 
 // migrations are applied in order; each index is a schema version.
@@ -108,78 +109,17 @@ var migrations = []string{
 		state TEXT NOT NULL,
 		updated_at INTEGER NOT NULL
 	);`,
-}
-
-// Open opens (creating if needed) the record in dir and migrates it.
-func Open(ctx context.Context, dir string) (*DB, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("open record: %w", Classify(dir, err))
-	}
-	path := filepath.Join(dir, FileName)
-	dsn := "file:" + path + "?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open record %s: %w", path, err)
-	}
-	db.SetMaxOpenConns(4)
-	r := &DB{db: db, Dir: dir, Path: path}
-	// Switching a new database to WAL mode takes a lock that SQLite's busy
-	// timeout does not cover: invocations opening one record at once (S6)
-	// retry that for a while instead of failing.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := r.migrate(ctx)
-		if err == nil {
-			return r, nil
-		}
-		if !isBusy(err) || time.Now().After(deadline) || ctx.Err() != nil {
-			db.Close()
-			return nil, fmt.Errorf("open record %s: %w", path, Classify(dir, err))
-		}
-		time.Sleep(time.Duration(20+mrand.IntN(80)) * time.Millisecond)
-	}
-}
-
-func isBusy(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "SQLITE_BUSY") || strings.Contains(msg, "database is locked")
-}
-
-func (r *DB) migrate(ctx context.Context) error {
-	tx, err := r.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	var v int
-	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
-		return err
-	}
-	if v > len(migrations) {
-		return fmt.Errorf("record schema version %d is newer than this steward knows (%d): upgrade steward", v, len(migrations))
-	}
-	for i := v; i < len(migrations); i++ {
-		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
-			return fmt.Errorf("migration %d: %w", i+1, err)
-		}
-	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, len(migrations))); err != nil {
-		return err
-	}
-	return tx.Commit()
-}
-
-// Close checkpoints the WAL into the main file (so the file can be copied,
-// S6) and closes the record.
-func (r *DB) Close() error {
-	_, _ = r.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
-	return r.db.Close()
-}
-
-// Checkpoint folds the WAL into the database file.
-func (r *DB) Checkpoint(ctx context.Context) error {
-	_, err := r.db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
-	return err
+	// 2: carried attempts are references to the row that judged them (no
+	// copies of rows or logs); run reasons look up a sample's newest attempt.
+	`CREATE TABLE carries(
+		run_id TEXT NOT NULL,
+		seq INTEGER NOT NULL,
+		src_run TEXT NOT NULL,
+		src_seq INTEGER NOT NULL,
+		source TEXT NOT NULL DEFAULT '',
+		PRIMARY KEY(run_id, seq)
+	);
+	CREATE INDEX attempts_key ON attempts(task, sample, attempt, finished_at);`,
 }
 
 // SQL exposes the handle for packages that build reports.
@@ -326,9 +266,10 @@ func scanAttempts(rows *sql.Rows) ([]Attempt, error) {
 	return out, rows.Err()
 }
 
-// Attempts returns a run's attempts in discovery order.
+// Attempts returns a run's attempts in discovery order, carried ones read
+// through their references (with the producing run's tokens and cost).
 func (r *DB) Attempts(ctx context.Context, runID string) ([]Attempt, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT `+attemptCols+` FROM attempts WHERE run_id=? ORDER BY seq`, runID)
+	rows, err := r.attemptsQuery(ctx, runID)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts: %w", err)
 	}

@@ -1,0 +1,213 @@
+package record
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+)
+
+// Source is a published attempt a new run can carry: the row that judged
+// it (RunID, Seq) and the run that produced the result (Producer, which
+// differs from RunID only for rows copied by older Steward versions or by
+// `merge`), with what it cost.
+type Source struct {
+	RunID        string
+	Seq          int
+	Producer     string
+	Status       string
+	Reason       string
+	Fingerprint  string
+	InputTokens  int64
+	OutputTokens int64
+	CostUSD      float64
+}
+
+// Candidates are the carry sources for a set of fingerprints: the newest
+// judged row (passed or failed; passed only when asked) and the newest
+// attempt skipped by early exit (S4), per fingerprint.
+type Candidates struct {
+	Judged    map[string]Source
+	EarlyExit map[string]Source
+}
+
+// EarlyExitPrefix starts the reason of attempts skipped by early exit.
+const EarlyExitPrefix = "early exit"
+
+// chunk bounds the variables of one statement.
+const chunk = 400
+
+// Carryable looks up, in a few statements, what every fingerprint could
+// carry. Only rows in the attempts table are sources: references (carried
+// attempts of later runs) point at them, so a source is always the row
+// that holds the result and its log.
+func (r *DB) Carryable(ctx context.Context, fingerprints []string, passedOnly bool) (Candidates, error) {
+	c := Candidates{Judged: map[string]Source{}, EarlyExit: map[string]Source{}}
+	finished := map[Source]int64{}
+	for start := 0; start < len(fingerprints); start += chunk {
+		part := fingerprints[start:min(start+chunk, len(fingerprints))]
+		args := make([]any, len(part))
+		for i, f := range part {
+			args[i] = f
+		}
+		rows, err := r.db.QueryContext(ctx, `SELECT run_id, seq, carried_from, status, reason, fingerprint, input_tokens, output_tokens, cost_usd, finished_at
+			FROM attempts WHERE fingerprint IN (?`+strings.Repeat(",?", len(part)-1)+`) AND status IN ('passed','failed','skipped')`, args...)
+		if err != nil {
+			return c, fmt.Errorf("look up carry: %w", err)
+		}
+		for rows.Next() {
+			var s Source
+			var at int64
+			if err := rows.Scan(&s.RunID, &s.Seq, &s.Producer, &s.Status, &s.Reason, &s.Fingerprint, &s.InputTokens, &s.OutputTokens, &s.CostUSD, &at); err != nil {
+				rows.Close()
+				return c, fmt.Errorf("look up carry: %w", err)
+			}
+			if s.Producer == "" {
+				s.Producer = s.RunID
+			}
+			var m map[string]Source
+			switch {
+			case s.Status == "passed" || (s.Status == "failed" && !passedOnly):
+				m = c.Judged
+			case s.Status == "skipped" && strings.HasPrefix(s.Reason, EarlyExitPrefix):
+				m = c.EarlyExit
+			default:
+				continue
+			}
+			old, ok := m[s.Fingerprint]
+			if !ok || at > finished[old] || (at == finished[old] && (s.RunID > old.RunID || (s.RunID == old.RunID && s.Seq > old.Seq))) {
+				m[s.Fingerprint] = s
+				finished[s] = at
+			}
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return c, fmt.Errorf("look up carry: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// Key names an attempt of the eval set across runs.
+type Key struct {
+	Task, Sample string
+	Attempt      int
+}
+
+// Previous is what a run reason needs of an attempt's newest row.
+type Previous struct {
+	Status, Fingerprint, Parts string
+}
+
+// LatestMany returns the newest row of each key (any run, any status).
+func (r *DB) LatestMany(ctx context.Context, keys []Key) (map[Key]Previous, error) {
+	out := map[Key]Previous{}
+	at := map[Key]int64{}
+	const per = chunk / 3
+	for start := 0; start < len(keys); start += per {
+		part := keys[start:min(start+per, len(keys))]
+		args := make([]any, 0, 3*len(part))
+		for _, k := range part {
+			args = append(args, k.Task, k.Sample, k.Attempt)
+		}
+		rows, err := r.db.QueryContext(ctx, `WITH k(task, sample, attempt) AS (VALUES (?,?,?)`+strings.Repeat(",(?,?,?)", len(part)-1)+`)
+			SELECT a.task, a.sample, a.attempt, a.status, a.fingerprint, a.parts, a.finished_at
+			FROM k JOIN attempts a ON a.task=k.task AND a.sample=k.sample AND a.attempt=k.attempt`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("look up previous attempts: %w", err)
+		}
+		for rows.Next() {
+			var k Key
+			var p Previous
+			var f int64
+			if err := rows.Scan(&k.Task, &k.Sample, &k.Attempt, &p.Status, &p.Fingerprint, &p.Parts, &f); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("look up previous attempts: %w", err)
+			}
+			if old, ok := at[k]; !ok || f >= old {
+				out[k], at[k] = p, f
+			}
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("look up previous attempts: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// Ref is a carried attempt: attempt seq of run RunID is the row (SrcRun,
+// SrcSeq). Source is the sample's place in the eval set today.
+type Ref struct {
+	RunID  string
+	Seq    int
+	SrcRun string
+	SrcSeq int
+	Source string
+}
+
+// PublishCarried records carried attempts as references, all in one
+// transaction: no row or log is copied (a no-op re-run adds only these).
+func (r *DB) PublishCarried(ctx context.Context, refs []Ref) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	tx, err := r.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("publish carried attempts: %w", err)
+	}
+	defer tx.Rollback()
+	st, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO carries(run_id, seq, src_run, src_seq, source) VALUES(?,?,?,?,?)`)
+	if err != nil {
+		return fmt.Errorf("publish carried attempts: %w", err)
+	}
+	defer st.Close()
+	for _, c := range refs {
+		if _, err := st.ExecContext(ctx, c.RunID, c.Seq, c.SrcRun, c.SrcSeq, c.Source); err != nil {
+			return fmt.Errorf("publish carried attempts: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("publish carried attempts: %w", err)
+	}
+	return nil
+}
+
+// carriedCols reads a carried attempt through its reference: the source
+// row's result, tokens and cost (what the producing run spent), under the
+// carrying run's id and seq; carried_from names the producing run.
+const carriedCols = `c.run_id, c.seq, a.task, a.sample, a.attempt, a.status, a.score, a.answer, a.explanation, a.reason,
+	CASE WHEN a.carried_from <> '' THEN a.carried_from ELSE a.run_id END, a.fingerprint, a.parts, a.started_at, a.finished_at,
+	a.duration_ns, a.input_tokens, a.output_tokens, a.cost_usd, a.requests, a.log, a.sandbox,
+	CASE WHEN c.source <> '' THEN c.source ELSE a.source END`
+
+func (r *DB) attemptsQuery(ctx context.Context, runID string) (*sql.Rows, error) {
+	if r.version < 2 {
+		return r.db.QueryContext(ctx, `SELECT `+attemptCols+` FROM attempts WHERE run_id=? ORDER BY seq`, runID)
+	}
+	return r.db.QueryContext(ctx, `SELECT `+attemptCols+` FROM attempts WHERE run_id=?
+		UNION ALL SELECT `+carriedCols+` FROM carries c JOIN attempts a ON a.run_id=c.src_run AND a.seq=c.src_seq WHERE c.run_id=?
+		ORDER BY 2`, runID, runID)
+}
+
+// Counts are the rows a record holds, for tests and `steward doctor`.
+type Counts struct {
+	Runs, Attempts, Carries int
+	LogBytes                int64
+}
+
+// Count counts the record's rows.
+func (r *DB) Count(ctx context.Context) (Counts, error) {
+	var c Counts
+	if err := r.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM attempts), (SELECT COALESCE(sum(length(log)),0) FROM attempts)`).Scan(&c.Runs, &c.Attempts, &c.LogBytes); err != nil {
+		return c, fmt.Errorf("count record rows: %w", err)
+	}
+	if r.version >= 2 {
+		if err := r.db.QueryRowContext(ctx, `SELECT count(*) FROM carries`).Scan(&c.Carries); err != nil {
+			return c, fmt.Errorf("count record rows: %w", err)
+		}
+	}
+	return c, nil
+}
