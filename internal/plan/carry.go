@@ -12,7 +12,7 @@ import (
 
 // History is what carry needs from the record.
 type History interface {
-	Carryable(ctx context.Context, fingerprints []string, passedOnly bool) (record.Candidates, error)
+	Carryable(ctx context.Context, fingerprints []string, passedOnly, earlyExit bool) (record.Candidates, error)
 	LatestMany(ctx context.Context, keys []record.Key) (map[record.Key]record.Previous, error)
 }
 
@@ -47,7 +47,11 @@ func Carry(ctx context.Context, p *Plan, h History, o CarryOptions) error {
 	for i, a := range p.Attempts {
 		fps[i] = a.Fingerprint
 	}
-	c, err := h.Carryable(ctx, fps, o.Rerun)
+	earlyExit := o.EarlyExit
+	for _, t := range p.Tasks {
+		earlyExit = earlyExit || t.Task.EarlyExit
+	}
+	c, err := h.Carryable(ctx, fps, o.Rerun, earlyExit)
 	if err != nil {
 		return err
 	}

@@ -10,22 +10,18 @@ import (
 // Source is a published attempt a new run can carry: the row that judged
 // it (RunID, Seq) and the run that produced the result (Producer, which
 // differs from RunID only for rows copied by older Steward versions or by
-// `merge`), with what it cost.
+// `merge`).
 type Source struct {
-	RunID        string
-	Seq          int
-	Producer     string
-	Status       string
-	Reason       string
-	Fingerprint  string
-	InputTokens  int64
-	OutputTokens int64
-	CostUSD      float64
+	RunID       string
+	Seq         int
+	Producer    string
+	Status      string
+	Fingerprint string
 }
 
 // Candidates are the carry sources for a set of fingerprints: the newest
-// judged row (passed or failed; passed only when asked) and the newest
-// attempt skipped by early exit (S4), per fingerprint.
+// judged row (passed or failed; passed only when asked) and, when asked, the
+// newest attempt skipped by early exit (S4), per fingerprint.
 type Candidates struct {
 	Judged    map[string]Source
 	EarlyExit map[string]Source
@@ -40,53 +36,62 @@ const chunk = 400
 // Carryable looks up, in a few statements, what every fingerprint could
 // carry. Only rows in the attempts table are sources: references (carried
 // attempts of later runs) point at them, so a source is always the row
-// that holds the result and its log.
-func (r *DB) Carryable(ctx context.Context, fingerprints []string, passedOnly bool) (Candidates, error) {
+// that holds the result and its log. The judged lookup reads only the
+// attempts_carry index (never the rows and their logs).
+func (r *DB) Carryable(ctx context.Context, fingerprints []string, passedOnly, earlyExit bool) (Candidates, error) {
 	c := Candidates{Judged: map[string]Source{}, EarlyExit: map[string]Source{}}
-	finished := map[Source]int64{}
+	statuses := `('passed','failed')`
+	if passedOnly {
+		statuses = `('passed')`
+	}
+	if err := r.newest(ctx, c.Judged, fingerprints, `status IN `+statuses); err != nil {
+		return c, err
+	}
+	if earlyExit {
+		if err := r.newest(ctx, c.EarlyExit, fingerprints, `status='skipped' AND reason LIKE '`+EarlyExitPrefix+`%'`); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// newest fills m with the newest row per fingerprint that matches cond.
+func (r *DB) newest(ctx context.Context, m map[string]Source, fingerprints []string, cond string) error {
+	finished := map[string]int64{}
 	for start := 0; start < len(fingerprints); start += chunk {
 		part := fingerprints[start:min(start+chunk, len(fingerprints))]
 		args := make([]any, len(part))
 		for i, f := range part {
 			args[i] = f
 		}
-		rows, err := r.db.QueryContext(ctx, `SELECT run_id, seq, carried_from, status, reason, fingerprint, input_tokens, output_tokens, cost_usd, finished_at
-			FROM attempts WHERE fingerprint IN (?`+strings.Repeat(",?", len(part)-1)+`) AND status IN ('passed','failed','skipped')`, args...)
+		rows, err := r.db.QueryContext(ctx, `SELECT fingerprint, status, finished_at, run_id, seq, carried_from
+			FROM attempts WHERE fingerprint IN (?`+strings.Repeat(",?", len(part)-1)+`) AND `+cond, args...)
 		if err != nil {
-			return c, fmt.Errorf("look up carry: %w", err)
+			return fmt.Errorf("look up carry: %w", err)
 		}
 		for rows.Next() {
 			var s Source
 			var at int64
-			if err := rows.Scan(&s.RunID, &s.Seq, &s.Producer, &s.Status, &s.Reason, &s.Fingerprint, &s.InputTokens, &s.OutputTokens, &s.CostUSD, &at); err != nil {
+			if err := rows.Scan(&s.Fingerprint, &s.Status, &at, &s.RunID, &s.Seq, &s.Producer); err != nil {
 				rows.Close()
-				return c, fmt.Errorf("look up carry: %w", err)
+				return fmt.Errorf("look up carry: %w", err)
 			}
 			if s.Producer == "" {
 				s.Producer = s.RunID
 			}
-			var m map[string]Source
-			switch {
-			case s.Status == "passed" || (s.Status == "failed" && !passedOnly):
-				m = c.Judged
-			case s.Status == "skipped" && strings.HasPrefix(s.Reason, EarlyExitPrefix):
-				m = c.EarlyExit
-			default:
-				continue
-			}
 			old, ok := m[s.Fingerprint]
-			if !ok || at > finished[old] || (at == finished[old] && (s.RunID > old.RunID || (s.RunID == old.RunID && s.Seq > old.Seq))) {
-				m[s.Fingerprint] = s
-				finished[s] = at
+			prev := finished[s.Fingerprint]
+			if !ok || at > prev || (at == prev && (s.RunID > old.RunID || (s.RunID == old.RunID && s.Seq > old.Seq))) {
+				m[s.Fingerprint], finished[s.Fingerprint] = s, at
 			}
 		}
 		err = rows.Err()
 		rows.Close()
 		if err != nil {
-			return c, fmt.Errorf("look up carry: %w", err)
+			return fmt.Errorf("look up carry: %w", err)
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // Key names an attempt of the eval set across runs.

@@ -118,8 +118,10 @@ var migrations = []string{
 		src_seq INTEGER NOT NULL,
 		source TEXT NOT NULL DEFAULT '',
 		PRIMARY KEY(run_id, seq)
-	);
-	CREATE INDEX attempts_key ON attempts(task, sample, attempt, finished_at);`,
+	) WITHOUT ROWID;
+	CREATE INDEX attempts_key ON attempts(task, sample, attempt, finished_at);
+	DROP INDEX attempts_fingerprint;
+	CREATE INDEX attempts_carry ON attempts(fingerprint, status, finished_at, run_id, seq, carried_from);`,
 }
 
 // SQL exposes the handle for packages that build reports.

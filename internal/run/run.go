@@ -430,10 +430,10 @@ func (l *launcher) makePlanLine() string {
 	run, carry := 0, 0
 	for _, a := range l.p.Attempts {
 		samples[l.p.Tasks[a.Task].Task.Name+"\x00"+a.Sample.ID] = true
-		if a.Action == plan.ActionCarry {
-			carry++
-		} else {
+		if a.Action == plan.ActionRun {
 			run++
+		} else {
+			carry++ // carried, or skipped because the sample's pass is carried
 		}
 	}
 	parts := []string{
