@@ -258,3 +258,30 @@ func TestDamagedRecordsRefused(t *testing.T) {
 		})
 	}
 }
+
+// --dry only reads: on a project without a record it plans everything as
+// new and creates no record; on an existing one it leaves the file as it was.
+func TestDryNeverWrites(t *testing.T) {
+	dir := t.TempDir()
+	es := filepath.Join(dir, "steward.yaml")
+	if err := os.WriteFile(es, []byte("tasks:\n  - name: x\n    sandbox: {provider: local}\n    agent: echo ok\n    scorer: {match: exact}\n    samples: [{id: a, input: \"\", target: ok}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := filepath.Join(dir, "rec")
+	out, code := steward("launch", "--dry", "--record", rec, es)
+	if code != 0 || !strings.Contains(out, "new") {
+		t.Fatalf("--dry without a record: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(rec); !os.IsNotExist(err) {
+		t.Fatalf("--dry created the record directory (%v)", err)
+	}
+	seed(t, rec, 5)
+	before := fileState(t, filepath.Join(rec, record.FileName))
+	time.Sleep(20 * time.Millisecond)
+	if out, code := steward("launch", "--dry", "--record", rec, es); code != 0 {
+		t.Fatalf("--dry: exit %d\n%s", code, out)
+	}
+	if after := fileState(t, filepath.Join(rec, record.FileName)); after != before {
+		t.Fatalf("--dry changed the record:\nbefore %safter  %s", before, after)
+	}
+}
