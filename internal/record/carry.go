@@ -7,6 +7,31 @@ import (
 	"strings"
 )
 
+// migrationCarries stores carried attempts as references to the row that
+// judged them (no copies of rows or logs), indexes a sample's attempts for
+// run reasons, and covers the carry look-up with one index.
+const migrationCarries = `CREATE TABLE carries(
+		run_id TEXT NOT NULL,
+		seq INTEGER NOT NULL,
+		src_run TEXT NOT NULL,
+		src_seq INTEGER NOT NULL,
+		source TEXT NOT NULL DEFAULT '',
+		PRIMARY KEY(run_id, seq)
+	) WITHOUT ROWID;
+	CREATE INDEX attempts_key ON attempts(task, sample, attempt, finished_at);
+	DROP INDEX attempts_fingerprint;
+	CREATE INDEX attempts_carry ON attempts(fingerprint, status, finished_at, run_id, seq, carried_from);`
+
+// hasCarries says whether a record of schema version v has the carries table.
+func hasCarries(v int) bool {
+	for i, m := range migrations {
+		if m == migrationCarries {
+			return v > i
+		}
+	}
+	return false
+}
+
 // Source is a published attempt a new run can carry: the row that judged
 // it (RunID, Seq) and the run that produced the result (Producer, which
 // differs from RunID only for rows copied by older Steward versions or by
@@ -189,30 +214,10 @@ const carriedCols = `c.run_id, c.seq, a.task, a.sample, a.attempt, a.status, a.s
 	CASE WHEN c.source <> '' THEN c.source ELSE a.source END`
 
 func (r *DB) attemptsQuery(ctx context.Context, runID string) (*sql.Rows, error) {
-	if r.version < 2 {
+	if !hasCarries(r.version) {
 		return r.db.QueryContext(ctx, `SELECT `+attemptCols+` FROM attempts WHERE run_id=? ORDER BY seq`, runID)
 	}
 	return r.db.QueryContext(ctx, `SELECT `+attemptCols+` FROM attempts WHERE run_id=?
 		UNION ALL SELECT `+carriedCols+` FROM carries c JOIN attempts a ON a.run_id=c.src_run AND a.seq=c.src_seq WHERE c.run_id=?
 		ORDER BY 2`, runID, runID)
-}
-
-// Counts are the rows a record holds, for tests and `steward doctor`.
-type Counts struct {
-	Runs, Attempts, Carries int
-	LogBytes                int64
-}
-
-// Count counts the record's rows.
-func (r *DB) Count(ctx context.Context) (Counts, error) {
-	var c Counts
-	if err := r.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM attempts), (SELECT COALESCE(sum(length(log)),0) FROM attempts)`).Scan(&c.Runs, &c.Attempts, &c.LogBytes); err != nil {
-		return c, fmt.Errorf("count record rows: %w", err)
-	}
-	if r.version >= 2 {
-		if err := r.db.QueryRowContext(ctx, `SELECT count(*) FROM carries`).Scan(&c.Carries); err != nil {
-			return c, fmt.Errorf("count record rows: %w", err)
-		}
-	}
-	return c, nil
 }

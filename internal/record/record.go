@@ -109,19 +109,7 @@ var migrations = []string{
 		state TEXT NOT NULL,
 		updated_at INTEGER NOT NULL
 	);`,
-	// 2: carried attempts are references to the row that judged them (no
-	// copies of rows or logs); run reasons look up a sample's newest attempt.
-	`CREATE TABLE carries(
-		run_id TEXT NOT NULL,
-		seq INTEGER NOT NULL,
-		src_run TEXT NOT NULL,
-		src_seq INTEGER NOT NULL,
-		source TEXT NOT NULL DEFAULT '',
-		PRIMARY KEY(run_id, seq)
-	) WITHOUT ROWID;
-	CREATE INDEX attempts_key ON attempts(task, sample, attempt, finished_at);
-	DROP INDEX attempts_fingerprint;
-	CREATE INDEX attempts_carry ON attempts(fingerprint, status, finished_at, run_id, seq, carried_from);`,
+	migrationCarries, // carry.go (#14.5)
 }
 
 // SQL exposes the handle for packages that build reports.
