@@ -168,7 +168,11 @@ func TestReportOnFullDisk(t *testing.T) {
 	f.Close()
 	path := filepath.Join(dir, record.FileName)
 	before := fileState(t, path)
-	for _, args := range [][]string{{"report", "--record", dir}, {"tend", "--record", dir}, {"lease", "inspect", "--record", dir}} {
+	es := filepath.Join(t.TempDir(), "steward.yaml")
+	if err := os.WriteFile(es, []byte("tasks:\n  - name: x\n    sandbox: {provider: local}\n    agent: echo ok\n    scorer: {match: exact}\n    samples: [{id: a, input: \"\", target: ok}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"report", "--record", dir}, {"tend", "--record", dir}, {"lease", "inspect", "--record", dir}, {"launch", "--dry", "--record", dir, es}} {
 		out, code := steward(args...)
 		if code != 0 {
 			t.Fatalf("%v on a full disk: exit %d\n%s", args, code, out)

@@ -121,10 +121,11 @@ func OpenReadOnly(ctx context.Context, dir string) (*DB, error) {
 		return nil, err
 	}
 	r, err := openRO(ctx, dir, path, false)
-	if err != nil && !errors.Is(err, ErrUnusable) && walEmpty(path) {
+	if err != nil && !errors.Is(err, ErrUnusable) && !isBusy(err) && walEmpty(path) {
 		// No writer has left anything in the WAL, but SQLite could not set
 		// up its shared index beside the file (a full disk, a read-only
-		// directory): read the database file alone.
+		// directory): read the database file alone. (Not when another
+		// connection holds a lock: that one may be about to write.)
 		if r2, err2 := openRO(ctx, dir, path, true); err2 == nil {
 			return r2, nil
 		}
