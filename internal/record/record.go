@@ -266,38 +266,6 @@ func (r *DB) Attempts(ctx context.Context, runID string) ([]Attempt, error) {
 	return scanAttempts(rows)
 }
 
-// Judged returns the newest judged attempt (passed or failed; with
-// passedOnly, passed only) with this fingerprint, or nil. Errored,
-// interrupted and skipped attempts are never carried (S2, S3).
-func (r *DB) Judged(ctx context.Context, fingerprint string, passedOnly bool) (*Attempt, error) {
-	q := `SELECT ` + attemptCols + ` FROM attempts WHERE fingerprint=? AND status IN ('passed','failed') ORDER BY finished_at DESC LIMIT 1`
-	if passedOnly {
-		q = `SELECT ` + attemptCols + ` FROM attempts WHERE fingerprint=? AND status='passed' ORDER BY finished_at DESC LIMIT 1`
-	}
-	rows, err := r.db.QueryContext(ctx, q, fingerprint)
-	if err != nil {
-		return nil, fmt.Errorf("look up carry: %w", err)
-	}
-	as, err := scanAttempts(rows)
-	if err != nil || len(as) == 0 {
-		return nil, err
-	}
-	return &as[0], nil
-}
-
-// Latest returns the newest attempt of (task, sample, attempt) in any run, or nil.
-func (r *DB) Latest(ctx context.Context, task, sample string, attempt int) (*Attempt, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT `+attemptCols+` FROM attempts WHERE task=? AND sample=? AND attempt=? ORDER BY finished_at DESC LIMIT 1`, task, sample, attempt)
-	if err != nil {
-		return nil, fmt.Errorf("look up previous attempt: %w", err)
-	}
-	as, err := scanAttempts(rows)
-	if err != nil || len(as) == 0 {
-		return nil, err
-	}
-	return &as[0], nil
-}
-
 // RampPoint is one stored tend decision for one task (R6).
 type RampPoint struct {
 	At        time.Time

@@ -37,12 +37,12 @@ func TestPublishAndCarry(t *testing.T) {
 		{"fp-passed", false, true}, {"fp-failed", false, true}, {"fp-errored", false, false},
 		{"fp-interrupted", false, false}, {"fp-failed", true, false}, {"fp-passed", true, true}, {"nope", false, false},
 	} {
-		a, err := db.Judged(ctx, c.fp, c.passedOnly)
+		cs, err := db.Carryable(ctx, []string{c.fp}, c.passedOnly, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if (a != nil) != c.want {
-			t.Errorf("Judged(%s, %v) = %v, want found=%v", c.fp, c.passedOnly, a, c.want)
+		if a, ok := cs.Judged[c.fp]; ok != c.want || (ok && (a.RunID != "r1" || a.Producer != "r1")) {
+			t.Errorf("Carryable(%s, %v) = %+v, want found=%v", c.fp, c.passedOnly, a, c.want)
 		}
 	}
 	as, _ := db.Attempts(ctx, "r1")
