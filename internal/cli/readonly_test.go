@@ -46,6 +46,15 @@ func fileState(t *testing.T, path string) string {
 	return b.String()
 }
 
+// backdate sets the record's mtime an hour back, so any write shows.
+func backdate(t *testing.T, path string) {
+	t.Helper()
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // seed makes a record with one finished run of n attempts and a held lease.
 func seed(t *testing.T, dir string, n int) {
 	t.Helper()
@@ -79,8 +88,8 @@ func TestReadersNeverWrite(t *testing.T) {
 	dir := t.TempDir()
 	seed(t, dir, 40)
 	path := filepath.Join(dir, record.FileName)
+	backdate(t, path)
 	before := fileState(t, path)
-	time.Sleep(20 * time.Millisecond) // let a write, if any, show in the mtime
 	for _, args := range [][]string{
 		{"report", "--record", dir},
 		{"report", "--record", dir, "--format", "json"},
@@ -243,6 +252,7 @@ func TestDamagedRecordsRefused(t *testing.T) {
 			if err := os.WriteFile(es, []byte("tasks:\n  - name: x\n    sandbox: {provider: local}\n    agent: echo ok\n    scorer: {match: exact}\n    samples: [{id: a, input: \"\", target: ok}]\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
+			backdate(t, path)
 			before := fileState(t, path)
 			for _, args := range [][]string{
 				{"report", "--record", rec},
@@ -280,8 +290,8 @@ func TestDryNeverWrites(t *testing.T) {
 		t.Fatalf("--dry created the record directory (%v)", err)
 	}
 	seed(t, rec, 5)
+	backdate(t, filepath.Join(rec, record.FileName))
 	before := fileState(t, filepath.Join(rec, record.FileName))
-	time.Sleep(20 * time.Millisecond)
 	if out, code := steward("launch", "--dry", "--record", rec, es); code != 0 {
 		t.Fatalf("--dry: exit %d\n%s", code, out)
 	}
