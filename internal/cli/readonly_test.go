@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,6 +33,9 @@ func fileState(t *testing.T, path string) string {
 	st, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Sprintf("record: %s, mtime %s\n", st.Mode(), st.ModTime().Format(time.RFC3339Nano))
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -227,6 +231,11 @@ func TestDamagedRecordsRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "integrity check"},
+		{"fifo", func(t *testing.T, path string) {
+			if err := syscall.Mkfifo(path, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, "is not a regular file"},
 		{"newer schema", func(t *testing.T, path string) {
 			seed(t, filepath.Dir(path), 3)
 			db, err := record.Open(context.Background(), filepath.Dir(path))

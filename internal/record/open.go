@@ -153,21 +153,21 @@ func openRO(ctx context.Context, dir, path string, immutable bool) (*DB, error) 
 
 // checkFile refuses a missing, empty or non-SQLite file before SQLite opens it.
 func checkFile(path string) error {
-	f, err := os.Open(path)
+	st, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%w at %s: launch an eval set first, or pass --record", ErrNoRecord, path)
 	}
 	if err != nil {
 		return fmt.Errorf("open record %s: %w", path, err)
 	}
-	defer f.Close()
-	st, err := f.Stat()
+	if !st.Mode().IsRegular() { // a directory, a FIFO (opening it would block), a device
+		return unusable(path, "is not a regular file")
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("open record %s: %w", path, err)
 	}
-	if !st.Mode().IsRegular() {
-		return unusable(path, "is not a regular file")
-	}
+	defer f.Close()
 	if st.Size() == 0 {
 		return unusable(path, "is empty (0 bytes)")
 	}
