@@ -33,6 +33,29 @@ func openRecord(ctx context.Context, flag string, args []string, env Env) (*reco
 	return record.Open(ctx, dir)
 }
 
+// openRecordRO opens the record for commands that only read it (report,
+// tend, lease inspect): nothing is written, so they work on a full disk and
+// never wait behind writers. A missing record is bad input (exit 2); a
+// damaged one is refused (exit 3).
+func openRecordRO(ctx context.Context, flag string, args []string, env Env) (*record.DB, error) {
+	es := ""
+	if len(args) > 0 {
+		es = args[0]
+	}
+	dir, err := resolveRecord(flag, es, env)
+	if err != nil {
+		return nil, err
+	}
+	db, err := record.OpenReadOnly(ctx, dir)
+	if errors.Is(err, record.ErrNoRecord) {
+		return nil, exitWith(ExitBadInput, err)
+	}
+	if err != nil {
+		return nil, exitWith(ExitInfra, err)
+	}
+	return db, nil
+}
+
 func newReport(env Env) *cobra.Command {
 	var recFlag, runID, format, title string
 	cmd := &cobra.Command{
@@ -41,24 +64,31 @@ func newReport(env Env) *cobra.Command {
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			db, err := openRecord(ctx, recFlag, args, env)
+			db, err := openRecordRO(ctx, recFlag, args, env)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
+			runs, err := db.Runs(ctx)
+			if err != nil {
+				return err
+			}
+			if len(runs) == 0 {
+				return exitWith(ExitBadInput, fmt.Errorf("the record %s holds no runs yet", db.Path))
+			}
 			if runID == "" {
-				runs, err := db.Runs(ctx)
-				if err != nil {
-					return err
-				}
-				if len(runs) == 0 {
-					return exitWith(ExitBadInput, fmt.Errorf("the record %s holds no runs yet", db.Path))
-				}
 				runID = runs[0].ID
+			}
+			known := false
+			for _, r := range runs {
+				known = known || r.ID == runID
+			}
+			if !known {
+				return exitWith(ExitBadInput, fmt.Errorf("--run %s: no such run in the record %s", runID, db.Path))
 			}
 			rep, err := report.FromRecord(ctx, db, []string{runID}, title)
 			if err != nil {
-				return exitWith(ExitBadInput, err)
+				return err
 			}
 			return render(env.Stdout, rep, format, env)
 		},
@@ -180,7 +210,11 @@ func newTend(env Env) *cobra.Command {
 		Short: "Show the live ramp state of running invocations: setpoints, connection ceiling, signals, last decision",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := openRecord(cmd.Context(), recFlag, args, env)
+			db, err := openRecordRO(cmd.Context(), recFlag, args, env)
+			if errors.Is(err, record.ErrNoRecord) {
+				fmt.Fprintf(env.Stdout, "no live run: %v\n", errors.Unwrap(err))
+				return nil
+			}
 			if err != nil {
 				return err
 			}
@@ -239,7 +273,7 @@ func newLease(env Env) *cobra.Command {
 		Short: "Show who holds a lease, with its owner token (the only place the token is shown)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := openRecord(cmd.Context(), recFlag, nil, env)
+			db, err := openRecordRO(cmd.Context(), recFlag, nil, env)
 			if err != nil {
 				return err
 			}

@@ -94,7 +94,7 @@ func readShardRecord(ctx context.Context, in string) (*shardRecord, error) {
 	if _, err := os.Stat(filepath.Join(dir, record.FileName)); err != nil {
 		return nil, exitWith(ExitBadInput, fmt.Errorf("merge: %s holds no record (%s): %w", in, record.FileName, err))
 	}
-	src, err := record.Open(ctx, dir)
+	src, err := record.OpenReadOnly(ctx, dir)
 	if err != nil {
 		return nil, err
 	}

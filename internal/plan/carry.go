@@ -12,8 +12,8 @@ import (
 
 // History is what carry needs from the record.
 type History interface {
-	Judged(ctx context.Context, fingerprint string, passedOnly bool) (*record.Attempt, error)
-	Latest(ctx context.Context, task, sample string, attempt int) (*record.Attempt, error)
+	Carryable(ctx context.Context, fingerprints []string, passedOnly, earlyExit bool) (record.Candidates, error)
+	LatestMany(ctx context.Context, keys []record.Key) (map[record.Key]record.Previous, error)
 }
 
 // partNames maps fingerprint parts to the reason a change gives.
@@ -25,35 +25,89 @@ var partNames = map[string]string{
 	"model":  "model settings changed",
 }
 
+// CarryOptions shape carry decisions.
+type CarryOptions struct {
+	// Rerun carries only passed results (S3).
+	Rerun bool
+	// EarlyExit is --early-exit; a task's own early_exit counts too.
+	EarlyExit bool
+}
+
 // Carry decides, for every attempt, whether a judged result with the same
 // fingerprint is carried (S2) or the attempt runs, and names why it runs.
-// With rerun only passed results are carried (S3).
-func Carry(ctx context.Context, p *Plan, h History, rerun bool) error {
+// With Rerun only passed results are carried (S3). Under early exit (S4), a
+// sample whose pass is carried runs nothing more: its other attempts are
+// skipped (ActionSkip), referring to the skip an earlier run recorded when
+// there is one. A nil History (no record yet) carries nothing.
+func Carry(ctx context.Context, p *Plan, h History, o CarryOptions) error {
+	if h == nil {
+		return nil
+	}
+	fps := make([]string, len(p.Attempts))
+	for i, a := range p.Attempts {
+		fps[i] = a.Fingerprint
+	}
+	earlyExit := o.EarlyExit
+	for _, t := range p.Tasks {
+		earlyExit = earlyExit || t.Task.EarlyExit
+	}
+	c, err := h.Carryable(ctx, fps, o.Rerun, earlyExit)
+	if err != nil {
+		return err
+	}
+	type sampleKey struct {
+		task   int
+		sample string
+	}
+	passed := map[sampleKey]*Attempt{}
+	var keys []record.Key
 	for _, a := range p.Attempts {
-		task := p.Tasks[a.Task].Task.Name
-		j, err := h.Judged(ctx, a.Fingerprint, rerun)
-		if err != nil {
-			return err
-		}
-		if j != nil {
-			a.Action, a.CarriedFrom, a.CarriedSeq = ActionCarry, j.RunID, j.Seq
-			a.Reason = "carried " + j.Status + " from " + j.RunID
+		a.From, a.CarriedFrom = record.Source{}, ""
+		if j, ok := c.Judged[a.Fingerprint]; ok {
+			a.Action, a.From, a.CarriedFrom = ActionCarry, j, j.Producer
+			a.Reason = "carried " + j.Status + " from " + j.Producer
+			if k := (sampleKey{a.Task, a.Sample.ID}); j.Status == "passed" && passed[k] == nil {
+				passed[k] = a
+			}
 			continue
 		}
 		a.Action = ActionRun
-		prev, err := h.Latest(ctx, task, a.Sample.ID, a.Number)
-		if err != nil {
-			return err
+		keys = append(keys, record.Key{Task: p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number})
+	}
+	for _, a := range p.Attempts {
+		if a.Action != ActionRun || !(o.EarlyExit || p.Tasks[a.Task].Task.EarlyExit) {
+			continue
 		}
-		a.Reason = runReason(a, prev, rerun)
+		if pa := passed[sampleKey{a.Task, a.Sample.ID}]; pa != nil {
+			a.Action = ActionSkip
+			a.Reason = fmt.Sprintf("%s: attempt %d passed (carried from %s)", record.EarlyExitPrefix, pa.Number, pa.CarriedFrom)
+			if s, ok := c.EarlyExit[a.Fingerprint]; ok {
+				a.From, a.CarriedFrom = s, s.Producer
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	prev, err := h.LatestMany(ctx, keys)
+	if err != nil {
+		return err
+	}
+	for _, a := range p.Attempts {
+		if a.Action != ActionRun {
+			continue
+		}
+		pr, ok := prev[record.Key{Task: p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number}]
+		if !ok {
+			a.Reason = "new"
+			continue
+		}
+		a.Reason = runReason(a, &pr, o.Rerun)
 	}
 	return nil
 }
 
-func runReason(a *Attempt, prev *record.Attempt, rerun bool) string {
-	if prev == nil {
-		return "new"
-	}
+func runReason(a *Attempt, prev *record.Previous, rerun bool) string {
 	if prev.Fingerprint == a.Fingerprint {
 		switch prev.Status {
 		case "failed":

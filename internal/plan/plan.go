@@ -15,12 +15,16 @@ import (
 	"strings"
 
 	"github.com/steward-evals/steward/internal/evalset"
+	"github.com/steward-evals/steward/internal/record"
 )
 
 // Actions.
 const (
 	ActionRun   = "run"
 	ActionCarry = "carry"
+	// ActionSkip: not run because the sample's pass is carried and early
+	// exit is on (S4).
+	ActionSkip = "skip"
 )
 
 // Attempt is one planned attempt.
@@ -37,10 +41,12 @@ type Attempt struct {
 
 	// Action is ActionRun or ActionCarry; Reason says why it runs
 	// ("new", "sample changed", …) or what it carries.
-	Action      string
-	Reason      string
-	CarriedFrom string // run id, when carried
-	CarriedSeq  int
+	Action string
+	Reason string
+	// CarriedFrom names the run that produced a carried result (or the
+	// early-exit skip an ActionSkip refers to); From is the record's row.
+	CarriedFrom string
+	From        record.Source
 }
 
 // ID is "task/sample#n".
@@ -68,9 +74,6 @@ type Plan struct {
 type Options struct {
 	// TaskGlobs and SampleGlobs filter (path.Match patterns; any match keeps).
 	TaskGlobs, SampleGlobs []string
-	// ImageDigest resolves an image reference to its digest/ID for the
-	// fingerprint; nil leaves the reference itself in.
-	ImageDigest func(ref string) (string, error)
 }
 
 // Build expands es into a plan.
@@ -91,7 +94,7 @@ func Build(es *evalset.EvalSet, opts Options) (*Plan, error) {
 		if err != nil {
 			return nil, err
 		}
-		imageHash, err := imageFingerprint(t, opts.ImageDigest)
+		imageHash, err := imageFingerprint(t)
 		if err != nil {
 			return nil, err
 		}
@@ -125,7 +128,7 @@ func Build(es *evalset.EvalSet, opts Options) (*Plan, error) {
 					Parts:  parts,
 					Action: ActionRun, Reason: "new",
 				}
-				a.Fingerprint = hashJSON(map[string]any{"parts": parts, "attempt": n, "task": t.Name, "sample": s.ID})
+				a.Fingerprint = attemptFingerprint(parts, n, t.Name, s.ID)
 				p.Attempts = append(p.Attempts, a)
 				pt.Order = append(pt.Order, a.Seq)
 			}
@@ -226,22 +229,35 @@ func taskFingerprint(es *evalset.EvalSet, t *evalset.Task) (string, error) {
 	}), nil
 }
 
-func imageFingerprint(t *evalset.Task, digest func(string) (string, error)) (string, error) {
-	switch {
-	case t.Sandbox.Build != "":
+func attemptFingerprint(parts map[string]string, n int, task, sample string) string {
+	return hashJSON(map[string]any{"parts": parts, "attempt": n, "task": task, "sample": sample})
+}
+
+func imageFingerprint(t *evalset.Task) (string, error) {
+	if t.Sandbox.Build != "" {
 		h, err := DirHash(t.Sandbox.Build)
 		if err != nil {
 			return "", fmt.Errorf("fingerprint build context of task %s: %w", t.Name, err)
 		}
 		return "build:" + h, nil
-	case t.Sandbox.Image != "" && digest != nil:
-		d, err := digest(t.Sandbox.Image)
-		if err != nil {
-			return "", fmt.Errorf("fingerprint image of task %s: %w", t.Name, err)
+	}
+	return "image:" + t.Sandbox.Image, nil
+}
+
+// SetImageIDs puts the image IDs that image references (tags) resolve to
+// into the fingerprints of the tasks that use them, so a retagged image
+// never carries results of the image the tag named before. ids maps an
+// image reference to its ID (sha256:…), as the sandbox provider resolved it
+// before the plan is carried; the plan itself never asks Docker.
+func (p *Plan) SetImageIDs(ids map[string]string) {
+	for _, a := range p.Attempts {
+		t := p.Tasks[a.Task].Task
+		id, ok := ids[t.Sandbox.Image]
+		if t.Sandbox.Build != "" || t.Sandbox.Image == "" || !ok || id == "" {
+			continue
 		}
-		return "image:" + d, nil
-	default:
-		return "image:" + t.Sandbox.Image, nil
+		a.Parts["image"] = "image:" + t.Sandbox.Image + "@" + id
+		a.Fingerprint = attemptFingerprint(a.Parts, a.Number, t.Name, a.Sample.ID)
 	}
 }
 

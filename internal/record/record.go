@@ -11,9 +11,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -28,6 +25,10 @@ type DB struct {
 	db   *sql.DB
 	Dir  string
 	Path string
+	// ReadOnly records were opened by OpenReadOnly: nothing is ever written.
+	ReadOnly bool
+	// version is the record's schema version (readers may see an older one).
+	version int
 }
 
 // migrations are applied in order; each index is a schema version.
@@ -108,78 +109,7 @@ var migrations = []string{
 		state TEXT NOT NULL,
 		updated_at INTEGER NOT NULL
 	);`,
-}
-
-// Open opens (creating if needed) the record in dir and migrates it.
-func Open(ctx context.Context, dir string) (*DB, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("open record: %w", Classify(dir, err))
-	}
-	path := filepath.Join(dir, FileName)
-	dsn := "file:" + path + "?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open record %s: %w", path, err)
-	}
-	db.SetMaxOpenConns(4)
-	r := &DB{db: db, Dir: dir, Path: path}
-	// Switching a new database to WAL mode takes a lock that SQLite's busy
-	// timeout does not cover: invocations opening one record at once (S6)
-	// retry that for a while instead of failing.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := r.migrate(ctx)
-		if err == nil {
-			return r, nil
-		}
-		if !isBusy(err) || time.Now().After(deadline) || ctx.Err() != nil {
-			db.Close()
-			return nil, fmt.Errorf("open record %s: %w", path, Classify(dir, err))
-		}
-		time.Sleep(time.Duration(20+mrand.IntN(80)) * time.Millisecond)
-	}
-}
-
-func isBusy(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "SQLITE_BUSY") || strings.Contains(msg, "database is locked")
-}
-
-func (r *DB) migrate(ctx context.Context) error {
-	tx, err := r.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	var v int
-	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
-		return err
-	}
-	if v > len(migrations) {
-		return fmt.Errorf("record schema version %d is newer than this steward knows (%d): upgrade steward", v, len(migrations))
-	}
-	for i := v; i < len(migrations); i++ {
-		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
-			return fmt.Errorf("migration %d: %w", i+1, err)
-		}
-	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, len(migrations))); err != nil {
-		return err
-	}
-	return tx.Commit()
-}
-
-// Close checkpoints the WAL into the main file (so the file can be copied,
-// S6) and closes the record.
-func (r *DB) Close() error {
-	_, _ = r.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
-	return r.db.Close()
-}
-
-// Checkpoint folds the WAL into the database file.
-func (r *DB) Checkpoint(ctx context.Context) error {
-	_, err := r.db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
-	return err
+	migrationCarries, // carry.go (#14.5)
 }
 
 // SQL exposes the handle for packages that build reports.
@@ -326,45 +256,14 @@ func scanAttempts(rows *sql.Rows) ([]Attempt, error) {
 	return out, rows.Err()
 }
 
-// Attempts returns a run's attempts in discovery order.
+// Attempts returns a run's attempts in discovery order, carried ones read
+// through their references (with the producing run's tokens and cost).
 func (r *DB) Attempts(ctx context.Context, runID string) ([]Attempt, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT `+attemptCols+` FROM attempts WHERE run_id=? ORDER BY seq`, runID)
+	rows, err := r.attemptsQuery(ctx, runID)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts: %w", err)
 	}
 	return scanAttempts(rows)
-}
-
-// Judged returns the newest judged attempt (passed or failed; with
-// passedOnly, passed only) with this fingerprint, or nil. Errored,
-// interrupted and skipped attempts are never carried (S2, S3).
-func (r *DB) Judged(ctx context.Context, fingerprint string, passedOnly bool) (*Attempt, error) {
-	q := `SELECT ` + attemptCols + ` FROM attempts WHERE fingerprint=? AND status IN ('passed','failed') ORDER BY finished_at DESC LIMIT 1`
-	if passedOnly {
-		q = `SELECT ` + attemptCols + ` FROM attempts WHERE fingerprint=? AND status='passed' ORDER BY finished_at DESC LIMIT 1`
-	}
-	rows, err := r.db.QueryContext(ctx, q, fingerprint)
-	if err != nil {
-		return nil, fmt.Errorf("look up carry: %w", err)
-	}
-	as, err := scanAttempts(rows)
-	if err != nil || len(as) == 0 {
-		return nil, err
-	}
-	return &as[0], nil
-}
-
-// Latest returns the newest attempt of (task, sample, attempt) in any run, or nil.
-func (r *DB) Latest(ctx context.Context, task, sample string, attempt int) (*Attempt, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT `+attemptCols+` FROM attempts WHERE task=? AND sample=? AND attempt=? ORDER BY finished_at DESC LIMIT 1`, task, sample, attempt)
-	if err != nil {
-		return nil, fmt.Errorf("look up previous attempt: %w", err)
-	}
-	as, err := scanAttempts(rows)
-	if err != nil || len(as) == 0 {
-		return nil, err
-	}
-	return &as[0], nil
 }
 
 // RampPoint is one stored tend decision for one task (R6).

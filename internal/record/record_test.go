@@ -2,7 +2,10 @@ package record
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -34,12 +37,12 @@ func TestPublishAndCarry(t *testing.T) {
 		{"fp-passed", false, true}, {"fp-failed", false, true}, {"fp-errored", false, false},
 		{"fp-interrupted", false, false}, {"fp-failed", true, false}, {"fp-passed", true, true}, {"nope", false, false},
 	} {
-		a, err := db.Judged(ctx, c.fp, c.passedOnly)
+		cs, err := db.Carryable(ctx, []string{c.fp}, c.passedOnly, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if (a != nil) != c.want {
-			t.Errorf("Judged(%s, %v) = %v, want found=%v", c.fp, c.passedOnly, a, c.want)
+		if a, ok := cs.Judged[c.fp]; ok != c.want || (ok && (a.RunID != "r1" || a.Producer != "r1")) {
+			t.Errorf("Carryable(%s, %v) = %+v, want found=%v", c.fp, c.passedOnly, a, c.want)
 		}
 	}
 	as, _ := db.Attempts(ctx, "r1")
@@ -108,6 +111,109 @@ func TestConcurrentWriters(t *testing.T) {
 		as, _ := db.Attempts(ctx, fmt.Sprint("r", w))
 		if len(as) != 50 {
 			t.Fatalf("writer %d: %d attempts", w, len(as))
+		}
+	}
+}
+
+// A reader opens a record of an older schema without migrating it and reads
+// its attempts; a writer then migrates it, and rows that an older Steward
+// copied when it carried them are carried from the run that produced them.
+func TestOlderRecordReadWithoutMigration(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	raw, err := sql.Open("sqlite", "file:"+filepath.Join(dir, FileName)+"?_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{migrations[0], `PRAGMA user_version = 1`,
+		`INSERT INTO runs(id, evalset, status, started_at) VALUES('r1','e','finished',1), ('r2','e','finished',2)`,
+		`INSERT INTO attempts(run_id, seq, task, sample, attempt, status, fingerprint, finished_at, log, cost_usd) VALUES('r1', 0, 't', 's', 1, 'passed', 'fp', 10, 'the log', 0.5)`,
+		// An older Steward carried it by copying the row (tokens zeroed).
+		`INSERT INTO attempts(run_id, seq, task, sample, attempt, status, fingerprint, finished_at, log, carried_from) VALUES('r2', 0, 't', 's', 1, 'passed', 'fp', 20, 'the log', 'r1')`,
+	} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	raw.Close()
+	ro, err := OpenReadOnly(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, err := ro.Attempts(ctx, "r2")
+	if err != nil || len(as) != 1 || as[0].CarriedFrom != "r1" || as[0].Log != "the log" {
+		t.Fatalf("read an older record: %+v %v", as, err)
+	}
+	var v int
+	ro.SQL().QueryRow(`PRAGMA user_version`).Scan(&v)
+	ro.Close()
+	if v != 1 {
+		t.Fatalf("a reader migrated the record to version %d", v)
+	}
+	w, err := Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	c, err := w.Carryable(ctx, []string{"fp"}, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Judged["fp"]; s.Producer != "r1" || s.RunID != "r2" {
+		t.Fatalf("carry source %+v: want the newest row (r2) and its producer r1", s)
+	}
+	if err := w.StartRun(ctx, Run{ID: "r3", EvalSet: "e", Started: time.Unix(3, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.PublishCarried(ctx, []Ref{{RunID: "r3", Seq: 0, SrcRun: "r2", SrcSeq: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	as, err = w.Attempts(ctx, "r3")
+	if err != nil || len(as) != 1 || as[0].RunID != "r3" || as[0].CarriedFrom != "r1" || as[0].Log != "the log" {
+		t.Fatalf("carried through a reference: %+v %v", as, err)
+	}
+}
+
+// A new record appears whole: a reader never sees a half-made one, even
+// while several invocations create it at once.
+func TestRecordCreatedWhole(t *testing.T) {
+	ctx := context.Background()
+	for trial := 0; trial < 5; trial++ {
+		dir := t.TempDir()
+		var wg sync.WaitGroup
+		errs := make(chan error, 16)
+		for w := 0; w < 4; w++ {
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				db, err := Open(ctx, dir)
+				if err != nil {
+					errs <- err
+					return
+				}
+				db.Close()
+			}()
+			go func() {
+				defer wg.Done()
+				db, err := OpenReadOnly(ctx, dir)
+				if errors.Is(err, ErrNoRecord) {
+					return
+				}
+				if err != nil {
+					errs <- fmt.Errorf("a reader saw a half-made record: %w", err)
+					return
+				}
+				db.Close()
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		left, _ := filepath.Glob(filepath.Join(dir, ".*new*"))
+		if len(left) > 0 {
+			t.Fatalf("creation left %v", left)
 		}
 	}
 }

@@ -124,7 +124,11 @@ func comment(r *Report, opts CommentOptions, failed []AttemptRow, n int) string 
 	if c.Interrupted > 0 {
 		fmt.Fprintf(&b, " · %d interrupted", c.Interrupted)
 	}
-	fmt.Fprintf(&b, " · %d reused of %d · pass rate %s · spend %s\n\n", c.Reused, c.Total, formatRate(c), MD(formatUSD(r.Spend.USD), 0))
+	saved := ""
+	if r.Spend.SavedUSD > 0 {
+		saved = " (" + formatUSD(r.Spend.SavedUSD) + " saved by carry)"
+	}
+	fmt.Fprintf(&b, " · %d reused of %d · pass rate %s · spend %s%s\n\n", c.Reused, c.Total, formatRate(c), MD(formatUSD(r.Spend.USD), 0), MD(saved, 0))
 	if r.EvalSet != "" || r.Shard != "" {
 		b.WriteString("Eval set: " + MD(r.EvalSet, 200))
 		if r.Shard != "" {

@@ -65,11 +65,18 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 		for _, a := range as {
 			row := AttemptRow{
 				Task: a.Task, Sample: a.Sample, Attempt: a.Attempt, Status: a.Status, Score: a.Score,
-				Answer: a.Answer, Explanation: a.Explanation, Reason: a.Reason, Carried: a.CarriedFrom != "",
+				Answer: a.Answer, Explanation: a.Explanation, Reason: a.Reason, Carried: a.CarriedFrom != "", CarriedFrom: a.CarriedFrom,
 				Duration: a.Duration, InputTokens: a.InputTokens, OutputTokens: a.OutputTokens, CostUSD: a.CostUSD,
 				Fingerprint: a.Fingerprint, Log: a.Log, Source: a.Source,
 			}
 			rep.Attempts = append(rep.Attempts, row)
+			if row.Carried {
+				// Carried rows keep what the producing run spent; this run saved it.
+				rep.Spend.SavedUSD += a.CostUSD
+				rep.Spend.SavedInputTokens += a.InputTokens
+				rep.Spend.SavedOutputTokens += a.OutputTokens
+				continue
+			}
 			rep.Spend.USD += a.CostUSD
 			rep.Spend.InputTokens += a.InputTokens
 			rep.Spend.OutputTokens += a.OutputTokens

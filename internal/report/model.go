@@ -83,6 +83,7 @@ type AttemptRow struct {
 	Explanation  string        `json:"explanation,omitempty"`
 	Reason       string        `json:"reason,omitempty"` // why errored/skipped/infra
 	Carried      bool          `json:"carried,omitempty"`
+	CarriedFrom  string        `json:"carried_from,omitempty"` // the run that produced a carried result
 	Duration     time.Duration `json:"duration_ns"`
 	InputTokens  int64         `json:"input_tokens"`
 	OutputTokens int64         `json:"output_tokens"`
@@ -99,6 +100,11 @@ type Spend struct {
 	OutputTokens int64   `json:"output_tokens"`
 	Requests     int64   `json:"requests"`
 	BudgetUSD    float64 `json:"budget_usd,omitempty"`
+	// Saved is what the carried attempts cost the runs that produced them:
+	// what this run did not spend again.
+	SavedUSD          float64 `json:"saved_usd,omitempty"`
+	SavedInputTokens  int64   `json:"saved_input_tokens,omitempty"`
+	SavedOutputTokens int64   `json:"saved_output_tokens,omitempty"`
 }
 
 // RampPoint is one tend decision for one task (R6).

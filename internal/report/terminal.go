@@ -172,7 +172,7 @@ func Terminal(w io.Writer, r *Report, opts TerminalOptions) error {
 	if err := t.Render(); err != nil {
 		return fmt.Errorf("render pass-rate table: %w", err)
 	}
-	if r.Spend.USD > 0 || r.Spend.InputTokens > 0 || r.Spend.OutputTokens > 0 {
+	if r.Spend.USD > 0 || r.Spend.InputTokens > 0 || r.Spend.OutputTokens > 0 || r.Spend.SavedUSD > 0 || r.Spend.SavedInputTokens > 0 {
 		if _, err := io.WriteString(w, "spend: "+formatSpend(r.Spend)+"\n"); err != nil {
 			return fmt.Errorf("write spend: %w", err)
 		}
@@ -260,5 +260,9 @@ func formatSpend(s Spend) string {
 	}
 	out += " · " + formatCount(s.InputTokens) + " input tokens · " + formatCount(s.OutputTokens) +
 		" output tokens · " + strconv.FormatInt(s.Requests, 10) + " requests"
+	if s.SavedUSD > 0 || s.SavedInputTokens > 0 || s.SavedOutputTokens > 0 {
+		out += " · saved by carry: " + formatUSD(s.SavedUSD) + " (" + formatCount(s.SavedInputTokens) + " input, " +
+			formatCount(s.SavedOutputTokens) + " output tokens)"
+	}
 	return out
 }

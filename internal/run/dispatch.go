@@ -65,6 +65,8 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 		row.InputTokens, row.OutputTokens, row.CostUSD, row.Requests = u.InputTokens, u.OutputTokens, u.CostUSD, u.Requests
 	}
 	row.Reason, row.Log, row.Answer, row.Explanation = l.scrub(row.Reason), l.scrub(row.Log), l.scrub(row.Answer), l.scrub(row.Explanation)
+	// The supervisor's plan holds the fingerprint with the resolved image ID.
+	row.Fingerprint, row.Parts = a.Fingerprint, a.PartsJSON()
 	if err := l.db.Publish(context.Background(), row); err != nil {
 		// The record cannot take results (a full disk): what runs now could
 		// not be kept, so nothing more is dispatched.

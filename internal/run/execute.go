@@ -104,12 +104,8 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 	}
 
 	// Carried results are published at once; the rest are scheduled.
-	for _, a := range l.p.Attempts {
-		if a.Action == plan.ActionCarry {
-			if err := l.publishCarried(ctx, a); err != nil {
-				return nil, err
-			}
-		}
+	if err := l.publishCarried(ctx); err != nil {
+		return nil, record.Classify(db.Dir, err)
 	}
 	l.itemOf = map[int]int{}
 	for _, a := range l.p.Attempts {
@@ -319,30 +315,47 @@ func (l *launcher) startGateway(ctx context.Context, needed map[string][]*sandbo
 	return nil
 }
 
-func (l *launcher) publishCarried(ctx context.Context, a *plan.Attempt) error {
-	prev, err := l.db.Judged(ctx, a.Fingerprint, l.opts.Rerun)
-	if err != nil {
+// publishCarried records every carried attempt as a reference to the row
+// that judged it, in one transaction: nothing is copied, and the report
+// reads the result, log, tokens and cost through the reference. Early-exit
+// skips of a sample whose pass is carried (S4) refer to the skip recorded
+// before, or are published as new skipped rows.
+func (l *launcher) publishCarried(ctx context.Context) error {
+	var refs []record.Ref
+	var fresh []*plan.Attempt
+	for _, a := range l.p.Attempts {
+		switch {
+		case a.Action != plan.ActionCarry && a.Action != plan.ActionSkip:
+		case a.From.RunID != "":
+			refs = append(refs, record.Ref{RunID: l.runID, Seq: a.Seq, SrcRun: a.From.RunID, SrcSeq: a.From.Seq, Source: a.Sample.Source})
+		case a.Action == plan.ActionSkip:
+			fresh = append(fresh, a)
+		default:
+			return fmt.Errorf("carry %s: no source row", a.ID(l.p))
+		}
+	}
+	if err := l.db.PublishCarried(ctx, refs); err != nil {
 		return err
 	}
-	if prev == nil {
-		return fmt.Errorf("carry %s: the judged result vanished from the record", a.ID(l.p))
-	}
-	row := *prev
-	row.RunID, row.Seq, row.CarriedFrom = l.runID, a.Seq, prev.RunID
-	if prev.CarriedFrom != "" {
-		row.CarriedFrom = prev.CarriedFrom
-	}
-	row.Task, row.Sample, row.Attempt = l.p.Tasks[a.Task].Task.Name, a.Sample.ID, a.Number
-	row.Parts = a.PartsJSON()
-	row.Source = a.Sample.Source
-	// What was spent was spent by the run that judged it, not this one.
-	row.InputTokens, row.OutputTokens, row.CostUSD, row.Requests = 0, 0, 0, 0
-	if err := l.db.Publish(ctx, row); err != nil {
-		return err
+	for _, a := range fresh {
+		if err := l.db.Publish(ctx, record.Attempt{
+			RunID: l.runID, Seq: a.Seq, Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number,
+			Status: report.StatusSkipped, Reason: a.Reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(),
+			Finished: time.Now(), Source: a.Sample.Source,
+		}); err != nil {
+			return err
+		}
 	}
 	l.mu.Lock()
-	l.published[a.Seq] = row.Status
-	l.reused++
+	for _, a := range l.p.Attempts {
+		switch a.Action {
+		case plan.ActionCarry:
+			l.published[a.Seq] = a.From.Status
+			l.reused++
+		case plan.ActionSkip:
+			l.published[a.Seq] = report.StatusSkipped
+		}
+	}
 	l.mu.Unlock()
 	return nil
 }

@@ -1,9 +1,11 @@
 package run
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/olekukonko/tablewriter"
 
@@ -45,15 +47,17 @@ func (l *launcher) printDry() error {
 	w := l.opts.Stdout
 	fmt.Fprintln(w, report.PlanLine(l.planLine))
 	type agg struct{ samples, attempts, run, carry int }
+	// carry counts every attempt that does not run (carried results and
+	// early-exit skips of samples whose pass is carried).
 	per := make([]agg, len(l.p.Tasks))
 	seen := map[string]bool{}
 	for _, a := range l.p.Attempts {
 		g := &per[a.Task]
 		g.attempts++
-		if a.Action == plan.ActionCarry {
-			g.carry++
-		} else {
+		if a.Action == plan.ActionRun {
 			g.run++
+		} else {
+			g.carry++
 		}
 		k := fmt.Sprint(a.Task, "\x00", a.Sample.ID)
 		if !seen[k] {
@@ -84,22 +88,29 @@ func (l *launcher) printDry() error {
 	if err := tw.Render(); err != nil {
 		return err
 	}
-	at := tablewriter.NewTable(w)
-	at.Header("#", "task", "sample", "attempt", "action", "reason", "lane")
+	// Every attempt, one plain aligned line each (thousands of rows: a
+	// boxed table costs more than the whole plan).
+	bw := bufio.NewWriter(w)
+	at := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(at, "#\ttask\tsample\tattempt\taction\treason\tlane")
 	// Dispatch order within each task: lanes show their stable member order.
 	n := 0
 	for _, t := range l.p.Tasks {
+		name := report.Plain(t.Task.Name, 60)
 		for _, seq := range t.Order {
 			a := l.bySeq(seq)
 			n++
 			lane := a.Lane
 			if lane != "" {
-				lane = strings.TrimPrefix(lane, t.Task.Name+"/")
+				lane = report.Plain(strings.TrimPrefix(lane, t.Task.Name+"/"), 60)
 			}
-			_ = at.Append([]string{fmt.Sprint(n), t.Task.Name, report.Plain(a.Sample.ID, 60), fmt.Sprint(a.Number), a.Action, a.Reason, lane})
+			fmt.Fprintf(at, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", n, name, report.Plain(a.Sample.ID, 60), a.Number, a.Action, report.Plain(a.Reason, 200), lane)
 		}
 	}
-	return at.Render()
+	if err := at.Flush(); err != nil {
+		return err
+	}
+	return bw.Flush()
 }
 
 // Preflighter is implemented by providers that check the machine before any

@@ -175,22 +175,40 @@ func (l *launcher) launch(ctx context.Context) (*Result, error) {
 	for _, a := range p.Attempts {
 		l.seqIndex[a.Seq] = a
 	}
-	db, err := record.Open(ctx, es.Fleet.Record)
+	// --dry only reads the record (and a missing record means no history).
+	var db *record.DB
+	if l.opts.Dry {
+		db, err = record.OpenReadOnly(ctx, es.Fleet.Record)
+		if errors.Is(err, record.ErrNoRecord) {
+			db, err = nil, nil
+		}
+	} else {
+		db, err = record.Open(ctx, es.Fleet.Record)
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
+	if db != nil {
+		defer db.Close()
+	}
 	l.db = db
+	if err := l.chooseProviders(ctx); err != nil {
+		return nil, err
+	}
+	if err := l.resolveImages(ctx); err != nil {
+		return nil, err
+	}
 	if l.opts.Shard != "" {
 		if err := l.applyShard(ctx); err != nil {
 			return nil, err
 		}
 	}
-	if err := plan.Carry(ctx, p, db, l.opts.Rerun); err != nil {
-		return nil, err
+	var hist plan.History
+	if db != nil {
+		hist = db
 	}
-	if err := l.chooseProviders(ctx); err != nil {
-		return nil, err
+	if err := plan.Carry(ctx, p, hist, plan.CarryOptions{Rerun: l.opts.Rerun, EarlyExit: l.opts.EarlyExit}); err != nil {
+		return nil, record.Classify(es.Fleet.Record, err)
 	}
 	l.planLine = l.makePlanLine()
 	if l.opts.Dry {
@@ -280,6 +298,9 @@ func (l *launcher) bySeq(seq int) *plan.Attempt { return l.seqIndex[seq] }
 // durationHistory maps "task/sample#n" to the seconds its newest run took
 // (carried rows and rows without a duration do not count), over a few newest runs.
 func (l *launcher) durationHistory(ctx context.Context) map[string]float64 {
+	if l.db == nil {
+		return nil
+	}
 	runs, err := l.db.Runs(ctx)
 	if err != nil {
 		return nil
@@ -409,10 +430,10 @@ func (l *launcher) makePlanLine() string {
 	run, carry := 0, 0
 	for _, a := range l.p.Attempts {
 		samples[l.p.Tasks[a.Task].Task.Name+"\x00"+a.Sample.ID] = true
-		if a.Action == plan.ActionCarry {
-			carry++
-		} else {
+		if a.Action == plan.ActionRun {
 			run++
+		} else {
+			carry++ // carried, or skipped because the sample's pass is carried
 		}
 	}
 	parts := []string{
@@ -475,4 +496,38 @@ func specFor(t *evalset.Task, runID string) *sandbox.Spec {
 		spec.Env[k] = v
 	}
 	return spec
+}
+
+// imageResolver is implemented by providers that can say which image a
+// reference (a tag) names now.
+type imageResolver interface {
+	ImageID(ctx context.Context, ref string) (string, error)
+}
+
+// resolveImages puts the IDs of the images that tasks name by reference into
+// their fingerprints (a retagged image must not carry stale results). An
+// image the provider does not have keeps its reference: preparing the run
+// says it is missing.
+func (l *launcher) resolveImages(ctx context.Context) error {
+	ids := map[string]string{}
+	for i, t := range l.p.Tasks {
+		ref := t.Task.Sandbox.Image
+		if ref == "" || t.Task.Sandbox.Build != "" {
+			continue
+		}
+		if _, done := ids[ref]; done {
+			continue
+		}
+		res, ok := l.providers[l.taskProv[i]].(imageResolver)
+		if !ok {
+			continue
+		}
+		id, err := res.ImageID(ctx, ref)
+		if err != nil {
+			return fmt.Errorf("resolve image %s of task %s: %w", ref, t.Task.Name, err)
+		}
+		ids[ref] = id
+	}
+	l.p.SetImageIDs(ids)
+	return nil
 }
