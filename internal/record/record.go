@@ -108,6 +108,7 @@ var migrations = []string{
 		state TEXT NOT NULL,
 		updated_at INTEGER NOT NULL
 	);`,
+	migrationTranscripts, // transcripts.go (#16)
 }
 
 // Open opens (creating if needed) the record in dir and migrates it.

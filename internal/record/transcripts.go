@@ -1,0 +1,82 @@
+package record
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// migrationTranscripts adds the transcripts the gateway captured, one
+// compressed blob per attempt (internal/transcript's encoding; the record
+// does not look inside).
+const migrationTranscripts = `CREATE TABLE transcripts(
+		run_id TEXT NOT NULL,
+		seq INTEGER NOT NULL,
+		calls INTEGER NOT NULL,
+		raw_bytes INTEGER NOT NULL,
+		truncated INTEGER NOT NULL DEFAULT 0,
+		data BLOB NOT NULL,
+		PRIMARY KEY(run_id, seq)
+	);`
+
+// TranscriptInfo describes a stored transcript.
+type TranscriptInfo struct {
+	Calls     int   // model calls in it
+	RawBytes  int64 // uncompressed captured content
+	Truncated bool  // a cap cut it
+}
+
+// PutTranscript stores one attempt's transcript blob (replacing an earlier one).
+func (r *DB) PutTranscript(ctx context.Context, runID string, seq int, info TranscriptInfo, blob []byte) error {
+	_, err := r.db.ExecContext(ctx, `INSERT OR REPLACE INTO transcripts(run_id, seq, calls, raw_bytes, truncated, data) VALUES(?,?,?,?,?,?)`,
+		runID, seq, info.Calls, info.RawBytes, b2i(info.Truncated), blob)
+	if err != nil {
+		return fmt.Errorf("record transcript %s/%d: %w", runID, seq, err)
+	}
+	return nil
+}
+
+// Transcript returns the transcript blob of a run's attempt, or nil when
+// none was captured.
+func (r *DB) Transcript(ctx context.Context, runID string, seq int) ([]byte, error) {
+	var blob []byte
+	err := r.db.QueryRowContext(ctx, `SELECT data FROM transcripts WHERE run_id=? AND seq=?`, runID, seq).Scan(&blob)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read transcript %s/%d: %w", runID, seq, err)
+	}
+	return blob, nil
+}
+
+// SourceTranscript returns the transcript of the attempt a carried result
+// came from: the attempt of run fromRun with this fingerprint that ran
+// there (not itself carried), or nil.
+func (r *DB) SourceTranscript(ctx context.Context, fromRun, fingerprint string) ([]byte, error) {
+	var blob []byte
+	err := r.db.QueryRowContext(ctx, `SELECT t.data FROM transcripts t JOIN attempts a ON a.run_id=t.run_id AND a.seq=t.seq
+		WHERE a.run_id=? AND a.fingerprint=? AND a.carried_from='' ORDER BY a.finished_at DESC LIMIT 1`, fromRun, fingerprint).Scan(&blob)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read carried transcript from %s: %w", fromRun, err)
+	}
+	return blob, nil
+}
+
+// Version is a number that changes whenever the record gains an attempt,
+// a transcript, a ramp decision or a run state (for `steward view` to
+// refresh a live run's page).
+func (r *DB) Version(ctx context.Context) (string, error) {
+	var a, t, rp, runs int64
+	var fin sql.NullInt64
+	err := r.db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM attempts), (SELECT COUNT(*) FROM transcripts),
+		(SELECT COUNT(*) FROM ramp), (SELECT COUNT(*) FROM runs), (SELECT MAX(COALESCE(finished_at,0)) FROM runs)`).Scan(&a, &t, &rp, &runs, &fin)
+	if err != nil {
+		return "", fmt.Errorf("read record version: %w", err)
+	}
+	return fmt.Sprintf("%d.%d.%d.%d.%d", a, t, rp, runs, fin.Int64), nil
+}

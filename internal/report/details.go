@@ -1,0 +1,73 @@
+package report
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/transcript"
+)
+
+// AttemptDetails is what the HTML report shows of one attempt beside its
+// row: where it is in the record, where a carried result came from, the
+// fingerprint's parts and, once LoadTranscripts ran, the model calls the
+// gateway captured.
+type AttemptDetails struct {
+	RunID       string            `json:"run_id,omitempty"`
+	Seq         int               `json:"seq,omitempty"`
+	CarriedFrom string            `json:"carried_from,omitempty"` // run id the result was carried from
+	Parts       map[string]string `json:"parts,omitempty"`        // fingerprint part -> hash
+	// Transcript is nil when none was captured (or not loaded).
+	Transcript *transcript.Transcript `json:"transcript,omitempty"`
+	// TranscriptError says why a stored transcript could not be read.
+	TranscriptError string `json:"transcript_error,omitempty"`
+}
+
+func detailsOf(a record.Attempt) *AttemptDetails {
+	d := &AttemptDetails{RunID: a.RunID, Seq: a.Seq, CarriedFrom: a.CarriedFrom}
+	if a.Parts != "" && a.Parts != "{}" {
+		var parts map[string]string
+		if json.Unmarshal([]byte(a.Parts), &parts) == nil {
+			d.Parts = parts
+		}
+	}
+	return d
+}
+
+// LoadTranscripts reads the captured transcript of every attempt of rep
+// from the record (for a carried attempt, the transcript of the attempt it
+// was carried from). A transcript that cannot be read is noted on its
+// attempt, not fatal.
+func LoadTranscripts(ctx context.Context, db *record.DB, rep *Report) error {
+	for i := range rep.Attempts {
+		row := &rep.Attempts[i]
+		d := row.Details
+		if d == nil || d.RunID == "" {
+			continue
+		}
+		var blob []byte
+		var err error
+		if d.CarriedFrom != "" {
+			blob, err = db.SourceTranscript(ctx, d.CarriedFrom, row.Fingerprint)
+		} else {
+			blob, err = db.Transcript(ctx, d.RunID, d.Seq)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			d.TranscriptError = err.Error()
+			continue
+		}
+		if blob == nil {
+			continue
+		}
+		t, err := transcript.Decode(blob)
+		if err != nil {
+			d.TranscriptError = err.Error()
+			continue
+		}
+		d.Transcript = t
+	}
+	return nil
+}
