@@ -150,6 +150,20 @@ func FileURL(t testing.TB, path string) string {
 	return "file://" + filepath.ToSlash(abs)
 }
 
+// UpdateEnv, set to 1, makes ShotPath point into the package's
+// testdata/screenshots (committed for review and linked from the docs);
+// otherwise screenshots go to a temporary directory, so a test run leaves
+// the tree clean.
+const UpdateEnv = "STEWARD_UPDATE_SCREENSHOTS"
+
+// ShotPath is where the screenshot called name goes.
+func ShotPath(t testing.TB, name string) string {
+	if os.Getenv(UpdateEnv) == "1" {
+		return filepath.Join("testdata", "screenshots", name)
+	}
+	return filepath.Join(t.TempDir(), name)
+}
+
 // Screenshot saves the visible page as a PNG at path.
 func (b *Browser) Screenshot(path string) {
 	b.t.Helper()

@@ -173,6 +173,9 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{"fleet ramp string", "samples_ramp: 40,300\n", true, false},
 		{"fleet negative", "max_sandboxes: -1\n", true, false},
 		{"fleet unknown key", "max_sandbox: 4\n", true, false},
+		{"fleet transcripts metadata", "transcripts: metadata\n", true, true},
+		{"fleet transcripts off", "transcripts: off\n", true, true},
+		{"fleet transcripts unknown", "transcripts: some\n", true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			schema, name := es, "steward.yaml"

@@ -183,6 +183,9 @@ type Fleet struct {
 	TendInterval Duration `yaml:"tend_interval" json:"tend_interval"`
 	// Record is the record directory (default .steward beside the eval set).
 	Record string `yaml:"record" json:"record"`
+	// Transcripts is what the model gateway keeps of every model call:
+	// "full" (default), "metadata" (no content) or "off".
+	Transcripts string `yaml:"transcripts" json:"transcripts"`
 
 	// File is the _steward.yaml path it came from ("" if none).
 	File string `yaml:"-" json:"-"`

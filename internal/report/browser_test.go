@@ -49,7 +49,7 @@ func TestHTMLInChromium(t *testing.T) {
 	if n != len(r.Attempts) {
 		t.Errorf("table shows %d rows, want %d", n, len(r.Attempts))
 	}
-	b.Screenshot(filepath.Join("testdata", "screenshots", "report.png"))
+	b.Screenshot(browsertest.ShotPath(t, "report.png"))
 
 	// Filters: by status, by text, by task.
 	b.SetInput("fstatus", "failed")
@@ -100,7 +100,7 @@ func TestHTMLInChromium(t *testing.T) {
 		}
 	}
 	b.Run("scroll to the attempt", chromedp.Evaluate(`document.querySelector('#arows tr.open').scrollIntoView()`, nil))
-	b.Screenshot(filepath.Join("testdata", "screenshots", "transcript.png"))
+	b.Screenshot(browsertest.ShotPath(t, "transcript.png"))
 	// Open the hostile attempt too.
 	b.Run("open hostile attempt", chromedp.Click(`#arows tr.row:nth-of-type(3)`, chromedp.ByQuery))
 

@@ -65,6 +65,7 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 		row.InputTokens, row.OutputTokens, row.CostUSD, row.Requests = u.InputTokens, u.OutputTokens, u.CostUSD, u.Requests
 	}
 	row.Reason, row.Log, row.Answer, row.Explanation = l.scrub(row.Reason), l.scrub(row.Log), l.scrub(row.Answer), l.scrub(row.Explanation)
+	tr := l.gw.Transcript(gwID)
 	if err := l.db.Publish(context.Background(), row); err != nil {
 		// The record cannot take results (a full disk): what runs now could
 		// not be kept, so nothing more is dispatched.
@@ -85,6 +86,7 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 		}
 		return
 	}
+	l.keepTranscript(row, tr)
 	l.mu.Lock()
 	l.published[a.Seq] = row.Status
 	if row.Status == report.StatusErrored || row.Status == report.StatusInfra {
