@@ -27,7 +27,7 @@ const e2eKey = "sk-e2e-REAL-key-0123456789"
 // openaiCompatible copies examples/openai-compatible into a temporary
 // directory, pointed at the fake provider, and launches it with
 // --report-dir. It returns the directory and the provider.
-func openaiCompatible(t *testing.T) (string, *fakeprovider.Server) {
+func openaiCompatible(t *testing.T, launches ...[]string) (string, *fakeprovider.Server) {
 	t.Helper()
 	fp := fakeprovider.New(fakeprovider.Config{APIKey: e2eKey})
 	if _, err := fp.Start(context.Background(), "127.0.0.1:0"); err != nil {
@@ -49,13 +49,18 @@ func openaiCompatible(t *testing.T) (string, *fakeprovider.Server) {
 		}
 		writeFile(t, filepath.Join(dir, name), string(b))
 	}
-	cmd := exec.Command(exe, "launch", "--report-dir", "out", "steward.yaml")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "OPENAI_API_KEY="+e2eKey, "STEWARD_IN_CONTAINER=0", "GITHUB_TOKEN=ghs_e2eGitHubTOKEN")
-	// The fake provider's answers are not capitals: the run fails (exit 1), judged.
-	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); (err != nil && !ok) || (ok && ee.ExitCode() != 1) || !strings.Contains(string(out), "10 total") {
-		t.Fatalf("launch: %v\n%s", err, out)
+	if len(launches) == 0 {
+		launches = [][]string{{"--report-dir", "out"}}
+	}
+	for _, args := range launches {
+		cmd := exec.Command(exe, append(append([]string{"launch"}, args...), "steward.yaml")...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "OPENAI_API_KEY="+e2eKey, "STEWARD_IN_CONTAINER=0", "GITHUB_TOKEN=ghs_e2eGitHubTOKEN")
+		// The fake provider's answers are not capitals: the run fails (exit 1), judged.
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); (err != nil && !ok) || (ok && ee.ExitCode() != 1) || !strings.Contains(string(out), " total") {
+			t.Fatalf("launch %v: %v\n%s", args, err, out)
+		}
 	}
 	return dir, fp
 }
@@ -239,5 +244,24 @@ func TestViewServesAndRefreshes(t *testing.T) {
 	}
 	if p := b.Problems(); len(p) > 0 {
 		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// Merging shard records keeps every attempt's transcript.
+func TestMergeKeepsTranscripts(t *testing.T) {
+	dir, fp := openaiCompatible(t, []string{"--record", "s1", "--shard", "1/2"}, []string{"--record", "s2", "--shard", "2/2"})
+	out, code := steward(t, dir, "merge", "--out", "merged", "--format", "html", "s1", "s2")
+	if code != 1 {
+		t.Fatalf("merge exit %d:\n%.2000s", code, out)
+	}
+	if n := strings.Count(out, `"calls":[{`); n != 10 {
+		t.Errorf("the merged HTML report holds %d transcripts, want 10", n)
+	}
+	if fp.Stats().Succeeded != 10 {
+		t.Errorf("provider answered %d", fp.Stats().Succeeded)
+	}
+	html, code := steward(t, dir, "report", "--record", "merged", "--format", "html")
+	if code != 0 || strings.Count(html, `"calls":[{`) != 10 {
+		t.Errorf("report --format html of the merged record: exit %d, %d transcripts", code, strings.Count(html, `"calls":[{`))
 	}
 }

@@ -64,6 +64,7 @@ func merge(ctx context.Context, out string, inputs []string, title string) (*rep
 	var rows []record.Attempt
 	var ramp []record.RampPoint
 	seen := map[int]string{}
+	transcripts := map[int]copiedTranscript{} // by seq
 	var shards []string
 	for _, in := range inputs {
 		dir := in
@@ -110,6 +111,14 @@ func merge(ctx context.Context, out string, inputs []string, title string) (*rep
 			}
 			seen[a.Seq] = dir
 			rows = append(rows, a)
+			info, blob, err := src.TranscriptOf(ctx, a)
+			if err != nil {
+				src.Close()
+				return nil, err
+			}
+			if blob != nil {
+				transcripts[a.Seq] = copiedTranscript{info, blob}
+			}
 		}
 		pts, err := src.Ramp(ctx, r.ID)
 		src.Close()
@@ -131,6 +140,11 @@ func merge(ctx context.Context, out string, inputs []string, title string) (*rep
 		if err := dst.Publish(ctx, a); err != nil {
 			return nil, err
 		}
+		if t, ok := transcripts[a.Seq]; ok {
+			if err := dst.PutTranscript(ctx, id, a.Seq, t.info, t.blob); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := dst.AddRamp(ctx, id, ramp); err != nil {
 		return nil, err
@@ -142,7 +156,20 @@ func merge(ctx context.Context, out string, inputs []string, title string) (*rep
 	if err := dst.FinishRun(ctx, id, status, merged.Finished, nil); err != nil {
 		return nil, err
 	}
-	return report.FromRecord(ctx, dst, []string{id}, title)
+	rep, err := report.FromRecord(ctx, dst, []string{id}, title)
+	if err != nil {
+		return nil, err
+	}
+	if err := report.LoadTranscripts(ctx, dst, rep); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// copiedTranscript is a shard's transcript on its way into the merged record.
+type copiedTranscript struct {
+	info record.TranscriptInfo
+	blob []byte
 }
 
 func newAction(env Env) *cobra.Command {

@@ -51,20 +51,26 @@ func (r *DB) Transcript(ctx context.Context, runID string, seq int) ([]byte, err
 	return blob, nil
 }
 
-// SourceTranscript returns the transcript of the attempt a carried result
-// came from: the attempt of run fromRun with this fingerprint that ran
-// there (not itself carried), or nil.
-func (r *DB) SourceTranscript(ctx context.Context, fromRun, fingerprint string) ([]byte, error) {
+// TranscriptOf returns the transcript blob of a run's attempt with its
+// description, or a nil blob; a carried attempt's falls back to the
+// transcript of the attempt it was carried from (for merging records).
+func (r *DB) TranscriptOf(ctx context.Context, a Attempt) (TranscriptInfo, []byte, error) {
+	var info TranscriptInfo
 	var blob []byte
-	err := r.db.QueryRowContext(ctx, `SELECT t.data FROM transcripts t JOIN attempts a ON a.run_id=t.run_id AND a.seq=t.seq
-		WHERE a.run_id=? AND a.fingerprint=? AND a.carried_from='' ORDER BY a.finished_at DESC LIMIT 1`, fromRun, fingerprint).Scan(&blob)
+	var trunc int
+	err := r.db.QueryRowContext(ctx, `SELECT calls, raw_bytes, truncated, data FROM transcripts WHERE run_id=? AND seq=?`, a.RunID, a.Seq).Scan(&info.Calls, &info.RawBytes, &trunc, &blob)
+	if errors.Is(err, sql.ErrNoRows) && a.CarriedFrom != "" {
+		err = r.db.QueryRowContext(ctx, `SELECT t.calls, t.raw_bytes, t.truncated, t.data FROM transcripts t JOIN attempts a ON a.run_id=t.run_id AND a.seq=t.seq
+			WHERE a.run_id=? AND a.fingerprint=? AND a.carried_from='' ORDER BY a.finished_at DESC LIMIT 1`, a.CarriedFrom, a.Fingerprint).Scan(&info.Calls, &info.RawBytes, &trunc, &blob)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
+		return info, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read carried transcript from %s: %w", fromRun, err)
+		return info, nil, fmt.Errorf("read transcript %s/%d: %w", a.RunID, a.Seq, err)
 	}
-	return blob, nil
+	info.Truncated = trunc != 0
+	return info, blob, nil
 }
 
 // Version is a number that changes whenever the record gains an attempt,

@@ -45,13 +45,9 @@ func LoadTranscripts(ctx context.Context, db *record.DB, rep *Report) error {
 		if d == nil || d.RunID == "" {
 			continue
 		}
-		var blob []byte
-		var err error
-		if d.CarriedFrom != "" {
-			blob, err = db.SourceTranscript(ctx, d.CarriedFrom, row.Fingerprint)
-		} else {
-			blob, err = db.Transcript(ctx, d.RunID, d.Seq)
-		}
+		// A carried attempt shows the transcript of the attempt it was
+		// carried from (a merged record keeps a copy under its own row).
+		_, blob, err := db.TranscriptOf(ctx, record.Attempt{RunID: d.RunID, Seq: d.Seq, CarriedFrom: d.CarriedFrom, Fingerprint: row.Fingerprint})
 		if err != nil {
 			if ctx.Err() != nil {
 				return err
