@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -115,6 +116,38 @@ func TestHTMLInChromium(t *testing.T) {
 	if !strings.Contains(text, "expected 4") && !strings.Contains(text, hostileHTML) {
 		t.Errorf("the hostile explanation is not shown as text")
 	}
+	if p := b.Problems(); len(p) > 0 {
+		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// TestHTML10kInChromium opens a 10 000-attempt report (each with a log and
+// a three-call transcript): the table shows a page of rows, pages on, and
+// filters the whole set; details stay unparsed until opened.
+func TestHTML10kInChromium(t *testing.T) {
+	path := writeHTML(t, bigReport(10000))
+	b := browsertest.Start(t)
+	start := time.Now()
+	b.Run("open", chromedp.Navigate(browsertest.FileURL(t, path)), chromedp.WaitVisible(`#arows tr.row`, chromedp.ByQuery))
+	t.Logf("10 000 attempts: first rows visible after %s", time.Since(start).Round(time.Millisecond))
+	var n int
+	var shown string
+	b.Eval(`document.querySelectorAll('#arows tr.row').length`, &n)
+	b.Eval(`document.getElementById('shown').textContent`, &shown)
+	if n != 500 || shown != "10000 attempts" {
+		t.Errorf("first page: %d rows, %q", n, shown)
+	}
+	b.Run("more", chromedp.Click(`#more`, chromedp.ByID))
+	b.Eval(`document.querySelectorAll('#arows tr.row').length`, &n)
+	if n != 1000 {
+		t.Errorf("after show more: %d rows, want 1000", n)
+	}
+	b.SetInput("ftask", "task-3")
+	b.Eval(`document.getElementById('shown').textContent`, &shown)
+	if shown != "2000 of 10000 attempts" {
+		t.Errorf("task filter: %q", shown)
+	}
+	b.Run("open one", chromedp.Click(`#arows tr.row`, chromedp.ByQuery), chromedp.WaitVisible(`.transcript`, chromedp.ByQuery))
 	if p := b.Problems(); len(p) > 0 {
 		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
 	}

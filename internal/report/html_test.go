@@ -205,6 +205,18 @@ func TestHTMLSize10k(t *testing.T) {
 	if per := over / 10000; per > 700 {
 		t.Errorf("the page spends %d bytes per attempt beyond its content, want at most 700", per)
 	}
+	// Without transcripts or logs: the table and details alone.
+	for i := range r.Attempts {
+		r.Attempts[i].Log, r.Attempts[i].Details.Transcript = "", nil
+	}
+	b.Reset()
+	if err := HTML(&b, r, HTMLOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("10 000 attempts without transcripts or logs: %d bytes (%.1f MiB)", b.Len(), float64(b.Len())/(1<<20))
+	if b.Len() > 10000*700 {
+		t.Errorf("10 000 bare attempts take %d bytes, want at most 700 per attempt", b.Len())
+	}
 }
 
 func bigReport(n int) *Report {
