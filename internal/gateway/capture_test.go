@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -308,4 +309,48 @@ func TestCaptureSDKCallsThroughFakeProvider(t *testing.T) {
 	if strings.Contains(encoded(t, tr), realKey) || strings.Contains(encoded(t, tr), tok) {
 		t.Error("a secret reached the transcript")
 	}
+}
+
+// BenchmarkGatewayCapture measures a chat call through the gateway with
+// transcripts off, metadata-only and full, interleaved round by round so a
+// busy machine slows all three alike; the ratio against off is the cost of
+// capture. Each attempt's transcript is taken after its 20 calls, as the
+// supervisor does.
+func BenchmarkGatewayCapture(b *testing.B) {
+	fu := benchFake(b, fakeprovider.Config{})
+	modes := []string{transcript.ModeOff, transcript.ModeMetadata, transcript.ModeFull}
+	gws, urls := map[string]*Gateway{}, map[string]string{}
+	for _, m := range modes {
+		gws[m], urls[m] = benchServe(b, Config{Upstream: "openai", BaseURL: fu + "/v1", APIKey: realKey, MaxConnections: 64, Capture: Capture{Mode: m}})
+	}
+	client := benchClient(4)
+	const calls = 20
+	spent := map[string]time.Duration{}
+	rounds := max(b.N, 60)
+	b.ResetTimer()
+	for i := 0; i < rounds; i++ {
+		for k := range modes {
+			m := modes[(i+k)%len(modes)]
+			g, id := gws[m], fmt.Sprintf("bench-%d", i)
+			start := time.Now()
+			tok := g.Issue(id, nil)
+			for c := 0; c < calls; c++ {
+				if code, err := do(client, urls[m]+"/v1/chat/completions", tok); err != nil || code != 200 {
+					b.Fatalf("%d %v", code, err)
+				}
+			}
+			g.Revoke(tok)
+			_ = g.Drain(context.Background(), id)
+			if tr := g.Transcript(id); (tr == nil) != (m == transcript.ModeOff) {
+				b.Fatalf("mode %s: transcript %v", m, tr)
+			}
+			spent[m] += time.Since(start)
+		}
+	}
+	b.StopTimer()
+	for _, m := range modes {
+		b.ReportMetric(float64(spent[m].Microseconds())/float64(rounds*calls), m+"-µs/call")
+	}
+	b.ReportMetric(float64(spent[transcript.ModeMetadata])/float64(spent[transcript.ModeOff]), "metadata-x-off")
+	b.ReportMetric(float64(spent[transcript.ModeFull])/float64(spent[transcript.ModeOff]), "full-x-off")
 }
