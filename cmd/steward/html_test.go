@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -263,5 +264,78 @@ func TestMergeKeepsTranscripts(t *testing.T) {
 	html, code := steward(t, dir, "report", "--record", "merged", "--format", "html")
 	if code != 0 || strings.Count(html, `"calls":[{`) != 10 {
 		t.Errorf("report --format html of the merged record: exit %d, %d transcripts", code, strings.Count(html, `"calls":[{`))
+	}
+}
+
+// A task's artifacts: the files the agent leaves are copied out after the
+// attempt (whatever its outcome), shown beside its transcript; a symlink is
+// refused (not followed to a host file), a file over the cap is listed but
+// not kept, and a gateway token written into a file does not survive.
+func TestArtifactsCopiedOut(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(t.TempDir(), "host-secret.txt")
+	writeFile(t, secret, "HOST SECRET")
+	writeFile(t, filepath.Join(dir, "steward.yaml"), `
+tasks:
+  - name: files
+    sandbox: {provider: local}
+    exclusive: false
+    agent: 'mkdir -p out; echo "notes of $STEWARD_SAMPLE_ID" > out/notes.md; echo "token $OPENAI_API_KEY" > out/token.txt; head -c 1100000 /dev/zero > out/big.bin; ln -s `+secret+` out/link.txt; echo ok; [ "$STEWARD_SAMPLE_ID" != bad ] || exit 3'
+    scorer: {match: exact}
+    artifacts: [out/*, missing/*.txt]
+    samples: [{id: good, input: "", target: ok}, {id: bad, input: "", target: ok}]
+`)
+	out, code := steward(t, dir, "launch", "--report-dir", "rep")
+	if code != 1 {
+		t.Fatalf("launch exit %d:\n%s", code, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "rep", "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Attempts []struct {
+			Sample, Status string
+			Details        struct {
+				Artifacts []struct {
+					Path, Note, Text string
+					Size             int64
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Attempts) != 2 {
+		t.Fatalf("%d attempts", len(rep.Attempts))
+	}
+	for _, a := range rep.Attempts {
+		got := map[string]string{}
+		for _, f := range a.Details.Artifacts {
+			got[f.Path] = f.Note + "|" + f.Text
+		}
+		if got["out/notes.md"] != "|notes of "+a.Sample+"\n" {
+			t.Errorf("%s (%s): notes.md = %q", a.Sample, a.Status, got["out/notes.md"])
+		}
+		if !strings.HasPrefix(got["out/big.bin"], "not kept: larger than") {
+			t.Errorf("%s: big.bin = %q", a.Sample, got["out/big.bin"])
+		}
+		if got["out/link.txt"] != "a symlink: refused|" {
+			t.Errorf("%s: link.txt = %q", a.Sample, got["out/link.txt"])
+		}
+		if tok := got["out/token.txt"]; !strings.Contains(tok, "[redacted]") || strings.Contains(tok, "stw-") {
+			t.Errorf("%s: token.txt = %q: the gateway token survived", a.Sample, tok)
+		}
+		if len(got) != 4 {
+			t.Errorf("%s: artifacts %v", a.Sample, got)
+		}
+	}
+	if bytes.Contains(b, []byte("HOST SECRET")) {
+		t.Error("a symlink was followed to a host file")
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "rep", "report.html"))
+	if err != nil || !bytes.Contains(html, []byte(`"path":"out/notes.md"`)) {
+		t.Errorf("report.html does not carry the artifacts (%v)", err)
 	}
 }

@@ -95,6 +95,10 @@ type Task struct {
 	Files map[string]string `yaml:"files" json:"files"`
 	// Retries is how many times an attempt that hit an infrastructure error is retried. Default 1.
 	Retries *int `yaml:"retries" json:"retries"`
+	// Artifacts are shell globs, relative to the workdir, of files the
+	// agent leaves that are copied out after the attempt and shown beside
+	// its transcript (regular files only: symlinks are refused; size-capped).
+	Artifacts []string `yaml:"artifacts" json:"artifacts"`
 
 	// Line is the line of the task in File (for messages).
 	Line int `yaml:"-" json:"-"`

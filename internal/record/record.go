@@ -109,6 +109,7 @@ var migrations = []string{
 		updated_at INTEGER NOT NULL
 	);`,
 	migrationTranscripts, // transcripts.go (#16)
+	migrationArtifacts,   // artifacts.go (#16)
 }
 
 // Open opens (creating if needed) the record in dir and migrates it.

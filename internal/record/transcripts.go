@@ -74,15 +74,15 @@ func (r *DB) TranscriptOf(ctx context.Context, a Attempt) (TranscriptInfo, []byt
 }
 
 // Version is a number that changes whenever the record gains an attempt,
-// a transcript, a ramp decision or a run state (for `steward view` to
+// a transcript, an artifact, a ramp decision or a run state (for `steward view` to
 // refresh a live run's page).
 func (r *DB) Version(ctx context.Context) (string, error) {
-	var a, t, rp, runs int64
+	var a, t, f, rp, runs int64
 	var fin sql.NullInt64
-	err := r.db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM attempts), (SELECT COUNT(*) FROM transcripts),
-		(SELECT COUNT(*) FROM ramp), (SELECT COUNT(*) FROM runs), (SELECT MAX(COALESCE(finished_at,0)) FROM runs)`).Scan(&a, &t, &rp, &runs, &fin)
+	err := r.db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM attempts), (SELECT COUNT(*) FROM transcripts), (SELECT COUNT(*) FROM artifacts),
+		(SELECT COUNT(*) FROM ramp), (SELECT COUNT(*) FROM runs), (SELECT MAX(COALESCE(finished_at,0)) FROM runs)`).Scan(&a, &t, &f, &rp, &runs, &fin)
 	if err != nil {
 		return "", fmt.Errorf("read record version: %w", err)
 	}
-	return fmt.Sprintf("%d.%d.%d.%d.%d", a, t, rp, runs, fin.Int64), nil
+	return fmt.Sprintf("%d.%d.%d.%d.%d.%d", a, t, f, rp, runs, fin.Int64), nil
 }

@@ -40,6 +40,7 @@ func TestHTMLInChromium(t *testing.T) {
 	r.Attempts[1].Explanation = hostileHTML
 	r.Attempts[1].Log = strings.Repeat("agent log line\n", 5) + hostileHTML
 	r.Attempts[0].Details.Transcript = transcriptFixture(hostileHTML)
+	r.Attempts[0].Details.Artifacts[0].Text = "# Notes\n" + hostileHTML
 	r.Hold = hostileHTML
 	path := writeHTML(t, r)
 
@@ -98,6 +99,14 @@ func TestHTMLInChromium(t *testing.T) {
 	for _, want := range []string{"Be brief.", "tool result (tu_1)", "Paris " + hostileHTML, "Paris. " + hostileHTML} {
 		if !strings.Contains(strings.ToLower(text), strings.ToLower(want)) {
 			t.Errorf("the Anthropic call does not show %q:\n%s", want, text)
+		}
+	}
+	// Its artifacts: the text one opens, the binary and the refused one say so.
+	b.Run("open artifact", chromedp.Click(`.artifacts .artifact summary`, chromedp.ByQuery), chromedp.WaitVisible(`.artifacts .artifact pre`, chromedp.ByQuery))
+	b.Eval(`document.querySelector('.artifacts').textContent`, &text)
+	for _, want := range []string{"artifacts · 3 files", "out/notes.md", "# Notes\n" + hostileHTML, "out/plot.png · 2k bytes · binary, not shown", "out/link.txt · 0 bytes · a symlink: refused"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the artifacts do not show %q:\n%s", want, text)
 		}
 	}
 	b.Run("scroll to the attempt", chromedp.Evaluate(`document.querySelector('#arows tr.open').scrollIntoView()`, nil))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"html"
 	"regexp"
 	"strings"
 	"testing"
@@ -62,6 +63,11 @@ func htmlFixture() *Report {
 		r.Attempts[i].Details = &AttemptDetails{RunID: "run-1", Seq: i, Parts: map[string]string{"sample": "ab12", "task": "cd34"}}
 	}
 	r.Attempts[0].Details.Transcript = transcriptFixture("")
+	r.Attempts[0].Details.Artifacts = []Artifact{
+		{Path: "out/notes.md", Size: 24, Text: "# Notes\nParis is the one."},
+		{Path: "out/plot.png", Size: 2048, Binary: true},
+		{Path: "out/link.txt", Note: "a symlink: refused"},
+	}
 	r.Attempts[2].Details.CarriedFrom = "run-0"
 	r.Attempts[1].Log = "agent: thinking\nscorer: expected 4, got 5"
 	return r
@@ -72,7 +78,7 @@ func htmlFixture() *Report {
 func htmlStructure(page string) string {
 	page = regexp.MustCompile(`(?s)<style>.*?</style>`).ReplaceAllString(page, "<style>…</style>")
 	page = regexp.MustCompile(`(?s)<script>.*?</script>`).ReplaceAllString(page, "<script>…</script>")
-	page = regexp.MustCompile(`'sha256-[A-Za-z0-9+/=]+'`).ReplaceAllString(page, "'sha256-…'")
+	page = regexp.MustCompile(`sha256-(?:[A-Za-z0-9+/=]|&#43;)+`).ReplaceAllString(page, "sha256-…")
 	return page
 }
 
@@ -113,13 +119,14 @@ func TestHTMLSelfContainedAndCSP(t *testing.T) {
 	// The CSP admits exactly the page's own script and style.
 	js, _ := htmlAssets.ReadFile("assets/report.js")
 	css, _ := htmlAssets.ReadFile("assets/report.css")
-	if !strings.Contains(page, "script-src &#39;"+cspHash(js)+"&#39;") || !strings.Contains(page, "<script>"+string(js)+"</script>") {
+	csp := html.UnescapeString(regexp.MustCompile(`http-equiv="Content-Security-Policy" content="([^"]*)"`).FindStringSubmatch(page)[1])
+	if !strings.Contains(csp, "script-src '"+cspHash(js)+"'") || !strings.Contains(page, "<script>"+string(js)+"</script>") {
 		t.Errorf("the CSP does not pin the inline script by its hash, or the script is not inline as hashed")
 	}
-	if !strings.Contains(page, "style-src &#39;"+cspHash(css)+"&#39;") || !strings.Contains(page, "<style>"+string(css)+"</style>") {
+	if !strings.Contains(csp, "style-src '"+cspHash(css)+"'") || !strings.Contains(page, "<style>"+string(css)+"</style>") {
 		t.Errorf("the CSP does not pin the inline style by its hash")
 	}
-	if !strings.Contains(page, "connect-src &#39;none&#39;") {
+	if !strings.Contains(csp, "connect-src 'none'") {
 		t.Errorf("a file report must not be allowed to connect anywhere")
 	}
 	// One data block per attempt, plus the rows.

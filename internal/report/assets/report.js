@@ -162,7 +162,25 @@
     } else {
       td.appendChild(el("p", "k", "no transcript captured for this attempt"));
     }
+    if (d.artifacts && d.artifacts.length) renderArtifacts(td, d.artifacts);
     if (d.log) { section(td, "agent and scorer log"); longText(td, d.log, "log"); }
+  }
+
+  function renderArtifacts(parent, arts) {
+    var box = el("div", "artifacts");
+    section(box, "artifacts · " + arts.length + " file" + (arts.length === 1 ? "" : "s"));
+    arts.forEach(function (a) {
+      var det = el("details", "artifact");
+      det.appendChild(el("summary", null, a.path + " · " + fmtCount(a.size) + " bytes" + (a.note ? " · " + a.note : "") + (a.binary ? " · binary, not shown" : "")));
+      det.addEventListener("toggle", function () {
+        if (!det.open || det.dataset.done) return;
+        det.dataset.done = "1";
+        if (a.text !== undefined && a.text !== "") longText(det, a.text);
+        else det.appendChild(el("p", "k", a.note || (a.binary ? "binary file: not shown" : "empty file")));
+      });
+      box.appendChild(det);
+    });
+    parent.appendChild(box);
   }
 
   function renderTranscript(parent, t, carried) {
