@@ -12,15 +12,16 @@ const MaxArtifactGlobs = 32
 
 // CheckArtifactGlob accepts a glob relative to the workdir made of plain
 // file-name characters and the wildcards * ? [ ] (expanded by the sandbox's
-// shell, so nothing else may reach it), with no ".." and no leading "-".
+// shell, so nothing else may reach it), with no ".." and no leading "-" or
+// "~" (an option, a home directory).
 func CheckArtifactGlob(g string) error {
 	switch {
 	case strings.TrimSpace(g) == "":
 		return errors.New("empty glob")
 	case strings.HasPrefix(g, "/"):
 		return fmt.Errorf("%q is absolute: artifacts are relative to the workdir", g)
-	case strings.HasPrefix(g, "-"):
-		return fmt.Errorf("%q starts with -", g)
+	case strings.HasPrefix(g, "-"), strings.HasPrefix(g, "~"):
+		return fmt.Errorf("%q starts with %q", g, g[:1])
 	}
 	for _, r := range g {
 		switch {

@@ -171,6 +171,7 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{"artifacts absolute", okTask + "    artifacts: [/etc/passwd]\n", false, false},
 		{"artifacts shell", okTask + "    artifacts: ['$(id)']\n", false, false},
 		{"artifacts space", okTask + "    artifacts: ['a b']\n", false, false},
+		{"artifacts tilde", okTask + "    artifacts: ['~/x']\n", false, false},
 		{"fleet good", "max_sandboxes: 4\nsamples_ramp: [40, 300]\ntend_interval: 5s\n", true, true},
 		{"fleet ramp false", "samples_ramp: false\n", true, true},
 		{"fleet ramp low zero", "samples_ramp: [0, 10]\n", true, false},
