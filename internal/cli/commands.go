@@ -60,7 +60,7 @@ func newReport(env Env) *cobra.Command {
 			if err != nil {
 				return exitWith(ExitBadInput, err)
 			}
-			if format == "html" {
+			if format == "html" || format == "json" { // the formats that carry transcripts and artifacts
 				if err := report.LoadTranscripts(ctx, db, rep); err != nil {
 					return err
 				}
