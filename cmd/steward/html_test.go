@@ -132,7 +132,7 @@ func TestOpenAICompatibleHTMLReportInChromium(t *testing.T) {
 	// Open every attempt and its call: each shows the question and the answer.
 	b.Run("open every attempt", chromedp.Evaluate(`document.querySelectorAll('#arows tr.row').forEach(r => r.click())`, nil),
 		chromedp.Evaluate(`document.querySelectorAll('.transcript .call').forEach(d => d.open = true)`, nil),
-		chromedp.WaitVisible(`.transcript .call .msg.assistant`, chromedp.ByQuery))
+		chromedp.Poll(`document.querySelectorAll('.transcript .call .msg.assistant').length === 10`, nil))
 	var texts []string
 	b.Eval(`[...document.querySelectorAll('.transcript')].map(t => t.textContent)`, &texts)
 	if len(texts) != 10 {
