@@ -82,6 +82,9 @@ func TestHTMLInChromium(t *testing.T) {
 	}
 	b.Run("unsort", chromedp.Click(`#atable th[data-k="i"]`, chromedp.ByQuery))
 
+	b.Run("scroll to the table", chromedp.Evaluate(`document.getElementById('attempts').scrollIntoView()`, nil))
+	b.Screenshot(browsertest.ShotPath(t, "table.png"))
+
 	// Open the first attempt and its first model call.
 	b.Run("open attempt", chromedp.Click(`#arows tr.row`, chromedp.ByQuery), chromedp.WaitVisible(`.transcript .call summary`, chromedp.ByQuery))
 	b.Run("open call", chromedp.Click(`.transcript .call summary`, chromedp.ByQuery), chromedp.WaitVisible(`.transcript .call .msg`, chromedp.ByQuery))
