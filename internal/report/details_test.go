@@ -39,6 +39,9 @@ func TestTranscriptsThroughTheRecord(t *testing.T) {
 	if err := db.PutTranscript(ctx, "r1", 0, record.TranscriptInfo{Calls: 2}, blob); err != nil {
 		t.Fatal(err)
 	}
+	if err := db.PutArtifacts(ctx, "r1", 0, []record.Artifact{{Path: "out/a.txt", Size: 2, Data: []byte("hi")}, {Path: "out/b.bin", Size: 3, Data: []byte{0, 1, 2}}, {Path: "out/l", Note: "a symlink: refused"}}); err != nil {
+		t.Fatal(err)
+	}
 	v2, _ := db.Version(ctx)
 	if v0 == v1 || v1 == v2 {
 		t.Errorf("record version did not move: %s %s %s", v0, v1, v2)
@@ -68,7 +71,13 @@ func TestTranscriptsThroughTheRecord(t *testing.T) {
 	if a[1].Details.CarriedFrom != "r1" || a[1].Details.Transcript == nil || string(a[1].Details.Transcript.Calls[0].Request) != string(tr.Calls[0].Request) {
 		t.Errorf("the carried attempt does not show the transcript it was judged with: %+v", a[1].Details)
 	}
-	if a[2].Details.Transcript != nil || a[2].Details.TranscriptError == "" {
+	for i := 0; i < 2; i++ {
+		arts := a[i].Details.Artifacts
+		if len(arts) != 3 || arts[0].Text != "hi" || !arts[1].Binary || arts[1].Text != "" || arts[2].Note != "a symlink: refused" {
+			t.Errorf("attempt %d artifacts: %+v", i, arts)
+		}
+	}
+		if a[2].Details.Transcript != nil || a[2].Details.TranscriptError == "" {
 		t.Errorf("an unreadable transcript: %+v", a[2].Details)
 	}
 }
