@@ -339,3 +339,29 @@ tasks:
 		t.Errorf("report.html does not carry the artifacts (%v)", err)
 	}
 }
+
+// steward view refuses what it cannot serve before it listens: no record
+// there (it never creates one), an unknown run.
+func TestViewBadInput(t *testing.T) {
+	dir := t.TempDir()
+	if out, code := steward(t, dir, "view", filepath.Join(dir, "nothing")); code != 2 {
+		t.Errorf("view of a missing path: exit %d\n%s", code, out)
+	}
+	if out, code := steward(t, dir, "view", dir); code != 2 || !strings.Contains(out, "no record") {
+		t.Errorf("view of a directory without a record: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".steward")); err == nil {
+		t.Error("view created a record")
+	}
+	db, err := record.Open(context.Background(), filepath.Join(dir, ".steward"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if out, code := steward(t, dir, "view", "--run", "nope", filepath.Join(dir, ".steward")); code != 2 || !strings.Contains(out, "no such run") {
+		t.Errorf("view --run nope: exit %d\n%s", code, out)
+	}
+	if out, code := steward(t, dir, "view", "--port", "70000", filepath.Join(dir, ".steward")); code != 2 {
+		t.Errorf("view --port 70000: exit %d\n%s", code, out)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -45,6 +46,15 @@ Ctrl-C.`,
 				return err
 			}
 			defer db.Close()
+			if runID != "" {
+				runs, err := db.Runs(ctx)
+				if err != nil {
+					return err
+				}
+				if !slices.ContainsFunc(runs, func(r record.Run) bool { return r.ID == runID }) {
+					return exitWith(ExitBadInput, fmt.Errorf("--run %s: no such run in the record %s", runID, db.Path))
+				}
+			}
 			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 			if err != nil {
 				return exitWith(ExitBadInput, fmt.Errorf("listen on 127.0.0.1:%d: %w", port, err))
