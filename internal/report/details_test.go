@@ -77,7 +77,7 @@ func TestTranscriptsThroughTheRecord(t *testing.T) {
 			t.Errorf("attempt %d artifacts: %+v", i, arts)
 		}
 	}
-		if a[2].Details.Transcript != nil || a[2].Details.TranscriptError == "" {
+	if a[2].Details.Transcript != nil || a[2].Details.TranscriptError == "" {
 		t.Errorf("an unreadable transcript: %+v", a[2].Details)
 	}
 }
