@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -493,14 +495,14 @@ tasks:
 		}
 	}
 	texts := map[string]string{"launch output": out}
-	for _, f := range []string{"report.md", "report.json", "junit.xml"} {
+	for _, f := range []string{"report.md", "report.json", "junit.xml", "report.html"} {
 		b, err := os.ReadFile(filepath.Join(dir, "reports", f))
 		if err != nil {
 			t.Fatal(err)
 		}
 		texts[f] = string(b)
 	}
-	for _, format := range []string{"terminal", "markdown", "json", "junit", "comment"} {
+	for _, format := range []string{"terminal", "markdown", "json", "junit", "comment", "html"} {
 		o, _ := faultLaunch(t, dir, env, time.Minute, "report", "--format", format)
 		texts["report --format "+format] = o
 	}
@@ -555,6 +557,10 @@ func recordText(t *testing.T, path string) string {
 					b.WriteString(x)
 				case []byte:
 					b.Write(x)
+					if zr, err := gzip.NewReader(bytes.NewReader(x)); err == nil { // transcripts, artifacts
+						inflated, _ := io.ReadAll(zr)
+						b.Write(inflated)
+					}
 				}
 				b.WriteByte('\n')
 			}

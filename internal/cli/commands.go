@@ -60,7 +60,7 @@ func newReport(env Env) *cobra.Command {
 	var recFlag, runID, format, title string
 	cmd := &cobra.Command{
 		Use:   "report [EVALSET]",
-		Short: "Render a run's report from the record (terminal, markdown, json, junit)",
+		Short: "Render a run's report from the record (terminal, markdown, json, junit, html)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -90,12 +90,17 @@ func newReport(env Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if format == "html" || format == "json" { // the formats that carry transcripts and artifacts
+				if err := report.LoadTranscripts(ctx, db, rep); err != nil {
+					return err
+				}
+			}
 			return render(env.Stdout, rep, format, env)
 		},
 	}
 	cmd.Flags().StringVar(&recFlag, "record", "", "record directory")
 	cmd.Flags().StringVar(&runID, "run", "", "run id (default the newest)")
-	cmd.Flags().StringVar(&format, "format", "terminal", "terminal, markdown, json or junit")
+	cmd.Flags().StringVar(&format, "format", "terminal", "terminal, markdown, json, junit or html (one self-contained page with transcripts)")
 	cmd.Flags().StringVar(&title, "title", "", "report title")
 	return cmd
 }
@@ -113,8 +118,10 @@ func render(w io.Writer, rep *report.Report, format string, env Env) error {
 	case "comment":
 		_, err := io.WriteString(w, report.Comment(rep, report.CommentOptions{}))
 		return err
+	case "html":
+		return report.HTML(w, rep, report.HTMLOptions{})
 	}
-	return exitWith(ExitBadInput, fmt.Errorf("--format %q: want terminal, markdown, json, junit or comment", format))
+	return exitWith(ExitBadInput, fmt.Errorf("--format %q: want terminal, markdown, json, junit, comment or html", format))
 }
 
 func newDoctor(env Env) *cobra.Command {

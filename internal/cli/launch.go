@@ -72,7 +72,7 @@ ramp, and print the results table in discovery order.`,
 	fl.IntVar(&f.maxTasks, "max-tasks", 0, "tasks running at once (default all)")
 	fl.StringVar(&f.samplesRamp, "samples-ramp", "", `sample ramp range "40,300", or "false"`)
 	fl.DurationVar(&f.tendInterval, "tend-interval", 0, "ramp control window")
-	fl.StringVar(&f.reportDir, "report-dir", "", "also write report.md, report.json and junit.xml here")
+	fl.StringVar(&f.reportDir, "report-dir", "", "also write report.md, report.json, junit.xml and report.html here")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the JSON report on stdout instead of the table")
 	fl.BoolVar(&f.writeDaemonJSON, "write-daemon-json", false, "accept the address-pool fix (write daemon.json, with a backup) without asking")
 	fl.DurationVar(&f.grace, "grace", 30*time.Second, "after the first signal, how long running attempts may finish")
@@ -140,7 +140,7 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 	return rep, res.Cancelled, nil
 }
 
-// writeReportFiles writes report.md, report.json and junit.xml.
+// writeReportFiles writes report.md, report.json, junit.xml and report.html.
 func writeReportFiles(dir string, rep *report.Report) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("write reports: %w", err)
@@ -149,6 +149,7 @@ func writeReportFiles(dir string, rep *report.Report) error {
 		"report.md":   func(w io.Writer) error { return report.Markdown(w, rep, report.MarkdownOptions{}) },
 		"report.json": func(w io.Writer) error { return report.JSON(w, rep) },
 		"junit.xml":   func(w io.Writer) error { return report.JUnit(w, rep) },
+		"report.html": func(w io.Writer) error { return report.HTML(w, rep, report.HTMLOptions{}) },
 	} {
 		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {

@@ -84,6 +84,14 @@ type shardRecord struct {
 	i, n     int
 	attempts []record.Attempt
 	ramp     []record.RampPoint
+	// transcripts by seq, copied into the merged record with their attempts.
+	transcripts map[int]copiedTranscript
+}
+
+// copiedTranscript is a shard's transcript on its way into the merged record.
+type copiedTranscript struct {
+	info record.TranscriptInfo
+	blob []byte
 }
 
 func readShardRecord(ctx context.Context, in string) (*shardRecord, error) {
@@ -111,6 +119,16 @@ func readShardRecord(ctx context.Context, in string) (*shardRecord, error) {
 	}
 	if sr.attempts, err = src.Attempts(ctx, sr.run.ID); err != nil {
 		return nil, err
+	}
+	sr.transcripts = map[int]copiedTranscript{}
+	for _, a := range sr.attempts {
+		info, blob, err := src.TranscriptOf(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		if blob != nil {
+			sr.transcripts[a.Seq] = copiedTranscript{info, blob}
+		}
 	}
 	if sr.ramp, err = src.Ramp(ctx, sr.run.ID); err != nil {
 		return nil, err
@@ -185,6 +203,7 @@ func merge(ctx context.Context, out string, inputs []string, o mergeOptions) (*r
 	// Attempts by seq: the same attempt from two runs collapses when they
 	// agree and is a conflict when they do not.
 	bySeq := map[int]record.Attempt{}
+	transcripts := map[int]copiedTranscript{}
 	from := map[int]string{}
 	var conflicts []string
 	for _, sr := range recs {
@@ -193,6 +212,9 @@ func merge(ctx context.Context, out string, inputs []string, o mergeOptions) (*r
 			if !dup {
 				bySeq[a.Seq] = a
 				from[a.Seq] = sr.dir
+				if t, ok := sr.transcripts[a.Seq]; ok {
+					transcripts[a.Seq] = t
+				}
 				continue
 			}
 			if !sameOutcome(prev, a) {
@@ -279,6 +301,11 @@ func merge(ctx context.Context, out string, inputs []string, o mergeOptions) (*r
 		if err := dst.Publish(ctx, a); err != nil {
 			return nil, err
 		}
+		if t, ok := transcripts[a.Seq]; ok {
+			if err := dst.PutTranscript(ctx, id, a.Seq, t.info, t.blob); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := dst.AddRamp(ctx, id, ramp); err != nil {
 		return nil, err
@@ -290,7 +317,14 @@ func merge(ctx context.Context, out string, inputs []string, o mergeOptions) (*r
 	if err := dst.FinishRun(ctx, id, status, merged.Finished, nil); err != nil {
 		return nil, err
 	}
-	return report.FromRecord(ctx, dst, []string{id}, o.title)
+	rep, err := report.FromRecord(ctx, dst, []string{id}, o.title)
+	if err != nil {
+		return nil, err
+	}
+	if err := report.LoadTranscripts(ctx, dst, rep); err != nil {
+		return nil, err
+	}
+	return rep, nil
 }
 
 // unmergedAttempts names, from the eval set's plan, the attempts no record

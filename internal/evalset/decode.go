@@ -557,6 +557,7 @@ var hints = map[reflect.Type]map[string]string{
 		"samples_ramp":  "samples_ramp is a fleet setting: put it in _steward.yaml beside the eval set (or STEWARD_SAMPLES_RAMP)",
 		"tend_interval": "tend_interval is a fleet setting: put it in _steward.yaml beside the eval set (or STEWARD_TEND_INTERVAL)",
 		"record":        "record is a fleet setting: put it in _steward.yaml beside the eval set (or STEWARD_RECORD)",
+		"transcripts":   "transcripts is a fleet setting: put it in _steward.yaml beside the eval set (or STEWARD_TRANSCRIPTS)",
 		"samples":       "samples belong to a task: put them under tasks[].samples",
 		"agent":         "agent belongs to a task: put it under tasks[].agent",
 		"upstream":      "did you mean model.upstream?",

@@ -33,6 +33,7 @@ const (
 	EnvSamplesRamp  = "STEWARD_SAMPLES_RAMP"
 	EnvTendInterval = "STEWARD_TEND_INTERVAL"
 	EnvRecord       = "STEWARD_RECORD"
+	EnvTranscripts  = "STEWARD_TRANSCRIPTS"
 )
 
 // Source labels used in Fleet.Sources.
@@ -47,9 +48,11 @@ func DefaultFleet(dir string) Fleet {
 		SamplesRamp:  DefaultRamp,
 		TendInterval: Duration(DefaultTendInterval),
 		Record:       filepath.Join(dir, DefaultRecordDir),
+		Transcripts:  DefaultTranscripts,
 		Sources: map[string]string{
 			"max_sandboxes": SourceDefault, "max_workers": SourceDefault, "max_tasks": SourceDefault,
 			"samples_ramp": SourceDefault, "tend_interval": SourceDefault, "record": SourceDefault,
+			"transcripts": SourceDefault,
 		},
 	}
 }
@@ -139,6 +142,14 @@ func decodeFleetFile(display, dir string, data []byte, f *Fleet, errs *Errors) {
 			f.Sources["tend_interval"] = from(p)
 		}
 	}
+	if p, ok := set("transcripts"); ok {
+		if msg := checkTranscripts(got.Transcripts); msg != "" {
+			errAt("transcripts", "%s", msg)
+		} else {
+			f.Transcripts = got.Transcripts
+			f.Sources["transcripts"] = from(p)
+		}
+	}
 	if p, ok := set("record"); ok {
 		if strings.TrimSpace(got.Record) == "" {
 			errAt("record", "must name a directory")
@@ -161,6 +172,17 @@ func checkFleetInt(v int) string {
 		return fmt.Sprintf("%d is above the maximum %d", v, MaxFleetValue)
 	}
 	return ""
+}
+
+// DefaultTranscripts is the transcripts setting when none is given.
+const DefaultTranscripts = "full"
+
+func checkTranscripts(v string) string {
+	switch v {
+	case "full", "metadata", "off":
+		return ""
+	}
+	return fmt.Sprintf("%q is not a capture mode: use full, metadata or off", v)
 }
 
 func checkTend(v time.Duration) string {
@@ -221,6 +243,14 @@ func applyFleetEnv(f *Fleet, getenv func(string) string, errs *Errors) {
 		} else {
 			f.TendInterval = v
 			f.Sources["tend_interval"] = "env " + EnvTendInterval
+		}
+	}
+	if s := strings.TrimSpace(getenv(EnvTranscripts)); s != "" {
+		if msg := checkTranscripts(s); msg != "" {
+			bad(EnvTranscripts, "%s", msg)
+		} else {
+			f.Transcripts = s
+			f.Sources["transcripts"] = "env " + EnvTranscripts
 		}
 	}
 	if s := strings.TrimSpace(getenv(EnvRecord)); s != "" {

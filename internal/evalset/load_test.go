@@ -667,3 +667,39 @@ func TestSymlinkInsideIsAllowed(t *testing.T) {
 		t.Fatalf("FileData = %q, %v", b, err)
 	}
 }
+
+// transcripts: full by default, from _steward.yaml or STEWARD_TRANSCRIPTS
+// (env wins); an unknown mode is refused with file, line and field.
+func TestFleetTranscripts(t *testing.T) {
+	dir := writeTree(t, map[string]string{"steward.yaml": okTask, "_steward.yaml": "tend_interval: 2s\ntranscripts: metadata\n"})
+	path := filepath.Join(dir, FleetFileName)
+	f, err := LoadFleet(path, nil, FleetOverrides{})
+	if err != nil || f.Transcripts != "metadata" || f.Sources["transcripts"] != "_steward.yaml:2" {
+		t.Errorf("from file: %q from %q (%v)", f.Transcripts, f.Sources["transcripts"], err)
+	}
+	env := func(k string) string {
+		if k == EnvTranscripts {
+			return "off"
+		}
+		return ""
+	}
+	if f, err := LoadFleet(path, env, FleetOverrides{}); err != nil || f.Transcripts != "off" || f.Sources["transcripts"] != "env STEWARD_TRANSCRIPTS" {
+		t.Errorf("from env: %q from %q (%v)", f.Transcripts, f.Sources["transcripts"], err)
+	}
+	if f := DefaultFleet(dir); f.Transcripts != "full" {
+		t.Errorf("default %q, want full", f.Transcripts)
+	}
+	bad := writeTree(t, map[string]string{"steward.yaml": okTask, "_steward.yaml": "transcripts: everything\n"})
+	_, err = LoadFleet(filepath.Join(bad, FleetFileName), nil, FleetOverrides{})
+	if err == nil || !strings.Contains(err.Error(), "_steward.yaml:1") || !strings.Contains(err.Error(), "transcripts") || !strings.Contains(err.Error(), "full, metadata or off") {
+		t.Errorf("bad mode: %v", err)
+	}
+	if _, err := LoadFleet(path, func(k string) string {
+		if k == EnvTranscripts {
+			return "most"
+		}
+		return ""
+	}, FleetOverrides{}); err == nil || !strings.Contains(err.Error(), "STEWARD_TRANSCRIPTS") {
+		t.Errorf("bad env: %v", err)
+	}
+}

@@ -168,6 +168,12 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{"secret_env holding a value", "secret_env: [\"ghp_abc-123\"]\n" + okTask, false, false},
 		{"destination escapes", okTask + "    files: {../x: y}\n", false, false},
 		{"bad task name", "tasks:\n  - name: my task\n    agent: x\n    samples: [{input: a, target: a}]\n", false, false},
+		{"artifacts", okTask + "    artifacts: [out/*.txt, 'report-[0-9].md']\n", false, true},
+		{"artifacts dotdot", okTask + "    artifacts: [../x]\n", false, false},
+		{"artifacts absolute", okTask + "    artifacts: [/etc/passwd]\n", false, false},
+		{"artifacts shell", okTask + "    artifacts: ['$(id)']\n", false, false},
+		{"artifacts space", okTask + "    artifacts: ['a b']\n", false, false},
+		{"artifacts tilde", okTask + "    artifacts: ['~/x']\n", false, false},
 		{"fleet good", "max_sandboxes: 4\nsamples_ramp: [40, 300]\ntend_interval: 5s\n", true, true},
 		{"fleet ramp false", "samples_ramp: false\n", true, true},
 		{"fleet ramp low zero", "samples_ramp: [0, 10]\n", true, false},
@@ -175,6 +181,9 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{"fleet ramp string", "samples_ramp: 40,300\n", true, false},
 		{"fleet negative", "max_sandboxes: -1\n", true, false},
 		{"fleet unknown key", "max_sandbox: 4\n", true, false},
+		{"fleet transcripts metadata", "transcripts: metadata\n", true, true},
+		{"fleet transcripts off", "transcripts: off\n", true, true},
+		{"fleet transcripts unknown", "transcripts: some\n", true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			schema, name := es, "steward.yaml"

@@ -100,6 +100,10 @@ type Task struct {
 	Files map[string]string `yaml:"files" json:"files"`
 	// Retries is how many times an attempt that hit an infrastructure error is retried. Default 1.
 	Retries *int `yaml:"retries" json:"retries"`
+	// Artifacts are shell globs, relative to the workdir, of files the
+	// agent leaves that are copied out after the attempt and shown beside
+	// its transcript (regular files only: symlinks are refused; size-capped).
+	Artifacts []string `yaml:"artifacts" json:"artifacts"`
 
 	// Line is the line of the task in File (for messages).
 	Line int `yaml:"-" json:"-"`
@@ -188,6 +192,9 @@ type Fleet struct {
 	TendInterval Duration `yaml:"tend_interval" json:"tend_interval"`
 	// Record is the record directory (default .steward beside the eval set).
 	Record string `yaml:"record" json:"record"`
+	// Transcripts is what the model gateway keeps of every model call:
+	// "full" (default), "metadata" (no content) or "off".
+	Transcripts string `yaml:"transcripts" json:"transcripts"`
 
 	// File is the _steward.yaml path it came from ("" if none).
 	File string `yaml:"-" json:"-"`

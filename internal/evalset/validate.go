@@ -304,6 +304,14 @@ func (v *validator) task(i int, t *Task) {
 			v.errf(ip, "%q matches no files", g)
 		}
 	}
+	if len(t.Artifacts) > MaxArtifactGlobs {
+		v.errf(tp+".artifacts", "%d globs is more than the %d allowed", len(t.Artifacts), MaxArtifactGlobs)
+	}
+	for j, g := range t.Artifacts {
+		if err := CheckArtifactGlob(g); err != nil {
+			v.errf(index(tp+".artifacts", j), "%v", err)
+		}
+	}
 	// shared_state: {} is a mistake; key: "" (as written back by a YAML
 	// encoder) means no lease.
 	if v.has(tp+".shared_state") && !v.has(tp+".shared_state.key") {

@@ -65,6 +65,8 @@ type Config struct {
 	// Transport reaches the upstream (default: a pooled http.Transport, or the
 	// in-process mock handler for "mock").
 	Transport http.RoundTripper
+	// Capture says what transcripts of the attempts' calls to keep (capture.go).
+	Capture Capture
 }
 
 // Usage is what an attempt (or the whole run) spent.
@@ -145,6 +147,7 @@ type Gateway struct {
 	totals   Usage
 	win      struct{ retries, requests, errors int }
 	logMu    sync.Mutex
+	capt     *capturer // transcripts (capture.go)
 }
 
 // New checks cfg and makes a gateway.
@@ -222,7 +225,7 @@ func New(cfg Config) (*Gateway, error) {
 		}
 	}
 	return &Gateway{
-		cfg: cfg, base: base, transport: tr, ctl: NewController(p, cfg.Clock),
+		cfg: cfg, base: base, transport: tryRecorder{tr}, ctl: NewController(p, cfg.Clock), capt: newCapturer(cfg),
 		clock: cfg.Clock, rnd: cfg.Rand,
 		tokens: map[string]*attempt{}, attempts: map[string]*attempt{},
 	}, nil

@@ -148,8 +148,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	g.win.requests++
 	g.mu.Unlock()
+	w, r, call := g.captureBegin(w, r, a, body, injected)
 	in, out, failed := g.forward(w, r, f, a, body, injected)
 	g.charge(a, in, out, failed)
+	g.captureEnd(call, in, out)
 }
 
 // checkJSONObject accepts a body that is one valid JSON object.

@@ -174,6 +174,7 @@ const (
 	OutJUnitPath   = "junit-path"
 	OutJSONPath    = "json-path"
 	OutReportDir   = "report-dir"
+	OutHTMLPath    = "html-path"
 	OutCommentURL  = "comment-url"
 	OutPartial     = "partial"
 )
@@ -551,6 +552,10 @@ func (a *action) report(ctx context.Context, rep *report.Report) error {
 	if err := writeFile(junitPath, func(w io.Writer) error { return report.JUnit(w, rep) }); err != nil {
 		return err
 	}
+	htmlPath := filepath.Join(dir, "report.html")
+	if err := writeFile(htmlPath, func(w io.Writer) error { return report.HTML(w, rep, report.HTMLOptions{}) }); err != nil {
+		return err
+	}
 
 	gh.Group("Steward: results")
 	resume := a.stopCommands()
@@ -575,6 +580,7 @@ func (a *action) report(ctx context.Context, rep *report.Report) error {
 		notes = append(notes, note)
 	}
 
+	notes = append(notes, htmlNote(summaryURL))
 	var md bytes.Buffer
 	if err := report.Markdown(&md, rep, report.MarkdownOptions{Notes: notes}); err != nil {
 		return err
@@ -605,6 +611,7 @@ func (a *action) report(ctx context.Context, rep *report.Report) error {
 		{OutJUnitPath, a.rel(junitPath)},
 		{OutJSONPath, a.rel(jsonPath)},
 		{OutReportDir, a.rel(dir)},
+		{OutHTMLPath, a.rel(htmlPath)},
 		{OutCommentURL, commentURL},
 		{OutPartial, strconv.FormatBool(rep.Partial)},
 	}
@@ -612,6 +619,20 @@ func (a *action) report(ctx context.Context, rep *report.Report) error {
 		gh.SetOutput(o.k, o.v)
 	}
 	return nil
+}
+
+// HTMLArtifact is the artifact name the documented workflows upload
+// report-dir under; the summary points there for report.html.
+const HTMLArtifact = "steward-report"
+
+// htmlNote points the summary at the HTML report (every attempt with its
+// transcript), which the workflow uploads as an artifact of this run.
+func htmlNote(runURL string) string {
+	where := "this workflow run"
+	if runURL != "" {
+		where = "[this workflow run](" + runURL + ")"
+	}
+	return "**Full report** with every attempt's model transcript: `report.html` in the `" + HTMLArtifact + "` artifact of " + where + "."
 }
 
 // summaryURL links to this workflow run, where the job summary is.

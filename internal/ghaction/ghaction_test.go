@@ -249,6 +249,7 @@ func TestEndToEndCreatesThenEditsOneComment(t *testing.T) {
 		"pass-rate": "0.5000", "spend-usd": "0.1200", "partial": "false",
 		"summary-path": ".steward/report/summary.md", "junit-path": ".steward/report/junit.xml",
 		"json-path": ".steward/report/report.json", "report-dir": ".steward/report",
+		"html-path": ".steward/report/report.html",
 	}
 	for k, v := range want {
 		if out[k] != v {
@@ -262,7 +263,10 @@ func TestEndToEndCreatesThenEditsOneComment(t *testing.T) {
 	if !strings.Contains(summary, "## Steward: nightly") || !strings.Contains(summary, "### Failed and errored (2)") {
 		t.Errorf("step summary:\n%s", summary)
 	}
-	for _, name := range []string{"summary.md", "junit.xml", "report.json", "comment.md"} {
+	if !strings.Contains(summary, "`report.html` in the `steward-report` artifact of [this workflow run](https://github.com/acme/evals/actions/runs/4242)") {
+		t.Errorf("the summary does not point at the HTML report:\n%s", summary)
+	}
+	for _, name := range []string{"summary.md", "junit.xml", "report.json", "comment.md", "report.html"} {
 		if _, err := os.Stat(filepath.Join(e.workspace, ".steward/report", name)); err != nil {
 			t.Errorf("report file: %v", err)
 		}

@@ -109,7 +109,9 @@ var migrations = []string{
 		state TEXT NOT NULL,
 		updated_at INTEGER NOT NULL
 	);`,
-	migrationCarries, // carry.go (#14.5)
+	migrationCarries,     // carry.go (#14.5)
+	migrationTranscripts, // transcripts.go (#16)
+	migrationArtifacts,   // artifacts.go (#16)
 }
 
 // SQL exposes the handle for packages that build reports.

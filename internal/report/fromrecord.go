@@ -67,7 +67,7 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 				Task: a.Task, Sample: a.Sample, Attempt: a.Attempt, Status: a.Status, Score: a.Score,
 				Answer: a.Answer, Explanation: a.Explanation, Reason: a.Reason, Carried: a.CarriedFrom != "", CarriedFrom: a.CarriedFrom,
 				Duration: a.Duration, InputTokens: a.InputTokens, OutputTokens: a.OutputTokens, CostUSD: a.CostUSD,
-				Fingerprint: a.Fingerprint, Log: a.Log, Source: a.Source,
+				Fingerprint: a.Fingerprint, Log: a.Log, Source: a.Source, Details: detailsOf(a),
 			}
 			rep.Attempts = append(rep.Attempts, row)
 			if row.Carried {

@@ -91,6 +91,8 @@ type AttemptRow struct {
 	Fingerprint  string        `json:"fingerprint,omitempty"`
 	Log          string        `json:"log,omitempty"`    // truncated agent/scorer output
 	Source       string        `json:"source,omitempty"` // file:line of the sample
+	// Details are what the HTML report shows per attempt (details.go).
+	Details *AttemptDetails `json:"details,omitempty"`
 }
 
 // Spend sums the gateway's accounting.

@@ -67,6 +67,11 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 	row.Reason, row.Log, row.Answer, row.Explanation = l.scrub(row.Reason), l.scrub(row.Log), l.scrub(row.Answer), l.scrub(row.Explanation)
 	// The supervisor's plan holds the fingerprint with the resolved image ID.
 	row.Fingerprint, row.Parts = a.Fingerprint, a.PartsJSON()
+	tr := l.gw.Transcript(gwID)
+	var arts []record.Artifact
+	if s, ok := l.runner.(artifactSource); ok {
+		arts = s.takeArtifacts(a.Seq)
+	}
 	if err := l.db.Publish(context.Background(), row); err != nil {
 		// The record cannot take results (a full disk): what runs now could
 		// not be kept, so nothing more is dispatched.
@@ -87,6 +92,8 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 		}
 		return
 	}
+	l.keepTranscript(row, tr)
+	l.keepArtifacts(row, arts)
 	l.mu.Lock()
 	l.published[a.Seq] = row.Status
 	if row.Status == report.StatusErrored || row.Status == report.StatusInfra {

@@ -2,8 +2,10 @@ package run
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"database/sql"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,7 +74,8 @@ model:
 tasks:
   - name: chat
     sandbox: {provider: docker, build: image, memory: 128m}
-    agent: 'env > env.txt; grep -rl "`+key+`" /work /tmp /etc /opt /root /home 2>/dev/null | grep -v leak.txt > leak.txt; "$STEWARD_BIN" agent chat'
+    agent: 'env > env.txt; grep -rl "`+key+`" /work /tmp /etc /opt /root /home 2>/dev/null | grep -v leak.txt > leak.txt; mkdir -p out; ln -s /etc/hostname out/host; echo "note of $STEWARD_SAMPLE_ID" > out/note.txt; "$STEWARD_BIN" agent chat'
+    artifacts: [env.txt, out/*]
     scorer:
       command: 'test ! -s leak.txt && ! grep -q "`+key+`" env.txt && grep -q OPENAI_API_KEY env.txt && test "$STEWARD_ANSWER" = "$STEWARD_TARGET"'
     samples:
@@ -108,6 +111,23 @@ tasks:
 	if len(st.APIKeys) != 1 || st.APIKeys[0] != key {
 		t.Fatalf("the provider saw keys %v, want only the real one", st.APIKeys)
 	}
+	// Each attempt's transcript holds its one model call; its artifacts were
+	// copied out of the container, the symlink refused, the token in env.txt redacted.
+	for _, a := range res.Report.Attempts {
+		d := a.Details
+		if d == nil || d.Transcript == nil || len(d.Transcript.Calls) != 1 || d.Transcript.Calls[0].Status != 200 || d.Transcript.Calls[0].Response == nil {
+			t.Errorf("%s: transcript %+v", a.Sample, d)
+			continue
+		}
+		got := map[string]report.Artifact{}
+		for _, f := range d.Artifacts {
+			got[f.Path] = f
+		}
+		if got["out/note.txt"].Text != "note of "+a.Sample+"\n" || got["out/host"].Note != "a symlink: refused" ||
+			!strings.Contains(got["env.txt"].Text, "OPENAI_API_KEY=[redacted]") || strings.Contains(got["env.txt"].Text, "stw-") {
+			t.Errorf("%s: artifacts %+v", a.Sample, d.Artifacts)
+		}
+	}
 	var js bytes.Buffer
 	report.JSON(&js, res.Report)
 	for name, text := range map[string]string{"report": js.String(), "log": stderr.String(), "record": dumpRecord(t, filepath.Join(dir, ".steward", "record.sqlite"))} {
@@ -131,7 +151,7 @@ func dumpRecord(t *testing.T, path string) string {
 	}
 	defer db.Close()
 	var b strings.Builder
-	for _, table := range []string{"runs", "attempts", "ramp", "leases", "controls", "live"} {
+	for _, table := range []string{"runs", "attempts", "ramp", "leases", "controls", "live", "transcripts", "artifacts"} {
 		rows, err := db.Query("SELECT * FROM " + table)
 		if err != nil {
 			t.Fatal(err)
@@ -150,6 +170,10 @@ func dumpRecord(t *testing.T, path string) string {
 					b.WriteString(x)
 				case []byte:
 					b.Write(x)
+					if zr, err := gzip.NewReader(bytes.NewReader(x)); err == nil { // transcripts, artifacts
+						inflated, _ := io.ReadAll(zr)
+						b.Write(inflated)
+					}
 				}
 				b.WriteByte('\n')
 			}

@@ -33,6 +33,7 @@ type executor struct {
 	pools map[string][]sandbox.Sandbox // pool key -> idle sandboxes
 	owner map[string]int               // pool key -> task
 	bins  map[sandbox.Sandbox]bool     // sandboxes that hold the steward binary
+	arts  artifactStore                // collected artifacts by seq (artifacts.go)
 }
 
 // attemptSlack is the time an attempt may take beyond its task timeout for
@@ -114,6 +115,7 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) r
 	row.Sandbox = sb.ID()
 	healthy := true
 	defer func() { e.put(key, a.Task, sb, healthy) }()
+	defer e.collectArtifacts(ctx, sb, a) // before the sandbox goes back or away
 
 	// Sample files and setup.
 	files, err := sampleFiles(a.Sample)

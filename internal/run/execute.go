@@ -288,7 +288,7 @@ func (l *launcher) startGateway(ctx context.Context, needed map[string][]*sandbo
 	gw, err := gateway.New(gateway.Config{
 		Upstream: m.Upstream, BaseURL: m.BaseURL, APIKey: key, MaxConnections: m.MaxConnections,
 		Prices: gateway.Prices{InputPerMTok: m.Prices.InputPerMTok, OutputPerMTok: m.Prices.OutputPerMTok},
-		Logger: l.opts.Stderr,
+		Logger: l.opts.Stderr, Capture: l.captureConfig(),
 	})
 	if err != nil {
 		return badInput("%s: model: %v", l.es.File, err)

@@ -19,6 +19,10 @@ func (l *launcher) buildReport(ctx context.Context) (*report.Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Transcripts ride along for the HTML report (and report.json).
+	if err := report.LoadTranscripts(ctx, l.db, rep); err != nil {
+		return nil, err
+	}
 	for i := range rep.Tasks {
 		for _, t := range l.p.Tasks {
 			if t.Task.Name == rep.Tasks[i].Name && t.Task.MaxSamples > 0 {

@@ -35,6 +35,8 @@ type wmsg struct {
 	Seq   int             `json:"seq,omitempty"`
 	Token string          `json:"token,omitempty"`
 	Row   *record.Attempt `json:"row,omitempty"`
+	// Artifacts the attempt left (with a result).
+	Artifacts []record.Artifact `json:"artifacts,omitempty"`
 	// close_task / closed
 	Task int  `json:"task,omitempty"`
 	OK   bool `json:"ok,omitempty"`
@@ -77,6 +79,7 @@ type workerProc struct {
 	dead    error
 	done    chan struct{}
 	tail    *tailBuffer
+	arts    artifactStore // artifacts that came with results (artifacts.go)
 }
 
 type workerPool struct {
@@ -222,6 +225,7 @@ func (w *workerProc) read(out io.Reader) {
 			delete(w.pending, m.Seq)
 			w.mu.Unlock()
 			if ch != nil && m.Row != nil {
+				w.arts.put(m.Seq, m.Artifacts)
 				ch <- *m.Row
 			}
 		case "closed":
@@ -448,7 +452,7 @@ func Worker(ctx context.Context, in io.Reader, out io.Writer, stderr io.Writer, 
 			go func(seq int, token string) {
 				defer wg.Done()
 				row := ex.attempt(actx, a, token)
-				send(wmsg{Op: "result", Seq: seq, Row: &row})
+				send(wmsg{Op: "result", Seq: seq, Row: &row, Artifacts: ex.takeArtifacts(seq)})
 			}(m.Seq, m.Token)
 		case "close_task":
 			go func(task int) { send(wmsg{Op: "closed", Task: task, OK: ex.closeTask(task)}) }(m.Task)

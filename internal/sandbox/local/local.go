@@ -138,14 +138,45 @@ func (b *box) CopyIn(ctx context.Context, files []sandbox.File) error {
 	return nil
 }
 
+// MaxCopyOut bounds what CopyOut reads from one file.
+const MaxCopyOut = 64 << 20
+
+// CopyOut reads one regular file. The sandbox's commands run as the host
+// user, so what they leave is untrusted: a symlink is refused (whatever it
+// points at), and no path, through a symlinked directory or otherwise, may
+// lead outside the sandbox's directory (os.Root).
 func (b *box) CopyOut(ctx context.Context, p string) ([]byte, error) {
 	full, err := b.within(p)
 	if err != nil {
 		return nil, fmt.Errorf("copy out: %w", err)
 	}
-	data, err := os.ReadFile(full)
+	rel, err := filepath.Rel(b.root, full)
 	if err != nil {
 		return nil, fmt.Errorf("copy out %s: %w", p, err)
+	}
+	root, err := os.OpenRoot(b.root)
+	if err != nil {
+		return nil, fmt.Errorf("copy out %s: %w", p, err)
+	}
+	defer root.Close()
+	st, err := root.Lstat(rel)
+	if err != nil {
+		return nil, fmt.Errorf("copy out %s: %w", p, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("copy out %s: not a regular file (%s)", p, st.Mode().Type())
+	}
+	f, err := root.Open(rel)
+	if err != nil {
+		return nil, fmt.Errorf("copy out %s: %w", p, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxCopyOut+1))
+	if err != nil {
+		return nil, fmt.Errorf("copy out %s: %w", p, err)
+	}
+	if len(data) > MaxCopyOut {
+		return nil, fmt.Errorf("copy out %s: more than the %d-byte limit", p, MaxCopyOut)
 	}
 	return data, nil
 }

@@ -1,0 +1,46 @@
+package run
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/steward-evals/steward/internal/gateway"
+	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/transcript"
+)
+
+// secretEnv names variables whose values never reach a transcript, besides
+// the real key and the gateway tokens (which the gateway always scrubs).
+var secretEnv = []string{"GITHUB_TOKEN", "INPUT_GITHUB-TOKEN", "INPUT_GITHUB_TOKEN", "ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN"}
+
+// captureConfig is what the gateway keeps of the attempts' model calls
+// (the fleet setting transcripts).
+func (l *launcher) captureConfig() gateway.Capture {
+	c := gateway.Capture{Mode: l.es.Fleet.Transcripts}
+	for _, name := range secretEnv {
+		if v := l.opts.Getenv(name); v != "" {
+			c.Secrets = append(c.Secrets, v)
+		}
+	}
+	return c
+}
+
+// keepTranscript stores a published attempt's transcript. A transcript the
+// record cannot take is reported and dropped: the attempt's result stands.
+func (l *launcher) keepTranscript(row record.Attempt, tr *transcript.Transcript) {
+	if tr == nil || (len(tr.Calls) == 0 && tr.Dropped == 0) {
+		return
+	}
+	blob, err := transcript.Encode(tr)
+	if err == nil {
+		var raw int64
+		for _, c := range tr.Calls {
+			raw += int64(len(c.Request) + len(c.Response) + len(c.ResponseText))
+		}
+		err = l.db.PutTranscript(context.Background(), row.RunID, row.Seq,
+			record.TranscriptInfo{Calls: len(tr.Calls), RawBytes: raw, Truncated: tr.Truncated != "" || tr.Dropped > 0}, blob)
+	}
+	if err != nil {
+		fmt.Fprintf(l.opts.Stderr, "steward: %s/%s#%d: transcript not kept: %v\n", row.Task, row.Sample, row.Attempt, err)
+	}
+}
