@@ -76,6 +76,9 @@ func (r *DB) Artifacts(ctx context.Context, a Attempt) ([]Artifact, error) {
 
 func (r *DB) artifacts(ctx context.Context, q string, args ...any) ([]Artifact, error) {
 	rows, err := r.db.QueryContext(ctx, q, args...)
+	if noSuchTable(err) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read artifacts: %w", err)
 	}

@@ -144,6 +144,16 @@ func TestOlderRecordReadWithoutMigration(t *testing.T) {
 	if err != nil || len(as) != 1 || as[0].CarriedFrom != "r1" || as[0].Log != "the log" {
 		t.Fatalf("read an older record: %+v %v", as, err)
 	}
+	// It predates transcripts and artifacts: a reader sees none, not an error.
+	if _, blob, err := ro.TranscriptOf(ctx, as[0]); err != nil || blob != nil {
+		t.Fatalf("transcript of an older record: %v %v", blob, err)
+	}
+	if arts, err := ro.Artifacts(ctx, as[0]); err != nil || len(arts) != 0 {
+		t.Fatalf("artifacts of an older record: %v %v", arts, err)
+	}
+	if _, err := ro.Version(ctx); err != nil {
+		t.Fatalf("version of an older record: %v", err)
+	}
 	var v int
 	ro.SQL().QueryRow(`PRAGMA user_version`).Scan(&v)
 	ro.Close()

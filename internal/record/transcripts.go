@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // migrationTranscripts adds the transcripts the gateway captured, one
@@ -42,7 +43,7 @@ func (r *DB) PutTranscript(ctx context.Context, runID string, seq int, info Tran
 func (r *DB) Transcript(ctx context.Context, runID string, seq int) ([]byte, error) {
 	var blob []byte
 	err := r.db.QueryRowContext(ctx, `SELECT data FROM transcripts WHERE run_id=? AND seq=?`, runID, seq).Scan(&blob)
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, sql.ErrNoRows) || noSuchTable(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -63,7 +64,7 @@ func (r *DB) TranscriptOf(ctx context.Context, a Attempt) (TranscriptInfo, []byt
 		err = r.db.QueryRowContext(ctx, `SELECT t.calls, t.raw_bytes, t.truncated, t.data FROM transcripts t JOIN attempts a ON a.run_id=t.run_id AND a.seq=t.seq
 			WHERE a.run_id=? AND a.fingerprint=? AND a.carried_from='' ORDER BY a.finished_at DESC LIMIT 1`, a.CarriedFrom, a.Fingerprint).Scan(&info.Calls, &info.RawBytes, &trunc, &blob)
 	}
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, sql.ErrNoRows) || noSuchTable(err) {
 		return info, nil, nil
 	}
 	if err != nil {
@@ -81,8 +82,20 @@ func (r *DB) Version(ctx context.Context) (string, error) {
 	var fin sql.NullInt64
 	err := r.db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM attempts), (SELECT COUNT(*) FROM transcripts), (SELECT COUNT(*) FROM artifacts),
 		(SELECT COUNT(*) FROM ramp), (SELECT COUNT(*) FROM runs), (SELECT MAX(COALESCE(finished_at,0)) FROM runs)`).Scan(&a, &t, &f, &rp, &runs, &fin)
+	if noSuchTable(err) {
+		// A record from before transcripts, read without migrating it.
+		err = r.db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM attempts), (SELECT COUNT(*) FROM ramp), (SELECT COUNT(*) FROM runs),
+			(SELECT MAX(COALESCE(finished_at,0)) FROM runs)`).Scan(&a, &rp, &runs, &fin)
+	}
 	if err != nil {
 		return "", fmt.Errorf("read record version: %w", err)
 	}
 	return fmt.Sprintf("%d.%d.%d.%d.%d.%d", a, t, f, rp, runs, fin.Int64), nil
+}
+
+// noSuchTable tells a query on a table the record does not have yet: a
+// record written by an older steward, opened read-only (readers never
+// migrate), simply holds no transcripts or artifacts.
+func noSuchTable(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "no such table")
 }
