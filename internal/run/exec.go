@@ -53,6 +53,9 @@ type execEnv struct {
 	stderr    io.Writer
 	// fault, when set, injects a panic for a task (fault-injection tests of W1).
 	fault string
+	// started, when set, is told an attempt's sandbox exists and it executes
+	// (the one definition of running: panel, tend, the ramp's saturation).
+	started func(seq int)
 }
 
 func newExecutor(x *execEnv) *executor {
@@ -112,6 +115,9 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) r
 		return classify(err, "create sandbox")
 	}
 	row.Sandbox = sb.ID()
+	if l.started != nil {
+		l.started(a.Seq)
+	}
 	healthy := true
 	defer func() { e.put(key, a.Task, sb, healthy) }()
 

@@ -111,39 +111,17 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 			}
 		}
 	}
-	l.itemOf = map[int]int{}
-	for _, a := range l.p.Attempts {
-		if a.Action != plan.ActionRun {
-			continue
-		}
-		it := sched.Item{ID: len(l.items), Task: a.Task, Lane: a.Lane}
-		if l.exclusive[a.Task] {
-			it.Exclusive = "local"
-		}
-		l.itemOf[a.Seq] = it.ID
-		l.items = append(l.items, it)
-		l.seqOf = append(l.seqOf, a.Seq)
-	}
-	var order []int
-	for _, t := range l.p.Tasks {
-		for _, seq := range t.Order {
-			if id, ok := l.itemOf[seq]; ok {
-				order = append(order, id)
-			}
-		}
-	}
-	st, err := sched.New(l.items, len(l.p.Tasks), order)
+	st, err := l.newState()
 	if err != nil {
 		return nil, err
 	}
-	st.SetBudget(l.budget)
 	l.disp = sched.NewDispatcher(st)
 	ctl, err := l.newRamp()
 	if err != nil {
 		return nil, err
 	}
 	for i, sp := range ctl.Setpoints() {
-		st.SetSetpoint(i, sp)
+		st.SetCap(i, sp)
 	}
 	l.errWin = make([]int, len(l.p.Tasks))
 
@@ -177,7 +155,7 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 		l.runner = workers
 	} else {
 		l.runner = inProcess{newExecutor(&execEnv{p: l.p, specs: l.specs, providers: l.providers, taskProv: l.taskProv,
-			gwURL: l.gwURL, runID: l.runID, exe: l.opts.Exe, model: l.es.Model.Name, stderr: l.opts.Stderr})}
+			gwURL: l.gwURL, runID: l.runID, exe: l.opts.Exe, model: l.es.Model.Name, stderr: l.opts.Stderr, started: l.started})}
 	}
 	tasksDone := make([]chan struct{}, len(l.p.Tasks))
 	for i := range tasksDone {
@@ -259,6 +237,70 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 		rep.Left = l.left
 	}
 	return &Result{Report: rep, Cancelled: status == "cancelled"}, nil
+}
+
+// newState builds the scheduler's state for the attempts to run, with the
+// budget set and every task not ready yet (it becomes ready after its
+// max_tasks slot, lease and host setup).
+func (l *launcher) newState() (*sched.State, error) {
+	l.items, l.seqOf, l.itemOf = nil, nil, map[int]int{}
+	for _, a := range l.p.Attempts {
+		if a.Action != plan.ActionRun {
+			continue
+		}
+		it := sched.Item{ID: len(l.items), Task: a.Task, Lane: a.Lane}
+		if l.exclusive[a.Task] {
+			it.Exclusive = "local"
+		}
+		l.itemOf[a.Seq] = it.ID
+		l.items = append(l.items, it)
+		l.seqOf = append(l.seqOf, a.Seq)
+	}
+	var order []int
+	for _, t := range l.p.Tasks {
+		for _, seq := range t.Order {
+			if id, ok := l.itemOf[seq]; ok {
+				order = append(order, id)
+			}
+		}
+	}
+	st, err := sched.New(l.items, len(l.p.Tasks), order)
+	if err != nil {
+		return nil, err
+	}
+	st.SetBudget(l.budget)
+	return st, nil
+}
+
+// startSetpoints are the setpoints the run starts with when every task can
+// run: the ramp's starting setpoints (or max_samples) shared within the
+// budget (C4, C7), as the scheduler computes them. Nil when unknown.
+func (l *launcher) startSetpoints() []int {
+	st, err := l.newState()
+	l.items, l.seqOf, l.itemOf = nil, nil, nil
+	if err != nil {
+		return nil
+	}
+	ctl, err := l.newRamp()
+	if err != nil {
+		return nil
+	}
+	for i, sp := range ctl.Setpoints() {
+		st.SetCap(i, sp)
+		st.SetReady(i, true)
+	}
+	out := make([]int, len(l.p.Tasks))
+	for i := range out {
+		out[i] = st.Setpoint(i)
+	}
+	return out
+}
+
+// started marks an attempt running: its sandbox exists and it executes.
+func (l *launcher) started(seq int) {
+	if id, ok := l.itemOf[seq]; ok && l.disp != nil {
+		l.disp.MarkStarted(id)
+	}
 }
 
 type cleanups struct{ fns []func() }

@@ -224,6 +224,8 @@ func (w *workerProc) read(out io.Reader) {
 			if ch != nil && m.Row != nil {
 				ch <- *m.Row
 			}
+		case "started":
+			w.l.started(m.Seq)
 		case "closed":
 			w.mu.Lock()
 			ch := w.closing[m.Task]
@@ -423,6 +425,7 @@ func Worker(ctx context.Context, in io.Reader, out io.Writer, stderr io.Writer, 
 		return nil
 	}
 	x.fault = getenv("STEWARD_WORKER_FAULT")
+	x.started = func(seq int) { send(wmsg{Op: "started", Seq: seq}) }
 	ex := newExecutor(x)
 	send(wmsg{Op: "ready"})
 	bySeq := map[int]*plan.Attempt{}
