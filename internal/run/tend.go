@@ -36,15 +36,15 @@ func (l *launcher) newRamp() (*ramp.Controller, error) {
 
 // LiveState is what `steward tend` shows of a running invocation.
 type LiveState struct {
-	RunID     string        `json:"run_id"`
-	EvalSet   string        `json:"eval_set"`
-	Plan      string        `json:"plan"`
-	At        time.Time     `json:"at"`
-	Counts    report.Counts `json:"counts"`
-	Range     string        `json:"range"`
-	Held      string        `json:"held,omitempty"`
-	Decision  ramp.Decision `json:"decision"`
-	Tasks []string `json:"tasks"`
+	RunID    string        `json:"run_id"`
+	EvalSet  string        `json:"eval_set"`
+	Plan     string        `json:"plan"`
+	At       time.Time     `json:"at"`
+	Counts   report.Counts `json:"counts"`
+	Range    string        `json:"range"`
+	Held     string        `json:"held,omitempty"`
+	Decision ramp.Decision `json:"decision"`
+	Tasks    []string      `json:"tasks"`
 	// Setpoints are the tasks' shares of the sandbox budget now (0 while a
 	// task waits or is finished; they never add up to more than the
 	// budget); Caps the ramp's setpoints (or max_samples) that bound them.
