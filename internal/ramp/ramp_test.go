@@ -435,7 +435,7 @@ func TestBudget(t *testing.T) {
 				rem[i] = 1000
 			}
 			split := func(caps []int) []int {
-				got := sched.Split(tc.budget, caps, rem)
+				got := sched.Split(tc.budget, caps, rem, caps)
 				sum := 0
 				for i, n := range got {
 					sum += n

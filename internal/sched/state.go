@@ -465,10 +465,11 @@ func (s *State) resplit() {
 	s.dirty = false
 	want := make([]int, len(s.tasks))
 	rem := make([]int, len(s.tasks))
+	caps := make([]int, len(s.tasks))
 	for i := range s.tasks {
-		want[i], rem[i] = s.want(i), s.tasks[i].queued+s.tasks[i].running
+		want[i], rem[i], caps[i] = s.want(i), s.tasks[i].queued+s.tasks[i].running, s.tasks[i].cap
 	}
-	for i, n := range Split(s.budget, want, rem) {
+	for i, n := range Split(s.budget, want, rem, caps) {
 		s.tasks[i].setpoint = n
 	}
 }
@@ -495,14 +496,15 @@ func (s *State) want(i int) int {
 
 // Split shares a sandbox budget among tasks (C4, C7): want[i] is how many
 // slots task i can use now (0 while it waits for a lease, max_tasks or its
-// setup, and once it is finished), rem[i] its unfinished attempts. Without a
-// budget (0) every task gets what it wants. Otherwise every task gets what
-// it wants when that fits; when it does not, the budget goes one slot at a
-// time to the task that would take the most rounds to finish with what it
-// has (rem ÷ slots; a task with no slot first), ties to the task with the
-// most rounds at its full want, then to the earlier task. The result never
-// adds up to more than the budget and never gives a task more than it wants.
-func Split(budget int, want, rem []int) []int {
+// setup, and once it is finished), rem[i] its unfinished attempts, caps[i]
+// its sample limit. Without a budget (0) every task gets what it wants.
+// Otherwise every task gets what it wants when that fits; when it does not,
+// the budget goes one slot at a time to the task that would take the most
+// rounds to finish with the slots it has (rem ÷ slots; a task with no slot
+// first), ties to the task with the most rounds at its sample limit
+// (rem ÷ cap, C7), then to the earlier task. The result never adds up to
+// more than the budget and never gives a task more than it wants.
+func Split(budget int, want, rem, caps []int) []int {
 	out := make([]int, len(want))
 	total := 0
 	for _, w := range want {
@@ -512,7 +514,7 @@ func Split(budget int, want, rem []int) []int {
 		copy(out, want)
 		return out
 	}
-	h := &splitHeap{want: want, rem: rem, got: out}
+	h := &splitHeap{caps: caps, rem: rem, got: out}
 	for i, w := range want {
 		if w > 0 {
 			h.idx = append(h.idx, i)
@@ -533,7 +535,7 @@ func Split(budget int, want, rem []int) []int {
 
 type splitHeap struct {
 	idx            []int
-	want, rem, got []int
+	caps, rem, got []int
 }
 
 func (h *splitHeap) Len() int { return len(h.idx) }
@@ -549,8 +551,8 @@ func (h *splitHeap) Less(a, b int) bool {
 	if h.got[j] == 0 && h.got[i] != 0 {
 		return false
 	}
-	// Rounds at its full want.
-	if l, r := h.rem[i]*h.want[j], h.rem[j]*h.want[i]; l != r {
+	// Rounds at its sample limit (C7).
+	if l, r := h.rem[i]*h.caps[j], h.rem[j]*h.caps[i]; l != r {
 		return l > r
 	}
 	return i < j
