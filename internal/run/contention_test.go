@@ -1,0 +1,205 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/steward-evals/steward/internal/record"
+)
+
+// waitAll is an agent that marks itself in dir and passes only once n
+// attempts are marked at the same time (it gives up after ~10 s, so a
+// scheduler that never runs them together makes it fail).
+func waitAll(dir string, n int) string {
+	return `touch "` + dir + `/$STEWARD_SAMPLE_ID"; i=0; while [ $i -lt 100 ]; do [ "$(ls "` + dir + `" | wc -l)" -ge ` + itoa(n) + ` ] && { echo ok; exit 0; }; sleep 0.1; i=$((i+1)); done; echo lonely`
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// A task waiting for a lease holds no share of the budget (C6, C4): with a
+// budget of 2, the other task runs its two attempts side by side. (They
+// pass only together; the old split gave each task 1 slot, so the first
+// attempt sat alone until it gave up.)
+func TestWaitingTaskShareGoesToReadyTask(t *testing.T) {
+	dir := t.TempDir()
+	sync := filepath.Join(dir, "sync")
+	if err := os.Mkdir(sync, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := write(t, dir, "steward.yaml", `
+tasks:
+  - name: pair
+    sandbox: {provider: local}
+    exclusive: false
+    agent: '`+waitAll(sync, 2)+`'
+    scorer: {match: exact}
+    samples: [{id: p1, input: "", target: ok}, {id: p2, input: "", target: ok}]
+  - name: waiter
+    sandbox: {provider: local}
+    exclusive: false
+    shared_state: {key: k}
+    agent: 'echo ok'
+    scorer: {match: exact}
+    samples: [{id: w1, input: "", target: ok}]
+`)
+	ctx := context.Background()
+	db, err := record.Open(ctx, filepath.Join(dir, ".steward"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tok, err := db.TryAcquire(ctx, "k", "other-run", "waiter", 1, "elsewhere", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan launched, 1)
+	go func() { done <- launchSet(t, path, func(o *Options) { o.Concurrency = 2 }) }()
+	// Free the lease once pair is done, so the waiter runs too.
+	deadline := time.After(2 * time.Minute)
+	for finished := 0; finished < 2; {
+		finished = 0
+		if runs, _ := db.Runs(ctx); len(runs) == 1 {
+			as, _ := db.Attempts(ctx, runs[0].ID)
+			for _, a := range as {
+				if a.Task == "pair" && a.Status != "" {
+					finished++
+				}
+			}
+		}
+		select {
+		case <-deadline:
+			t.Fatal("pair did not finish")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if err := db.Release(ctx, "k", tok); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if got := statuses(r.rep); got != "p1:p p2:p w1:p" {
+		t.Fatalf("statuses %s: the waiting task kept a share of the budget\n%s", got, r.stderr)
+	}
+}
+
+// With samples_ramp: false a finished task's share goes to the task still
+// running: wide's four attempts (which pass only together) get the whole
+// budget of 4 once quick is done.
+func TestFinishedShareGoesToOthersRampOff(t *testing.T) {
+	dir := t.TempDir()
+	sync := filepath.Join(dir, "sync")
+	if err := os.Mkdir(sync, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "_steward.yaml", "samples_ramp: false\n")
+	path := write(t, dir, "steward.yaml", `
+tasks:
+  - name: quick
+    sandbox: {provider: local}
+    exclusive: false
+    agent: 'echo ok'
+    scorer: {match: exact}
+    samples: [{id: q1, input: "", target: ok}, {id: q2, input: "", target: ok}]
+  - name: wide
+    sandbox: {provider: local}
+    exclusive: false
+    agent: '`+waitAll(sync, 4)+`'
+    scorer: {match: exact}
+    samples:
+      - {id: w1, input: "", target: ok}
+      - {id: w2, input: "", target: ok}
+      - {id: w3, input: "", target: ok}
+      - {id: w4, input: "", target: ok}
+`)
+	r := launchSet(t, path, func(o *Options) { o.Concurrency = 4 })
+	if got := statuses(r.rep); got != "q1:p q2:p w1:p w2:p w3:p w4:p" {
+		t.Fatalf("statuses %s: quick's share did not go to wide once quick finished\n%s", got, r.stderr)
+	}
+}
+
+// More tasks than a budget of 2: the starting setpoints (in the PLAN line,
+// and in `steward tend` before the first tend) add up to the budget, by
+// most rounds first, and the live counts line agrees with the task rows.
+func TestStartingSetpointsFitBudgetAndShowBeforeFirstTend(t *testing.T) {
+	dir := t.TempDir()
+	gofile := filepath.Join(dir, "go")
+	write(t, dir, "_steward.yaml", "tend_interval: 1h\n")
+	agent := `i=0; while [ ! -e ` + gofile + ` ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; echo ok`
+	path := write(t, dir, "steward.yaml", `
+tasks:
+  - name: s1
+    sandbox: {provider: local}
+    exclusive: false
+    agent: '`+agent+`'
+    scorer: {match: exact}
+    samples: [{id: a, input: "", target: ok}]
+  - name: s2
+    sandbox: {provider: local}
+    exclusive: false
+    agent: '`+agent+`'
+    scorer: {match: exact}
+    samples: [{id: b, input: "", target: ok}]
+  - name: big
+    sandbox: {provider: local}
+    exclusive: false
+    agent: '`+agent+`'
+    scorer: {match: exact}
+    attempts: 4
+    samples: [{id: c, input: "", target: ok}]
+`)
+	release := func() { _ = os.WriteFile(gofile, nil, 0o644) }
+	defer release()
+	ctx := context.Background()
+	db, err := record.Open(ctx, filepath.Join(dir, ".steward"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	done := make(chan launched, 1)
+	go func() { done <- launchSet(t, path, func(o *Options) { o.Concurrency = 2 }) }()
+	var live LiveState
+	deadline := time.After(time.Minute)
+	for seen := false; !seen; {
+		states, _ := db.Live(ctx)
+		for _, st := range states {
+			if err := json.Unmarshal([]byte(st), &live); err != nil {
+				t.Fatal(err)
+			}
+			// Wait until both admitted attempts run, so the rows are settled.
+			seen = live.Counts.Running == 2
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("no live state before the first tend (tend_interval 1h): %+v", live)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	release()
+	if live.Tended {
+		t.Fatal("tended within a 1h window")
+	}
+	if want := "setpoints s1 1, s2 0, big 1"; !strings.Contains(live.Plan, want) {
+		t.Fatalf("PLAN %q does not name the starting setpoints %q", live.Plan, want)
+	}
+	sum, running, queued := 0, 0, 0
+	for i := range live.Tasks {
+		sum += live.Setpoints[i]
+		running += live.Running[i]
+		queued += live.Queued[i]
+	}
+	if sum > 2 {
+		t.Fatalf("setpoints %v add up to %d, over the budget 2", live.Setpoints, sum)
+	}
+	if running != live.Counts.Running || queued != live.Counts.Queued {
+		t.Fatalf("task rows (running %d, queued %d) disagree with the counts line %+v", running, queued, live.Counts)
+	}
+	r := <-done
+	if r.rep.Counts.Passed != 6 {
+		t.Fatalf("counts %+v\n%s", r.rep.Counts, r.stderr)
+	}
+}
