@@ -1,15 +1,22 @@
 package run
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	gosync "sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/steward-evals/steward/internal/fakeprovider"
 	"github.com/steward-evals/steward/internal/record"
 )
 
@@ -201,5 +208,83 @@ tasks:
 	r := <-done
 	if r.rep.Counts.Passed != 6 {
 		t.Fatalf("counts %+v\n%s", r.rep.Counts, r.stderr)
+	}
+}
+
+// An agent making two model calls at once that both meet a 429: each
+// request backs off and resumes (backoff is counted per request), so the
+// sample passes. (The old scheduler allowed one backoff per attempt: the
+// second request's resume failed and the agent got a 503.)
+func TestParallelRequestsBothBackOff(t *testing.T) {
+	fp := fakeprovider.New(fakeprovider.Config{APIKey: "real-key"})
+	var calls atomic.Int32
+	var mu gosync.Mutex
+	refused := map[string]bool{}
+	h := fp.Handler()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			calls.Add(1)
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			which := "1+1"
+			if bytes.Contains(body, []byte("2+2")) {
+				which = "2+2"
+			}
+			// Refuse every call until both of the agent's calls were refused
+			// once: the second is refused while the first waits out its backoff.
+			mu.Lock()
+			refuse := !(refused["1+1"] && refused["2+2"])
+			refused[which] = true
+			mu.Unlock()
+			if refuse {
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Retry-After", "1")
+				w.WriteHeader(http.StatusTooManyRequests)
+				_, _ = w.Write([]byte(`{"error":{"message":"Rate limit reached for requests","type":"requests","code":"rate_limit_exceeded"}}`))
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+
+	dir := t.TempDir()
+	path := write(t, dir, "steward.yaml", `
+model:
+  upstream: openai
+  name: gpt-fake
+  base_url: http://`+ln.Addr().String()+`/v1
+  api_key_env: FAKE_KEY
+tasks:
+  - name: parallel
+    sandbox: {provider: local}
+    exclusive: false
+    agent: '"$STEWARD_BIN" agent chat >o1 & p1=$!; STEWARD_INPUT="What is 2+2?" "$STEWARD_BIN" agent chat >o2 & p2=$!; wait $p1 || exit 11; wait $p2 || exit 12; cat o1'
+    scorer: {match: numeric}
+    samples: [{id: s, input: "What is 1+1?", target: "2"}]
+`)
+	exe := buildSteward(t)
+	r := launchSet(t, path, func(o *Options) {
+		o.Exe = exe
+		o.Concurrency = 1
+		o.Getenv = func(k string) string {
+			if k == "FAKE_KEY" {
+				return "real-key"
+			}
+			return ""
+		}
+	})
+	if got := statuses(r.rep); got != "s:p" {
+		t.Fatalf("statuses %s (%s)\n%s", got, r.rep.Attempts[0].Reason, r.stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !refused["1+1"] || !refused["2+2"] || calls.Load() < 4 {
+		t.Fatalf("upstream saw %d chat calls (refused %v), want both calls refused and retried", calls.Load(), refused)
 	}
 }
