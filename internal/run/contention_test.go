@@ -16,8 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/fakeprovider"
 	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/sandbox/local"
 )
 
 // waitAll is an agent that marks itself in dir and passes only once n
@@ -286,5 +289,112 @@ tasks:
 	defer mu.Unlock()
 	if !refused["1+1"] || !refused["2+2"] || calls.Load() < 4 {
 		t.Fatalf("upstream saw %d chat calls (refused %v), want both calls refused and retried", calls.Load(), refused)
+	}
+}
+
+// gatedLocal is the real local provider whose sandboxes come up only when
+// the test opens the gate (a slow daemon), so admitted attempts stay starting.
+type gatedLocal struct {
+	*local.Provider
+	gate    chan struct{}
+	created atomic.Int64
+}
+
+func (g *gatedLocal) Create(ctx context.Context, s sandbox.Spec) (sandbox.Sandbox, error) {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	g.created.Add(1)
+	return g.Provider.Create(ctx, s)
+}
+
+type gatedFactory struct{ p *gatedLocal }
+
+func (f gatedFactory) Provider(ctx context.Context, name string, ri RunInfo) (sandbox.Provider, error) {
+	return f.p, nil
+}
+func (f gatedFactory) DockerAvailable(ctx context.Context) bool { return false }
+
+// Running means a sandbox exists and the attempt executes: admitted
+// attempts whose sandboxes are still being made show as starting (panel,
+// `steward tend`), and the ramp does not count them as saturating the
+// task, so it does not climb while nothing has started.
+func TestStartingIsNotRunningAndDoesNotRamp(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "_steward.yaml", "samples_ramp: [2, 10]\ntend_interval: 100ms\n")
+	path := write(t, dir, "steward.yaml", `
+tasks:
+  - name: t
+    sandbox: {provider: local}
+    exclusive: false
+    agent: 'echo ok'
+    scorer: {match: exact}
+    samples: [{id: a, input: "", target: ok}, {id: b, input: "", target: ok}, {id: c, input: "", target: ok},
+              {id: d, input: "", target: ok}, {id: e, input: "", target: ok}, {id: f, input: "", target: ok}]
+`)
+	es, err := evalset.Load(path, evalset.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov := &gatedLocal{Provider: local.New(local.Options{BaseDir: t.TempDir()}), gate: make(chan struct{})}
+	var stderr bytes.Buffer
+	sw := &syncWriter{w: &stderr}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Launch(context.Background(), Options{EvalSet: es, Providers: gatedFactory{prov}, Stderr: sw, PanelInterval: 20 * time.Millisecond})
+		done <- err
+	}()
+	ctx := context.Background()
+	db, err := record.Open(ctx, filepath.Join(dir, ".steward"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	opened := false
+	open := func() {
+		if !opened {
+			close(prov.gate)
+			opened = true
+		}
+	}
+	defer open()
+	// Three tends while two attempts are admitted and none has a sandbox.
+	var live LiveState
+	deadline := time.After(time.Minute)
+	for tends := 0; tends < 3; {
+		if runs, _ := db.Runs(ctx); len(runs) == 1 {
+			pts, _ := db.Ramp(ctx, runs[0].ID)
+			tends = len(pts)
+			states, _ := db.Live(ctx)
+			if st, ok := states[runs[0].ID]; ok {
+				if err := json.Unmarshal([]byte(st), &live); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		select {
+		case <-deadline:
+			t.Fatal("no three tends")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if live.Counts.Running != 0 || live.Counts.Starting != 2 || live.Starting[0] != 2 || live.Running[0] != 0 {
+		t.Fatalf("with two sandboxes being made: counts %+v, task running %v starting %v", live.Counts, live.Running, live.Starting)
+	}
+	runs, _ := db.Runs(ctx)
+	pts, _ := db.Ramp(ctx, runs[0].ID)
+	for _, p := range pts {
+		if p.Decision == "up" || p.Saturated {
+			t.Fatalf("the ramp counted starting attempts as running: %+v", p)
+		}
+	}
+	open()
+	if err := <-done; err != nil {
+		t.Fatalf("launch: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "2 starting") {
+		t.Fatalf("the panel never showed the starting attempts apart:\n%s", stderr.String())
 	}
 }
