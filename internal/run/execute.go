@@ -57,7 +57,9 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 		_ = db.FinishRun(fctx, l.runID, status, time.Now(), l.left)
 	}()
 
-	// Providers: sweep what dead runs left, then build images and networks.
+	// Providers: sweep what dead runs left, then build images and networks,
+	// once per run: worker processes adopt them (W1), so a run has one
+	// gateway network and builds each build: directory once.
 	cleanup := &cleanups{}
 	defer cleanup.run()
 	needed := map[string][]*sandbox.Spec{}
@@ -73,16 +75,6 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 		}
 		if err := l.preflight(ctx, name, prov, specs); err != nil {
 			return nil, err
-		}
-		if l.opts.Workers {
-			// Each worker prepares its own tasks' sandboxes; the supervisor's
-			// provider only sizes, checks and finally removes leftovers.
-			cleanup.add(func() {
-				fctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				_ = prov.Finalize(fctx)
-			})
-			continue
 		}
 		if err := prov.Prepare(ctx, specs); err != nil {
 			return nil, fmt.Errorf("prepare %s sandboxes: %w", name, err)
@@ -344,9 +336,8 @@ func (l *launcher) startGateway(ctx context.Context, needed map[string][]*sandbo
 	l.gwURL = map[string]string{}
 	l.gwListen = map[string]string{}
 	l.gwCtx = ctx
-	if l.opts.Workers {
-		return nil // workers ask for listeners where their sandboxes reach the gateway
-	}
+	// One listener per provider for the whole run, workers included (they
+	// receive the URL).
 	for name := range needed {
 		addr, err := l.providers[name].Gateway(ctx)
 		if err != nil {
