@@ -50,7 +50,10 @@ type execEnv struct {
 	runID     string
 	exe       string
 	model     string
-	stderr    io.Writer
+	// modelSettings is model.settings as JSON ("" when none), for agents
+	// (STEWARD_MODEL_SETTINGS; the built-in chat agent sends them).
+	modelSettings string
+	stderr        io.Writer
 	// fault, when set, injects a panic for a task (fault-injection tests of W1).
 	fault string
 	// started, when set, is told an attempt's sandbox exists and it executes
@@ -236,6 +239,9 @@ func (e *executor) env(a *plan.Attempt, token string, sb sandbox.Sandbox) map[st
 		"STEWARD_METADATA":   string(meta),
 		"STEWARD_MODEL":      l.model,
 		"STEWARD_WORKDIR":    sb.Workdir(),
+	}
+	if l.modelSettings != "" {
+		env["STEWARD_MODEL_SETTINGS"] = l.modelSettings
 	}
 	for _, kv := range gateway.Env(l.gwURL[l.taskProv[a.Task]], token) {
 		k, v, _ := strings.Cut(kv, "=")

@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/record"
@@ -147,7 +149,8 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 		l.runner = workers
 	} else {
 		l.runner = inProcess{newExecutor(&execEnv{p: l.p, specs: l.specs, providers: l.providers, taskProv: l.taskProv,
-			gwURL: l.gwURL, runID: l.runID, exe: l.opts.Exe, model: l.es.Model.Name, stderr: l.opts.Stderr, started: l.started})}
+			gwURL: l.gwURL, runID: l.runID, exe: l.opts.Exe, model: l.es.Model.Name, modelSettings: modelSettings(l.es), stderr: l.opts.Stderr,
+			started: l.started})}
 	}
 	tasksDone := make([]chan struct{}, len(l.p.Tasks))
 	for i := range tasksDone {
@@ -286,6 +289,18 @@ func (l *launcher) startSetpoints() []int {
 		out[i] = st.Setpoint(i)
 	}
 	return out
+}
+
+// modelSettings is model.settings as JSON, or "" when there are none.
+func modelSettings(es *evalset.EvalSet) string {
+	if len(es.Model.Settings) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(es.Model.Settings)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 // started marks an attempt running: its sandbox exists and it executes.

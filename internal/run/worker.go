@@ -514,7 +514,7 @@ func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, provide
 		return nil, finalize, fmt.Errorf("worker: the eval set changed since the supervisor planned it (%d tasks, want %d)", len(p.Tasks), len(ini.TaskProv))
 	}
 	x := &execEnv{p: p, providers: map[string]sandbox.Provider{}, taskProv: ini.TaskProv, gwURL: map[string]string{},
-		runID: ini.RunID, exe: ini.Exe, model: ini.Model, stderr: stderr}
+		runID: ini.RunID, exe: ini.Exe, model: ini.Model, modelSettings: modelSettings(es), stderr: stderr}
 	for _, t := range p.Tasks {
 		x.specs = append(x.specs, specFor(t.Task, ini.RunID))
 	}
