@@ -4,10 +4,7 @@
 // State for concurrent use by the runner.
 package sched
 
-import (
-	"container/heap"
-	"fmt"
-)
+import "fmt"
 
 // Item is one schedulable attempt.
 type Item struct {
@@ -88,8 +85,10 @@ type State struct {
 	gates  []Gate
 	resume []int // items in Resuming, FIFO
 
-	dirty bool // setpoints must be split again
-	done  int  // Done + Cancelled
+	dirty bool      // setpoints must be split again
+	sh    splitHeap // reused by resplit (no allocation per event)
+	buf   []int     // resplit's buffers: want, rem, caps and out per task
+	done  int       // Done + Cancelled
 }
 
 // New builds a state for items. order, when non-nil, gives the dispatch order
@@ -463,14 +462,17 @@ func (s *State) resplit() {
 		return
 	}
 	s.dirty = false
-	want := make([]int, len(s.tasks))
-	rem := make([]int, len(s.tasks))
-	caps := make([]int, len(s.tasks))
+	n := len(s.tasks)
+	if len(s.buf) != 4*n {
+		s.buf = make([]int, 4*n)
+	}
+	want, rem, caps, out := s.buf[:n], s.buf[n:2*n], s.buf[2*n:3*n], s.buf[3*n:]
 	for i := range s.tasks {
 		want[i], rem[i], caps[i] = s.want(i), s.tasks[i].queued+s.tasks[i].running, s.tasks[i].cap
 	}
-	for i, n := range Split(s.budget, want, rem, caps) {
-		s.tasks[i].setpoint = n
+	splitInto(out, &s.sh, s.budget, want, rem, caps)
+	for i, v := range out {
+		s.tasks[i].setpoint = v
 	}
 }
 
@@ -506,31 +508,39 @@ func (s *State) want(i int) int {
 // more than the budget and never gives a task more than it wants.
 func Split(budget int, want, rem, caps []int) []int {
 	out := make([]int, len(want))
+	splitInto(out, &splitHeap{}, budget, want, rem, caps)
+	return out
+}
+
+func splitInto(out []int, h *splitHeap, budget int, want, rem, caps []int) {
 	total := 0
 	for _, w := range want {
 		total += w
 	}
 	if budget <= 0 || total <= budget {
 		copy(out, want)
-		return out
+		return
 	}
-	h := &splitHeap{caps: caps, rem: rem, got: out}
+	clear(out)
+	h.caps, h.rem, h.got, h.idx = caps, rem, out, h.idx[:0]
 	for i, w := range want {
 		if w > 0 {
 			h.idx = append(h.idx, i)
 		}
 	}
-	heap.Init(h)
-	for left := budget; left > 0 && h.Len() > 0; left-- {
+	n := len(h.idx)
+	for i := n/2 - 1; i >= 0; i-- {
+		h.down(i, n)
+	}
+	for left := budget; left > 0 && n > 0; left-- {
 		i := h.idx[0]
 		out[i]++
 		if out[i] >= want[i] {
-			heap.Pop(h)
-		} else {
-			heap.Fix(h, 0)
+			n--
+			h.idx[0] = h.idx[n]
 		}
+		h.down(0, n)
 	}
-	return out
 }
 
 type splitHeap struct {
@@ -538,8 +548,27 @@ type splitHeap struct {
 	caps, rem, got []int
 }
 
-func (h *splitHeap) Len() int { return len(h.idx) }
-func (h *splitHeap) Less(a, b int) bool {
+// down restores the heap order below i among the first n entries.
+func (h *splitHeap) down(i, n int) {
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		c := l
+		if r := l + 1; r < n && h.less(r, l) {
+			c = r
+		}
+		if !h.less(c, i) {
+			return
+		}
+		h.idx[i], h.idx[c] = h.idx[c], h.idx[i]
+		i = c
+	}
+}
+
+// less: heap entry a goes before b.
+func (h *splitHeap) less(a, b int) bool {
 	i, j := h.idx[a], h.idx[b]
 	// Rounds with what it has: rem/got, larger first (got 0 = infinitely many).
 	if l, r := h.rem[i]*h.got[j], h.rem[j]*h.got[i]; l != r {
@@ -556,12 +585,4 @@ func (h *splitHeap) Less(a, b int) bool {
 		return l > r
 	}
 	return i < j
-}
-func (h *splitHeap) Swap(a, b int) { h.idx[a], h.idx[b] = h.idx[b], h.idx[a] }
-func (h *splitHeap) Push(x any)    { h.idx = append(h.idx, x.(int)) }
-func (h *splitHeap) Pop() any {
-	n := len(h.idx)
-	x := h.idx[n-1]
-	h.idx = h.idx[:n-1]
-	return x
 }
