@@ -207,7 +207,11 @@ func newTend(env Env) *cobra.Command {
 				if err := json.Unmarshal([]byte(live[id]), &s); err != nil {
 					return fmt.Errorf("read live state of %s: %w", id, err)
 				}
-				fmt.Fprintf(env.Stdout, "run %s  (%s)  tended %s ago\n", s.RunID, s.EvalSet, time.Since(s.At).Round(time.Second))
+				if s.Tended {
+					fmt.Fprintf(env.Stdout, "run %s  (%s)  tended %s ago\n", s.RunID, s.EvalSet, time.Since(s.At).Round(time.Second))
+				} else {
+					fmt.Fprintf(env.Stdout, "run %s  (%s)  started %s ago, not tended yet\n", s.RunID, s.EvalSet, time.Since(s.At).Round(time.Second))
+				}
 				fmt.Fprintf(env.Stdout, "  %s\n  %s\n", report.PlanLine(s.Plan), report.CountsLine(s.Counts))
 				fmt.Fprintf(env.Stdout, "  samples_ramp %s · budget %d · connection ceiling %d · limit %d", s.Range, s.Budget, s.Decision.Ceiling, s.Decision.Signals.ConnLimit)
 				if s.Held != "" {

@@ -115,7 +115,7 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 			fmt.Fprintf(l.opts.Stderr, "steward: %v\nsteward: no new attempts start\n", err)
 		}
 		l.cancelQueued("not started: the record cannot take results")
-		_ = l.disp.Finish(it.ID)
+		l.finishItem(it.ID)
 		if l.onFinish != nil {
 			l.onFinish()
 		}
@@ -154,9 +154,16 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 		}
 		l.cancelQueued(fmt.Sprintf("budget spent ($%.2f)", b))
 	}
-	_ = l.disp.Finish(it.ID)
+	l.finishItem(it.ID)
 	if l.onFinish != nil {
 		l.onFinish()
+	}
+}
+
+// finishItem frees an attempt's slots; a refusal is a scheduler bug, said aloud.
+func (l *launcher) finishItem(id int) {
+	if err := l.disp.Finish(id); err != nil {
+		fmt.Fprintf(l.opts.Stderr, "steward: %v\n", err)
 	}
 }
 
