@@ -397,3 +397,33 @@ tasks:
 		t.Fatalf("the panel never showed the starting attempts apart:\n%s", stderr.String())
 	}
 }
+
+// A task waiting for a max_tasks slot holds no share of the budget either:
+// with max_tasks: 1 and a budget of 2, the running task has both slots.
+func TestMaxTasksWaiterHoldsNoShare(t *testing.T) {
+	dir := t.TempDir()
+	sync := filepath.Join(dir, "sync")
+	if err := os.Mkdir(sync, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "_steward.yaml", "max_tasks: 1\n")
+	path := write(t, dir, "steward.yaml", `
+tasks:
+  - name: pair
+    sandbox: {provider: local}
+    exclusive: false
+    agent: '`+waitAll(sync, 2)+`'
+    scorer: {match: exact}
+    samples: [{id: p1, input: "", target: ok}, {id: p2, input: "", target: ok}]
+  - name: later
+    sandbox: {provider: local}
+    exclusive: false
+    agent: 'echo ok'
+    scorer: {match: exact}
+    samples: [{id: l1, input: "", target: ok}]
+`)
+	r := launchSet(t, path, func(o *Options) { o.Concurrency = 2 })
+	if got := statuses(r.rep); got != "p1:p p2:p l1:p" {
+		t.Fatalf("statuses %s: the task waiting for max_tasks kept a share of the budget\n%s", got, r.stderr)
+	}
+}
