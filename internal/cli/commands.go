@@ -248,19 +248,37 @@ func newTend(env Env) *cobra.Command {
 				if err := json.Unmarshal([]byte(live[id]), &s); err != nil {
 					return fmt.Errorf("read live state of %s: %w", id, err)
 				}
-				fmt.Fprintf(env.Stdout, "run %s  (%s)  tended %s ago\n", s.RunID, s.EvalSet, time.Since(s.At).Round(time.Second))
+				if s.Tended {
+					fmt.Fprintf(env.Stdout, "run %s  (%s)  tended %s ago\n", s.RunID, s.EvalSet, time.Since(s.At).Round(time.Second))
+				} else {
+					fmt.Fprintf(env.Stdout, "run %s  (%s)  started %s ago, not tended yet\n", s.RunID, s.EvalSet, time.Since(s.At).Round(time.Second))
+				}
 				fmt.Fprintf(env.Stdout, "  %s\n  %s\n", report.PlanLine(s.Plan), report.CountsLine(s.Counts))
 				fmt.Fprintf(env.Stdout, "  samples_ramp %s · budget %d · connection ceiling %d · limit %d", s.Range, s.Budget, s.Decision.Ceiling, s.Decision.Signals.ConnLimit)
 				if s.Held != "" {
 					fmt.Fprintf(env.Stdout, " · HELD: %s", s.Held)
 				}
-				fmt.Fprintf(env.Stdout, "\n  signals: pushback %v · retries %d of %d requests\n  decision: %s\n", s.Decision.Signals.Pushback, s.Decision.Signals.Retries, s.Decision.Signals.Requests, s.Decision.Reason)
+				if s.Tended {
+					fmt.Fprintf(env.Stdout, "\n  signals: pushback %v · retries %d of %d requests\n  decision: %s\n", s.Decision.Signals.Pushback, s.Decision.Signals.Retries, s.Decision.Signals.Requests, s.Decision.Reason)
+				} else {
+					fmt.Fprintf(env.Stdout, "\n  not tended yet: starting setpoints\n")
+				}
+				at := func(v []int, i int) int {
+					if i < len(v) {
+						return v[i]
+					}
+					return 0
+				}
 				for i, name := range s.Tasks {
 					var td string
 					if i < len(s.Decision.Tasks) {
-						td = fmt.Sprintf("%s: %s", s.Decision.Tasks[i].Action, s.Decision.Tasks[i].Reason)
+						td = fmt.Sprintf(" · %s: %s", s.Decision.Tasks[i].Action, s.Decision.Tasks[i].Reason)
 					}
-					fmt.Fprintf(env.Stdout, "  %-20s setpoint %4d · running %4d · queued %5d · %s\n", name, s.Setpoints[i], s.Running[i], s.Queued[i], td)
+					line := fmt.Sprintf("  %-20s setpoint %4d (cap %d) · running %4d", name, at(s.Setpoints, i), at(s.Caps, i), at(s.Running, i))
+					if n := at(s.Starting, i); n > 0 {
+						line += fmt.Sprintf(" · starting %d", n)
+					}
+					fmt.Fprintf(env.Stdout, "%s · queued %5d%s\n", line, at(s.Queued, i), td)
 				}
 			}
 			return nil

@@ -501,15 +501,50 @@ func modelSecrets(path string, env Env) []string {
 	return out
 }
 
+// chatRequest is the built-in chat agent's request body: the whole message
+// list when the input is one (inputJSON), else the text as a user message;
+// the system prompt first; the model settings (a JSON object) alongside,
+// never replacing the model or the messages.
+func chatRequest(model, system, input, inputJSON, settings string) ([]byte, error) {
+	var msgs []any
+	var list []map[string]any
+	if err := json.Unmarshal([]byte(inputJSON), &list); err == nil && len(list) > 0 {
+		for i, m := range list {
+			if r, _ := m["role"].(string); r == "" || m["content"] == nil {
+				return nil, fmt.Errorf("STEWARD_INPUT_JSON: message %d has no role or content", i+1)
+			}
+			msgs = append(msgs, m)
+		}
+	} else {
+		msgs = append(msgs, map[string]any{"role": "user", "content": input})
+	}
+	if system != "" {
+		msgs = append([]any{map[string]any{"role": "system", "content": system}}, msgs...)
+	}
+	body := map[string]any{}
+	if settings != "" {
+		if err := json.Unmarshal([]byte(settings), &body); err != nil {
+			return nil, fmt.Errorf("STEWARD_MODEL_SETTINGS is not a JSON object: %w", err)
+		}
+	}
+	delete(body, "stream") // this agent reads one JSON reply
+	body["model"], body["messages"] = model, msgs
+	return json.Marshal(body)
+}
+
 func newAgent(env Env) *cobra.Command {
 	cmd := &cobra.Command{Use: "agent", Short: "Built-in agents for quick starts"}
 	var system string
 	chat := &cobra.Command{
 		Use:   "chat",
 		Short: "Send STEWARD_INPUT to the model through the gateway and print the reply",
-		Long: `A minimal model-only agent: it reads the sample's input from STEWARD_INPUT,
-calls OPENAI_BASE_URL/chat/completions with OPENAI_API_KEY (the gateway and
-the attempt's token, set by Steward) and prints the reply on stdout.`,
+		Long: `A minimal model-only agent: it sends the sample's input to
+OPENAI_BASE_URL/chat/completions with OPENAI_API_KEY (the gateway and the
+attempt's token, set by Steward) and prints the reply on stdout. An input
+that is a list of chat messages is sent whole (system prompt and history
+included); a text input is sent as one user message. --system puts a system
+prompt first. The model settings (model.settings: temperature, max_tokens,
+…; STEWARD_MODEL_SETTINGS) go with the request.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			base := env.Getenv("OPENAI_BASE_URL")
@@ -520,12 +555,10 @@ the attempt's token, set by Steward) and prints the reply on stdout.`,
 			if model == "" {
 				model = "mock"
 			}
-			msgs := []map[string]string{}
-			if system != "" {
-				msgs = append(msgs, map[string]string{"role": "system", "content": system})
+			body, err := chatRequest(model, system, env.Getenv("STEWARD_INPUT"), env.Getenv("STEWARD_INPUT_JSON"), env.Getenv("STEWARD_MODEL_SETTINGS"))
+			if err != nil {
+				return exitWith(ExitBadInput, err)
 			}
-			msgs = append(msgs, map[string]string{"role": "user", "content": env.Getenv("STEWARD_INPUT")})
-			body, _ := json.Marshal(map[string]any{"model": model, "messages": msgs})
 			req, err := http.NewRequestWithContext(cmd.Context(), http.MethodPost, strings.TrimSuffix(base, "/")+"/chat/completions", bytes.NewReader(body))
 			if err != nil {
 				return err

@@ -108,8 +108,11 @@ type Config struct {
 	Range Range
 	// Step is added per passing window (0: DefaultStep).
 	Step int
-	// Budget is the sandbox budget that bounds the sum of all setpoints
-	// (0: none, e.g. elastic providers).
+	// Budget is the sandbox budget (0: none, e.g. elastic providers). No
+	// setpoint climbs above it, and the connection ceiling never exceeds
+	// it. Sharing the budget among the tasks that can run is the
+	// scheduler's job (sched.Split): the ramp's setpoint is each task's
+	// cap, the scheduler's share never exceeds it.
 	Budget int
 	// Down is the step-down policy on reversal (zero: the measured default).
 	Down StepDown
@@ -138,8 +141,13 @@ type Signals struct {
 
 // TaskSignals are one task's signals for one window (from the scheduler).
 type TaskSignals struct {
-	// Saturated: the task's limiter was full while work was queued.
+	// Saturated: the task's setpoint (its cap) was full of running
+	// attempts while work was queued: the setpoint is what held it back.
 	Saturated bool `json:"saturated"`
+	// BudgetBound: the task's share of the sandbox budget, below its
+	// setpoint, was full while work was queued: the budget held it back,
+	// and a higher setpoint would not run more.
+	BudgetBound bool `json:"budget_bound,omitempty"`
 	// Errored is the number of the task's samples that errored in this window.
 	Errored int `json:"errored"`
 }
@@ -218,7 +226,6 @@ type Controller struct {
 	tasks   []TaskSpec
 	rng     Range
 	pending *Range
-	share   []int // per task: budget share (math.MaxInt without a budget); 0 for fixed tasks
 	sp      []int
 	ceiling int
 	clamped bool
@@ -253,7 +260,6 @@ func New(cfg Config, tasks []TaskSpec) (*Controller, error) {
 	if c.down == DownDefault {
 		c.down = chosenDown
 	}
-	c.share = shares(c.tasks, c.budget)
 	c.sp = make([]int, len(tasks))
 	for i, t := range c.tasks {
 		if t.MaxSamples > 0 {
@@ -266,45 +272,6 @@ func New(cfg Config, tasks []TaskSpec) (*Controller, error) {
 	return c, nil
 }
 
-// shares splits what the budget leaves after fixed tasks equally among the
-// ramped tasks (the first ones get the remainder), at least 1 each.
-// Without a budget every share is unbounded.
-func shares(tasks []TaskSpec, budget int) []int {
-	out := make([]int, len(tasks))
-	fixed, n := 0, 0
-	for _, t := range tasks {
-		if t.MaxSamples > 0 {
-			fixed += t.MaxSamples
-		} else {
-			n++
-		}
-	}
-	left := budget - fixed
-	if left < 0 {
-		left = 0
-	}
-	k := 0
-	for i, t := range tasks {
-		if t.MaxSamples > 0 {
-			continue
-		}
-		switch {
-		case budget == 0:
-			out[i] = math.MaxInt
-		default:
-			out[i] = left / n
-			if k < left%n {
-				out[i]++
-			}
-			if out[i] < 1 {
-				out[i] = 1
-			}
-		}
-		k++
-	}
-	return out
-}
-
 // lo is the low end in force: the range's, or DefaultLo when the ramp is off.
 func (c *Controller) lo() int {
 	if c.rng.Enabled {
@@ -314,15 +281,23 @@ func (c *Controller) lo() int {
 }
 
 // startOf is where ramped task i starts, and its floor for step-downs: the
-// low end, or its budget share when that is smaller.
-func (c *Controller) startOf(i int) int {
-	return min(c.lo(), c.share[i])
+// low end (no more than the budget: a task never runs more than it).
+func (c *Controller) startOf(int) int {
+	if c.budget > 0 {
+		return min(c.lo(), c.budget)
+	}
+	return c.lo()
 }
 
+// total is the sum of the setpoints, no more than the budget: what the
+// fleet can run at once, so what the connection ceiling follows (R3).
 func (c *Controller) total() int {
 	n := 0
 	for _, s := range c.sp {
 		n += s
+	}
+	if c.budget > 0 {
+		n = min(n, c.budget)
 	}
 	return n
 }
@@ -494,7 +469,9 @@ func (c *Controller) Tend(now time.Time, g Signals, ts []TaskSignals) Decision {
 			if c.held {
 				why = append(why, "held: "+c.reason)
 			}
-			if !s.Saturated {
+			if !s.Saturated && s.BudgetBound {
+				why = append(why, fmt.Sprintf("sandbox budget %d full", c.budget))
+			} else if !s.Saturated {
 				why = append(why, "not saturated")
 			}
 			if g.Pushback {
@@ -523,13 +500,13 @@ func (c *Controller) Tend(now time.Time, g Signals, ts []TaskSignals) Decision {
 		c.stepDown(down, g, fixedSum, d.Tasks)
 	}
 
-	// Climbs (R1), within the budget (C4).
+	// Climbs (R1), never above the budget.
 	climbed := c.climb(want)
 	for i := range d.Tasks {
 		if d.Tasks[i].Action == ActionUp {
 			if climbed[i] == 0 {
 				d.Tasks[i].Action = ActionHold
-				d.Tasks[i].Reason = fmt.Sprintf("sandbox budget %d full", c.budget)
+				d.Tasks[i].Reason = fmt.Sprintf("at the sandbox budget %d", c.budget)
 			} else {
 				d.Tasks[i].Reason = fmt.Sprintf("gates passed: +%d", climbed[i])
 			}
@@ -620,39 +597,20 @@ func (c *Controller) stepDown(idx []int, g Signals, fixedSum int, tds []TaskDeci
 	}
 }
 
-// climb applies the wanted climbs. Without a budget everyone gets theirs;
-// with one, the room left is shared one sample at a time to the task with the
-// lowest setpoint (ties: the earlier task), so it is fair and deterministic.
+// climb applies the wanted climbs, none above the budget. The budget is
+// shared among the tasks that can run by the scheduler (sched.Split), not
+// here: a setpoint is a cap, and a task whose share of the budget holds it
+// back is not saturated (TaskSignals.BudgetBound) and does not climb.
 func (c *Controller) climb(want []int) []int {
 	got := make([]int, len(want))
-	room := math.MaxInt
-	if c.budget > 0 {
-		room = c.budget - c.total()
-	}
-	totalWant := 0
-	for _, w := range want {
-		totalWant += w
-	}
-	if totalWant <= room {
-		for i, w := range want {
+	for i, w := range want {
+		if c.budget > 0 {
+			w = min(w, c.budget-c.sp[i])
+		}
+		if w > 0 {
 			c.sp[i] += w
 			got[i] = w
 		}
-		return got
-	}
-	for room > 0 {
-		best := -1
-		for i, w := range want {
-			if got[i] < w && (best < 0 || c.sp[i] < c.sp[best]) {
-				best = i
-			}
-		}
-		if best < 0 {
-			break
-		}
-		c.sp[best]++
-		got[best]++
-		room--
 	}
 	return got
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/steward-evals/steward/internal/sched"
 )
 
 // fakeClock hands out tend times one window apart.
@@ -404,8 +406,10 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	}
 }
 
-// TestBudget: with a sandbox budget, ramped tasks start at an equal share of
-// what fixed tasks leave, and the sum never exceeds the budget (C4).
+// TestBudget: with a sandbox budget, no setpoint climbs above it, and the
+// scheduler's split of the budget among the tasks (sched.Split, fed the
+// setpoints as caps) never adds up to more than it (C4): equal shares for
+// equal work, the room left after capped tasks to the others.
 func TestBudget(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -415,9 +419,10 @@ func TestBudget(t *testing.T) {
 		final  []int
 	}{
 		{"share below 50", specs(10, 0), 19, []int{2, 2, 2, 2, 2, 2, 2, 2, 2, 1}, []int{2, 2, 2, 2, 2, 2, 2, 2, 2, 1}},
+		{"more tasks than budget", specs(10, 0), 4, []int{1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, []int{1, 1, 1, 1, 0, 0, 0, 0, 0, 0}},
 		{"share above 50", specs(4, 0), 500, []int{50, 50, 50, 50}, []int{125, 125, 125, 125}},
 		{"uneven room", specs(3, 0), 200, []int{50, 50, 50}, []int{67, 67, 66}},
-		{"with fixed", []TaskSpec{{"a", 100}, {"b", 0}, {"c", 0}}, 160, []int{100, 30, 30}, []int{100, 30, 30}},
+		{"fixed below its share", []TaskSpec{{"a", 40}, {"b", 0}, {"c", 0}}, 160, []int{40, 50, 50}, []int{40, 60, 60}},
 		{"fixed then climb", []TaskSpec{{"a", 100}, {"b", 0}, {"c", 0}}, 400, []int{100, 50, 50}, []int{100, 150, 150}},
 		{"budget above the top", specs(2, 0), 1000, []int{50, 50}, []int{200, 200}},
 	}
@@ -425,20 +430,53 @@ func TestBudget(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newClock()
 			c := mustNew(t, Config{Range: DefaultRange, Budget: tc.budget}, tc.tasks)
-			if got := c.Setpoints(); !reflect.DeepEqual(got, tc.start) {
+			rem := make([]int, len(tc.tasks))
+			for i := range rem {
+				rem[i] = 1000
+			}
+			split := func(caps []int) []int {
+				got := sched.Split(tc.budget, caps, rem, caps)
+				sum := 0
+				for i, n := range got {
+					sum += n
+					if n > caps[i] {
+						t.Fatalf("share %d above the setpoint %d", n, caps[i])
+					}
+				}
+				if sum > tc.budget {
+					t.Fatalf("shares %v add up to %d, over the budget %d", got, sum, tc.budget)
+				}
+				return got
+			}
+			if got := split(c.Setpoints()); !reflect.DeepEqual(got, tc.start) {
 				t.Fatalf("start %v, want %v", got, tc.start)
 			}
 			var d Decision
 			for i := range 20 {
 				d = c.Tend(clk.next(), quiet, saturated(len(tc.tasks)))
-				if d.Total() > tc.budget {
-					t.Fatalf("tend %d: total %d over the budget %d", i, d.Total(), tc.budget)
+				for _, s := range d.Setpoints {
+					if s > tc.budget {
+						t.Fatalf("tend %d: setpoint %d over the budget %d", i, s, tc.budget)
+					}
+				}
+				if d.Ceiling > tc.budget {
+					t.Fatalf("tend %d: ceiling %d over the budget %d", i, d.Ceiling, tc.budget)
 				}
 			}
-			if !reflect.DeepEqual(d.Setpoints, tc.final) {
-				t.Fatalf("final %v, want %v", d.Setpoints, tc.final)
+			if got := split(d.Setpoints); !reflect.DeepEqual(got, tc.final) {
+				t.Fatalf("final %v, want %v", got, tc.final)
 			}
 		})
+	}
+}
+
+// A task held back by its share of the budget, not by its setpoint, does not
+// climb, and the decision says why.
+func TestBudgetBoundHolds(t *testing.T) {
+	c := mustNew(t, Config{Range: DefaultRange, Budget: 8}, specs(2, 0))
+	d := c.Tend(newClock().next(), quiet, []TaskSignals{{BudgetBound: true}, {BudgetBound: true}})
+	if d.Setpoints[0] != 8 || d.Tasks[0].Action != ActionHold || d.Tasks[0].Reason != "sandbox budget 8 full" {
+		t.Fatalf("%+v", d.Tasks[0])
 	}
 }
 
@@ -485,12 +523,15 @@ func TestRandomWalk(t *testing.T) {
 			before := c.Setpoints()
 			_, held := c.Held()
 			d := c.Tend(clk.next(), g, ts)
-			if budget > 0 && d.Total() > budget {
-				t.Fatalf("trial %d step %d: total %d over budget %d", trial, step, d.Total(), budget)
+			if budget > 0 && d.Ceiling > budget {
+				t.Fatalf("trial %d step %d: ceiling %d over budget %d", trial, step, d.Ceiling, budget)
 			}
 			for i, s := range d.Setpoints {
 				if tasks[i].MaxSamples > 0 && s != tasks[i].MaxSamples {
 					t.Fatalf("fixed task moved: %d → %d", tasks[i].MaxSamples, s)
+				}
+				if budget > 0 && tasks[i].MaxSamples == 0 && s > budget {
+					t.Fatalf("trial %d step %d: setpoint %d over budget %d", trial, step, s, budget)
 				}
 				if s < 1 || (tasks[i].MaxSamples == 0 && s > hi) {
 					t.Fatalf("trial %d step %d: setpoint %d outside [1, %d]", trial, step, s, hi)

@@ -42,9 +42,12 @@ type Report struct {
 
 // Counts is the panel's counts line (L1).
 type Counts struct {
-	Total       int `json:"total"`
-	Reused      int `json:"reused"`
+	Total  int `json:"total"`
+	Reused int `json:"reused"`
+	// Running: attempts whose sandbox exists and that execute (backoff
+	// included); Starting: admitted, their sandbox still being made.
 	Running     int `json:"running"`
+	Starting    int `json:"starting,omitempty"`
 	Queued      int `json:"queued"`
 	Passed      int `json:"passed"`
 	Failed      int `json:"failed"`

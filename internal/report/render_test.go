@@ -26,6 +26,12 @@ func TestPlanAndCountsLines(t *testing.T) {
 	if got != want {
 		t.Errorf("CountsLine with infra:\n got %q\nwant %q", got, want)
 	}
+	// Admitted attempts whose sandbox is still being made show apart.
+	got = CountsLine(Counts{Total: 10, Running: 4, Starting: 3, Queued: 3})
+	want = "│ 10 total · 0 reused · 4 running · 3 starting · 3 queued · 0 passed · 0 failed · 0 errored · 0 skipped │"
+	if got != want {
+		t.Errorf("CountsLine with starting:\n got %q\nwant %q", got, want)
+	}
 	var b bytes.Buffer
 	if err := Terminal(&b, fixture(), TerminalOptions{}); err != nil {
 		t.Fatal(err)

@@ -37,11 +37,17 @@ func CountsText(c Counts) string {
 		strconv.Itoa(c.Total) + " total",
 		strconv.Itoa(c.Reused) + " reused",
 		strconv.Itoa(c.Running) + " running",
-		strconv.Itoa(c.Queued) + " queued",
-		strconv.Itoa(c.Passed) + " passed",
-		strconv.Itoa(c.Failed) + " failed",
-		strconv.Itoa(c.Errored) + " errored",
 	}
+	if c.Starting > 0 {
+		// Admitted attempts whose sandbox is still being made, apart from running.
+		parts = append(parts, strconv.Itoa(c.Starting)+" starting")
+	}
+	parts = append(parts,
+		strconv.Itoa(c.Queued)+" queued",
+		strconv.Itoa(c.Passed)+" passed",
+		strconv.Itoa(c.Failed)+" failed",
+		strconv.Itoa(c.Errored)+" errored",
+	)
 	if c.Infra > 0 {
 		parts = append(parts, strconv.Itoa(c.Infra)+" infra")
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/steward-evals/steward/internal/plan"
@@ -28,14 +29,49 @@ func (r inProcess) attempt(ctx context.Context, a *plan.Attempt, token string) r
 	return r.executor.attempt(ctx, a, token)
 }
 
+// hooks connect one attempt's gateway token to the scheduler. The gateway
+// calls them per request: any number of the attempt's requests may back off
+// at once (sched counts them), and no scheduler error is dropped: a refused
+// BackoffStart is reported and makes the request's BackoffEnd fail.
 type hooks struct {
-	d  *sched.Dispatcher
-	id int
+	d    *sched.Dispatcher
+	id   int
+	name string
+	logf func(format string, args ...any)
+
+	mu      sync.Mutex
+	refused int // BackoffStarts the scheduler refused, not yet answered by a BackoffEnd
 }
 
-func (h hooks) BackoffStart()                        { _ = h.d.Backoff(h.id) }
-func (h hooks) BackoffEnd(ctx context.Context) error { return h.d.Resume(ctx, h.id) }
-func (h hooks) Usage(in, out int64, cost float64)    {}
+func (h *hooks) BackoffStart() {
+	if err := h.d.Backoff(h.id); err != nil {
+		h.mu.Lock()
+		h.refused++
+		h.mu.Unlock()
+		h.logf("steward: %s: backoff: %v\n", h.name, err)
+	}
+}
+
+func (h *hooks) BackoffEnd(ctx context.Context) error {
+	h.mu.Lock()
+	refused := h.refused > 0
+	if refused {
+		h.refused--
+	}
+	h.mu.Unlock()
+	if refused {
+		return fmt.Errorf("%s: the scheduler refused its backoff", h.name)
+	}
+	if err := h.d.Resume(ctx, h.id); err != nil {
+		if ctx.Err() == nil {
+			h.logf("steward: %s: resume after backoff: %v\n", h.name, err)
+		}
+		return err
+	}
+	return nil
+}
+
+func (h *hooks) Usage(in, out int64, cost float64) {}
 
 // runItem runs one admitted attempt (retrying infrastructure errors),
 // publishes it, frees its slots, and applies early exit and the budget stop.
@@ -47,7 +83,7 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 		retries = *t.Retries
 	}
 	gwID := l.runID + "/" + strconv.Itoa(a.Seq)
-	token := l.gw.Issue(gwID, hooks{d: l.disp, id: it.ID})
+	token := l.gw.Issue(gwID, &hooks{d: l.disp, id: it.ID, name: a.ID(l.p), logf: func(f string, args ...any) { fmt.Fprintf(l.opts.Stderr, f, args...) }})
 	var row record.Attempt
 	for try := 0; ; try++ {
 		row = l.runner.attempt(ctx, a, token)
@@ -86,7 +122,7 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 			fmt.Fprintf(l.opts.Stderr, "steward: %v\nsteward: no new attempts start\n", err)
 		}
 		l.cancelQueued("not started: the record cannot take results")
-		_ = l.disp.Finish(it.ID)
+		l.finishItem(it.ID)
 		if l.onFinish != nil {
 			l.onFinish()
 		}
@@ -127,9 +163,16 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 		}
 		l.cancelQueued(fmt.Sprintf("budget spent ($%.2f)", b))
 	}
-	_ = l.disp.Finish(it.ID)
+	l.finishItem(it.ID)
 	if l.onFinish != nil {
 		l.onFinish()
+	}
+}
+
+// finishItem frees an attempt's slots; a refusal is a scheduler bug, said aloud.
+func (l *launcher) finishItem(id int) {
+	if err := l.disp.Finish(id); err != nil {
+		fmt.Fprintf(l.opts.Stderr, "steward: %v\n", err)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/fakeprovider"
+	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sandbox/docker"
@@ -181,4 +182,75 @@ func dumpRecord(t *testing.T, path string) string {
 		rows.Close()
 	}
 	return b.String()
+}
+
+// A task's files: are in the workdir for every attempt in a reused Docker
+// sandbox (a group lane, and a sandbox_reuse pool, each reset between
+// attempts). (They used to be copied only when the sandbox was made.)
+func TestDockerReusedSandboxesKeepTaskFiles(t *testing.T) {
+	needDocker(t)
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Fatalf("busybox-static is needed (apt-get install busybox-static): %v", err)
+	}
+	dir := t.TempDir()
+	img := filepath.Join(dir, "image")
+	os.MkdirAll(img, 0o755)
+	data, _ := os.ReadFile(bb)
+	os.WriteFile(filepath.Join(img, "busybox"), data, 0o755)
+	write(t, img, "Dockerfile", "FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\nWORKDIR /work\n")
+	write(t, dir, "run.sh", `echo "ran $STEWARD_SAMPLE_ID"`+"\n")
+	path := write(t, dir, "steward.yaml", `
+tasks:
+  - name: lane
+    sandbox: {provider: docker, build: image, memory: 64m}
+    files: {run.sh: run.sh}
+    agent: 'sh run.sh'
+    scorer: {match: regex}
+    groups: [{name: g, samples: [l1, l2, l3]}]
+    samples:
+      - {id: l1, input: "", target: "^ran l1$"}
+      - {id: l2, input: "", target: "^ran l2$"}
+      - {id: l3, input: "", target: "^ran l3$"}
+  - name: pool
+    sandbox: {provider: docker, build: image, memory: 64m}
+    sandbox_reuse: true
+    max_samples: 1
+    files: {run.sh: run.sh}
+    agent: 'sh run.sh'
+    scorer: {match: regex}
+    samples:
+      - {id: p1, input: "", target: "^ran p1$"}
+      - {id: p2, input: "", target: "^ran p2$"}
+      - {id: p3, input: "", target: "^ran p3$"}
+`)
+	es, err := evalset.Load(path, evalset.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	res, err := Launch(context.Background(), Options{EvalSet: es, Providers: dockerFactory{t}, Stderr: &syncWriter{w: &stderr}})
+	if err != nil {
+		t.Fatalf("launch: %v\n%s", err, stderr.String())
+	}
+	if got := statuses(res.Report); got != "l1:p l2:p l3:p p1:p p2:p p3:p" {
+		t.Fatalf("statuses %s\n%+v\n%s", got, res.Report.Attempts, stderr.String())
+	}
+	// One sandbox per lane and one for the serial pool: the attempts reused them.
+	db, err := record.Open(context.Background(), filepath.Join(dir, ".steward"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Attempts(context.Background(), res.Report.RunIDs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, a := range rows {
+		ids[a.Task+"/"+a.Sandbox] = true
+	}
+	if len(ids) != 2 {
+		t.Fatalf("%d sandboxes for 6 attempts, want 2 (reused): %v", len(ids), ids)
+	}
 }

@@ -51,9 +51,15 @@ type execEnv struct {
 	runID     string
 	exe       string
 	model     string
-	stderr    io.Writer
+	// modelSettings is model.settings as JSON ("" when none), for agents
+	// (STEWARD_MODEL_SETTINGS; the built-in chat agent sends them).
+	modelSettings string
+	stderr        io.Writer
 	// fault, when set, injects a panic for a task (fault-injection tests of W1).
 	fault string
+	// started, when set, is told an attempt's sandbox exists and it executes
+	// (the one definition of running: panel, tend, the ramp's saturation).
+	started func(seq int)
 }
 
 func newExecutor(x *execEnv) *executor {
@@ -113,6 +119,9 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) r
 		return classify(err, "create sandbox")
 	}
 	row.Sandbox = sb.ID()
+	if l.started != nil {
+		l.started(a.Seq)
+	}
 	healthy := true
 	defer func() { e.put(key, a.Task, sb, healthy) }()
 	defer e.collectArtifacts(ctx, sb, a) // before the sandbox goes back or away
@@ -232,6 +241,9 @@ func (e *executor) env(a *plan.Attempt, token string, sb sandbox.Sandbox) map[st
 		"STEWARD_METADATA":   string(meta),
 		"STEWARD_MODEL":      l.model,
 		"STEWARD_WORKDIR":    sb.Workdir(),
+	}
+	if l.modelSettings != "" {
+		env["STEWARD_MODEL_SETTINGS"] = l.modelSettings
 	}
 	for _, kv := range gateway.Env(l.gwURL[l.taskProv[a.Task]], token) {
 		k, v, _ := strings.Cut(kv, "=")
@@ -395,21 +407,44 @@ func abs(x float64) float64 {
 	return x
 }
 
-// get returns a sandbox ready for the attempt: idle from its pool, or new
+// taskFiles reads the task's `files:`, copied into the workdir of every
+// sandbox for every attempt (a reused sandbox's reset removes them).
+func taskFiles(t *evalset.Task) ([]sandbox.File, error) {
+	var files []sandbox.File
+	for dst, src := range t.Files {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return nil, fmt.Errorf("task file %s: %w", dst, err)
+		}
+		files = append(files, sandbox.File{Path: dst, Data: b, Mode: fileMode(src)})
+	}
+	return files, nil
+}
+
+// get returns a sandbox ready for the attempt: idle from its pool (its
+// workdir was reset, so the task's files are copied in again), or new
 // (created, task files copied in, task setup run).
 func (e *executor) get(ctx context.Context, a *plan.Attempt, key string) (sandbox.Sandbox, error) {
+	l := e.x
+	t := l.p.Tasks[a.Task].Task
 	if key != "" {
 		e.mu.Lock()
 		if p := e.pools[key]; len(p) > 0 {
 			sb := p[len(p)-1]
 			e.pools[key] = p[:len(p)-1]
 			e.mu.Unlock()
+			files, err := taskFiles(t)
+			if err == nil && len(files) > 0 {
+				err = sb.CopyIn(ctx, files)
+			}
+			if err != nil {
+				e.put("", a.Task, sb, false) // not fit for reuse: remove it
+				return nil, err
+			}
 			return sb, nil
 		}
 		e.mu.Unlock()
 	}
-	l := e.x
-	t := l.p.Tasks[a.Task].Task
 	spec := *l.specs[a.Task]
 	prov := l.providers[l.taskProv[a.Task]]
 	sb, err := prov.Create(ctx, spec)
@@ -422,13 +457,9 @@ func (e *executor) get(ctx context.Context, a *plan.Attempt, key string) (sandbo
 		_ = sb.Close(cctx)
 		return nil, err
 	}
-	var files []sandbox.File
-	for dst, src := range t.Files {
-		b, err := os.ReadFile(src)
-		if err != nil {
-			return fail(fmt.Errorf("task file %s: %w", dst, err))
-		}
-		files = append(files, sandbox.File{Path: dst, Data: b, Mode: fileMode(src)})
+	files, err := taskFiles(t)
+	if err != nil {
+		return fail(err)
 	}
 	if l.taskProv[a.Task] != "local" && l.exe != "" && mentionsSteward(t) {
 		b, err := os.ReadFile(l.exe)

@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/record"
@@ -57,7 +59,9 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 		_ = db.FinishRun(fctx, l.runID, status, time.Now(), l.left)
 	}()
 
-	// Providers: sweep what dead runs left, then build images and networks.
+	// Providers: sweep what dead runs left, then build images and networks,
+	// once per run: worker processes adopt them (W1), so a run has one
+	// gateway network and builds each build: directory once.
 	cleanup := &cleanups{}
 	defer cleanup.run()
 	needed := map[string][]*sandbox.Spec{}
@@ -73,16 +77,6 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 		}
 		if err := l.preflight(ctx, name, prov, specs); err != nil {
 			return nil, err
-		}
-		if l.opts.Workers {
-			// Each worker prepares its own tasks' sandboxes; the supervisor's
-			// provider only sizes, checks and finally removes leftovers.
-			cleanup.add(func() {
-				fctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				_ = prov.Finalize(fctx)
-			})
-			continue
 		}
 		if err := prov.Prepare(ctx, specs); err != nil {
 			return nil, fmt.Errorf("prepare %s sandboxes: %w", name, err)
@@ -107,39 +101,17 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 	if err := l.publishCarried(ctx); err != nil {
 		return nil, record.Classify(db.Dir, err)
 	}
-	l.itemOf = map[int]int{}
-	for _, a := range l.p.Attempts {
-		if a.Action != plan.ActionRun {
-			continue
-		}
-		it := sched.Item{ID: len(l.items), Task: a.Task, Lane: a.Lane}
-		if l.exclusive[a.Task] {
-			it.Exclusive = "local"
-		}
-		l.itemOf[a.Seq] = it.ID
-		l.items = append(l.items, it)
-		l.seqOf = append(l.seqOf, a.Seq)
-	}
-	var order []int
-	for _, t := range l.p.Tasks {
-		for _, seq := range t.Order {
-			if id, ok := l.itemOf[seq]; ok {
-				order = append(order, id)
-			}
-		}
-	}
-	st, err := sched.New(l.items, len(l.p.Tasks), order)
+	st, err := l.newState()
 	if err != nil {
 		return nil, err
 	}
-	st.SetBudget(l.budget)
 	l.disp = sched.NewDispatcher(st)
 	ctl, err := l.newRamp()
 	if err != nil {
 		return nil, err
 	}
 	for i, sp := range ctl.Setpoints() {
-		st.SetSetpoint(i, sp)
+		st.SetCap(i, sp)
 	}
 	l.errWin = make([]int, len(l.p.Tasks))
 
@@ -173,7 +145,8 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 		l.runner = workers
 	} else {
 		l.runner = inProcess{newExecutor(&execEnv{p: l.p, specs: l.specs, providers: l.providers, taskProv: l.taskProv,
-			gwURL: l.gwURL, runID: l.runID, exe: l.opts.Exe, model: l.es.Model.Name, stderr: l.opts.Stderr})}
+			gwURL: l.gwURL, runID: l.runID, exe: l.opts.Exe, model: l.es.Model.Name, modelSettings: modelSettings(l.es), stderr: l.opts.Stderr,
+			started: l.started})}
 	}
 	tasksDone := make([]chan struct{}, len(l.p.Tasks))
 	for i := range tasksDone {
@@ -257,6 +230,82 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 	return &Result{Report: rep, Cancelled: status == "cancelled"}, nil
 }
 
+// newState builds the scheduler's state for the attempts to run, with the
+// budget set and every task not ready yet (it becomes ready after its
+// max_tasks slot, lease and host setup).
+func (l *launcher) newState() (*sched.State, error) {
+	l.items, l.seqOf, l.itemOf = nil, nil, map[int]int{}
+	for _, a := range l.p.Attempts {
+		if a.Action != plan.ActionRun {
+			continue
+		}
+		it := sched.Item{ID: len(l.items), Task: a.Task, Lane: a.Lane}
+		if l.exclusive[a.Task] {
+			it.Exclusive = "local"
+		}
+		l.itemOf[a.Seq] = it.ID
+		l.items = append(l.items, it)
+		l.seqOf = append(l.seqOf, a.Seq)
+	}
+	var order []int
+	for _, t := range l.p.Tasks {
+		for _, seq := range t.Order {
+			if id, ok := l.itemOf[seq]; ok {
+				order = append(order, id)
+			}
+		}
+	}
+	st, err := sched.New(l.items, len(l.p.Tasks), order)
+	if err != nil {
+		return nil, err
+	}
+	st.SetBudget(l.budget)
+	return st, nil
+}
+
+// startSetpoints are the setpoints the run starts with when every task can
+// run: the ramp's starting setpoints (or max_samples) shared within the
+// budget (C4, C7), as the scheduler computes them. Nil when unknown.
+func (l *launcher) startSetpoints() []int {
+	st, err := l.newState()
+	l.items, l.seqOf, l.itemOf = nil, nil, nil
+	if err != nil {
+		return nil
+	}
+	ctl, err := l.newRamp()
+	if err != nil {
+		return nil
+	}
+	for i, sp := range ctl.Setpoints() {
+		st.SetCap(i, sp)
+		st.SetReady(i, true)
+	}
+	out := make([]int, len(l.p.Tasks))
+	for i := range out {
+		out[i] = st.Setpoint(i)
+	}
+	return out
+}
+
+// modelSettings is model.settings as JSON, or "" when there are none.
+func modelSettings(es *evalset.EvalSet) string {
+	if len(es.Model.Settings) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(es.Model.Settings)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// started marks an attempt running: its sandbox exists and it executes.
+func (l *launcher) started(seq int) {
+	if id, ok := l.itemOf[seq]; ok && l.disp != nil {
+		l.disp.MarkStarted(id)
+	}
+}
+
 type cleanups struct{ fns []func() }
 
 func (c *cleanups) add(f func()) { c.fns = append(c.fns, f) }
@@ -298,9 +347,8 @@ func (l *launcher) startGateway(ctx context.Context, needed map[string][]*sandbo
 	l.gwURL = map[string]string{}
 	l.gwListen = map[string]string{}
 	l.gwCtx = ctx
-	if l.opts.Workers {
-		return nil // workers ask for listeners where their sandboxes reach the gateway
-	}
+	// One listener per provider for the whole run, workers included (they
+	// receive the URL).
 	for name := range needed {
 		addr, err := l.providers[name].Gateway(ctx)
 		if err != nil {

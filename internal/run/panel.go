@@ -9,15 +9,34 @@ import (
 )
 
 // counts is the live counts line (L1): record statuses plus the scheduler's
-// running and queued.
+// running, starting and queued.
 func (l *launcher) counts() report.Counts {
+	c, _ := l.snapshot()
+	return c
+}
+
+// taskLive is one task's row of a snapshot.
+type taskLive struct {
+	sched.Live
+	Setpoint, Cap int
+}
+
+// snapshot reads the counts line and every task's live row at one moment,
+// by one definition of running (sched.Live): the total line and the
+// per-task rows of `steward tend` always agree.
+func (l *launcher) snapshot() (report.Counts, []taskLive) {
 	var c report.Counts
 	c.Total = len(l.p.Attempts)
+	var rows []taskLive
 	if l.disp != nil {
+		rows = make([]taskLive, len(l.p.Tasks))
 		l.disp.With(func(s *sched.State) {
-			ph := s.Counts()
-			c.Queued = ph[sched.Queued]
-			c.Running = ph[sched.Running] + ph[sched.Backoff] + ph[sched.Resuming]
+			for i := range rows {
+				rows[i] = taskLive{Live: s.TaskLive(i), Setpoint: s.Setpoint(i), Cap: s.Cap(i)}
+				c.Queued += rows[i].Queued
+				c.Starting += rows[i].Starting
+				c.Running += rows[i].Running
+			}
 		})
 	}
 	l.mu.Lock()
@@ -39,7 +58,7 @@ func (l *launcher) counts() report.Counts {
 			c.Interrupted++
 		}
 	}
-	return c
+	return c, rows
 }
 
 // panelLoop redraws the counts line on a TTY, or prints it as plain lines

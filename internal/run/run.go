@@ -460,10 +460,50 @@ func (l *launcher) makePlanLine() string {
 			parts = append(parts, fmt.Sprintf("%s ≤1 (local exclusive)", t.Task.Name))
 		}
 	}
+	if sp := l.startSetpoints(); sp != nil {
+		if s := setpointsPart(l.p, sp); s != "" {
+			parts = append(parts, s)
+		}
+	}
 	if l.opts.Shard != "" {
 		parts = append(parts, "shard "+l.opts.Shard)
 	}
 	return strings.Join(parts, " · ")
+}
+
+// setpointsPart names the starting setpoints of the tasks with work, e.g.
+// "setpoints slow 1, fast 2", or by value for many tasks: "setpoints 2 ×9, 1 ×1".
+func setpointsPart(p *plan.Plan, sp []int) string {
+	work := make([]bool, len(p.Tasks))
+	for _, a := range p.Attempts {
+		if a.Action == plan.ActionRun {
+			work[a.Task] = true
+		}
+	}
+	var named []string
+	var vals []int
+	count := map[int]int{}
+	for i, t := range p.Tasks {
+		if !work[i] {
+			continue
+		}
+		named = append(named, fmt.Sprintf("%s %d", t.Task.Name, sp[i]))
+		if count[sp[i]] == 0 {
+			vals = append(vals, sp[i])
+		}
+		count[sp[i]]++
+	}
+	switch {
+	case len(named) == 0:
+		return ""
+	case len(named) <= 4:
+		return "setpoints " + strings.Join(named, ", ")
+	}
+	var byVal []string
+	for _, v := range vals {
+		byVal = append(byVal, fmt.Sprintf("%d ×%d", v, count[v]))
+	}
+	return "setpoints " + strings.Join(byVal, ", ")
 }
 
 func hostname() string {

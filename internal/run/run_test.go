@@ -301,7 +301,7 @@ tasks:
     samples: [{id: f, input: "", target: ok}]
 `)
 	r := launchSet(t, path, func(o *Options) { o.Concurrency = 3; o.Dry = true })
-	if want := "9 attempts · 2 samples × 2 tasks · concurrency 3 (from flag) · slow ≤1"; r.rep.Plan != want {
+	if want := "9 attempts · 2 samples × 2 tasks · concurrency 3 (from flag) · slow ≤1 · setpoints slow 1, fast 2"; r.rep.Plan != want {
 		t.Fatalf("PLAN %q, want %q", r.rep.Plan, want)
 	}
 	r = launchSet(t, path, func(o *Options) { o.Concurrency = 3 })

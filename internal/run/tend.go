@@ -36,19 +36,53 @@ func (l *launcher) newRamp() (*ramp.Controller, error) {
 
 // LiveState is what `steward tend` shows of a running invocation.
 type LiveState struct {
-	RunID     string        `json:"run_id"`
-	EvalSet   string        `json:"eval_set"`
-	Plan      string        `json:"plan"`
-	At        time.Time     `json:"at"`
-	Counts    report.Counts `json:"counts"`
-	Range     string        `json:"range"`
-	Held      string        `json:"held,omitempty"`
-	Decision  ramp.Decision `json:"decision"`
-	Tasks     []string      `json:"tasks"`
-	Setpoints []int         `json:"setpoints"`
-	Running   []int         `json:"running"`
-	Queued    []int         `json:"queued"`
-	Budget    int           `json:"budget"`
+	RunID    string        `json:"run_id"`
+	EvalSet  string        `json:"eval_set"`
+	Plan     string        `json:"plan"`
+	At       time.Time     `json:"at"`
+	Counts   report.Counts `json:"counts"`
+	Range    string        `json:"range"`
+	Held     string        `json:"held,omitempty"`
+	Decision ramp.Decision `json:"decision"`
+	Tasks    []string      `json:"tasks"`
+	// Setpoints are the tasks' shares of the sandbox budget now (0 while a
+	// task waits or is finished; they never add up to more than the
+	// budget); Caps the ramp's setpoints (or max_samples) that bound them.
+	Setpoints []int `json:"setpoints"`
+	Caps      []int `json:"caps,omitempty"`
+	// Running, Starting and Queued per task, read at the same moment as
+	// Counts and by the same definition, so they add up to its figures.
+	Running  []int `json:"running"`
+	Starting []int `json:"starting,omitempty"`
+	Queued   []int `json:"queued"`
+	Budget   int   `json:"budget"`
+	// Tended is false before the first tend: Decision is then empty and the
+	// setpoints are where the ramp starts.
+	Tended bool `json:"tended"`
+}
+
+// publishLive writes what `steward tend` shows, from one snapshot.
+func (l *launcher) publishLive(ctx context.Context, ctl *ramp.Controller, d ramp.Decision, tended bool, now time.Time) {
+	c, rows := l.snapshot()
+	names := make([]string, len(l.p.Tasks))
+	for i, t := range l.p.Tasks {
+		names[i] = t.Task.Name
+	}
+	live := LiveState{RunID: l.runID, EvalSet: l.es.File, Plan: l.planLine, At: now, Counts: c, Decision: d, Tasks: names,
+		Budget: l.budget, Tended: tended}
+	live.Held, _ = ctl.Held()
+	cur, _ := ctl.Range()
+	live.Range = cur.String()
+	for _, r := range rows {
+		live.Setpoints = append(live.Setpoints, r.Setpoint)
+		live.Caps = append(live.Caps, r.Cap)
+		live.Running = append(live.Running, r.Running)
+		live.Starting = append(live.Starting, r.Starting)
+		live.Queued = append(live.Queued, r.Queued)
+	}
+	if b, err := json.Marshal(live); err == nil {
+		_ = l.db.SetLive(ctx, l.runID, string(b), now)
+	}
 }
 
 // tendLoop runs one control step per window (R1–R6): read the limiter and
@@ -64,12 +98,18 @@ func (l *launcher) tendLoop(ctx context.Context, ctl *ramp.Controller, stop chan
 		l.gw.SetCeiling(c)
 		rampCeiling = true
 	}
+	// The starting setpoints are visible before the first tend (`steward tend`).
+	l.publishLive(ctx, ctl, ramp.Decision{}, false, time.Now())
 	var badRange string
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	saturated := make([]bool, len(l.p.Tasks))
+	budgetBound := make([]bool, len(l.p.Tasks))
 	// Saturation is sampled often within the window: a task is saturated
-	// when, at some moment of the window, its limiter was full with work queued.
+	// when, at some moment of the window, its setpoint (cap) was full of
+	// running attempts (sandbox up and executing: attempts still starting do
+	// not count) with work queued. It is budget-bound instead when its share
+	// of the budget, below its cap, was what was full.
 	sample := time.NewTicker(max(interval/20, 10*time.Millisecond))
 	defer sample.Stop()
 	for {
@@ -81,9 +121,15 @@ func (l *launcher) tendLoop(ctx context.Context, ctl *ramp.Controller, stop chan
 		case <-sample.C:
 			l.disp.With(func(s *sched.State) {
 				for i := range l.p.Tasks {
-					q, r := s.TaskCounts(i)
-					if q > 0 && r >= s.Setpoint(i) && s.Setpoint(i) > 0 {
+					lv, cp, sp := s.TaskLive(i), s.Cap(i), s.Setpoint(i)
+					if lv.Queued == 0 || !s.Ready(i) {
+						continue
+					}
+					switch {
+					case cp > 0 && lv.Running >= cp:
 						saturated[i] = true
+					case sp < cp && lv.Units >= sp && lv.Running >= lv.Units:
+						budgetBound[i] = true
 					}
 				}
 			})
@@ -130,17 +176,15 @@ func (l *launcher) tendLoop(ctx context.Context, ctl *ramp.Controller, stop chan
 		// back: more samples would only wait at the gateway, so no task climbs.
 		gatewayBound := w.Saturated && w.Ceiling > 0 && w.Limit < w.Ceiling
 		for i := range ts {
-			ts[i] = ramp.TaskSignals{Saturated: saturated[i] && !gatewayBound, Errored: l.errWin[i]}
+			ts[i] = ramp.TaskSignals{Saturated: saturated[i] && !gatewayBound, BudgetBound: budgetBound[i] && !saturated[i], Errored: l.errWin[i]}
 			l.errWin[i] = 0
-			saturated[i] = false
+			saturated[i], budgetBound[i] = false, false
 		}
 		l.mu.Unlock()
 		d := ctl.Tend(now, g, ts)
-		running, queued := make([]int, len(l.p.Tasks)), make([]int, len(l.p.Tasks))
 		l.disp.With(func(s *sched.State) {
 			for i, sp := range d.Setpoints {
-				s.SetSetpoint(i, sp)
-				queued[i], running[i] = s.TaskCounts(i)
+				s.SetCap(i, sp)
 			}
 		})
 		if !l.fixedConnections() {
@@ -166,17 +210,7 @@ func (l *launcher) tendLoop(ctx context.Context, ctl *ramp.Controller, stop chan
 		if err := l.db.AddRamp(ctx, l.runID, pts); err != nil {
 			fmt.Fprintf(l.opts.Stderr, "steward: %v\n", err)
 		}
-		names := make([]string, len(l.p.Tasks))
-		for i, t := range l.p.Tasks {
-			names[i] = t.Task.Name
-		}
-		held, _ := ctl.Held()
-		cur, _ := ctl.Range()
-		live := LiveState{RunID: l.runID, EvalSet: l.es.File, Plan: l.planLine, At: now, Counts: l.counts(),
-			Range: cur.String(), Held: held, Decision: d, Tasks: names, Setpoints: d.Setpoints, Running: running, Queued: queued, Budget: l.budget}
-		if b, err := json.Marshal(live); err == nil {
-			_ = l.db.SetLive(ctx, l.runID, string(b), now)
-		}
+		l.publishLive(ctx, ctl, d, true, now)
 	}
 }
 

@@ -59,6 +59,20 @@ type workerInit struct {
 	Model       string                 `json:"model"`
 	Tasks       []int                  `json:"tasks"`
 	TaskProv    []string               `json:"task_prov"`
+	// What the supervisor prepared once for the run (W1): each task's image
+	// (build: directories built), the gateway URL per provider, and the
+	// providers' run-wide resources (networks) for the worker's providers
+	// to adopt instead of making their own.
+	Images     []string                   `json:"images,omitempty"`
+	GatewayURL map[string]string          `json:"gateway_url,omitempty"`
+	Shared     map[string]json.RawMessage `json:"shared,omitempty"`
+}
+
+// sharer is a provider whose run-wide resources (networks) one process
+// prepares and others adopt.
+type sharer interface {
+	SharedState() (json.RawMessage, error)
+	AdoptShared(json.RawMessage) error
 }
 
 // ---- supervisor side ----
@@ -187,6 +201,17 @@ func (l *launcher) startWorker(ctx context.Context, k int, tasks []int) (*worker
 	init := &workerInit{
 		EvalSet: l.es.File, Flags: l.opts.FleetFlags, TaskGlobs: l.opts.TaskGlobs, SampleGlobs: l.opts.SampleGlobs,
 		RunID: l.runID, LockPath: l.lockPath(), Exe: l.opts.Exe, Model: l.es.Model.Name, Tasks: tasks, TaskProv: l.taskProv,
+		GatewayURL: l.gwURL, Shared: map[string]json.RawMessage{},
+	}
+	for _, sp := range l.specs {
+		init.Images = append(init.Images, sp.Image)
+	}
+	for name, prov := range l.providers {
+		if sh, ok := prov.(sharer); ok {
+			if st, err := sh.SharedState(); err == nil {
+				init.Shared[name] = st
+			}
+		}
 	}
 	if err := w.send(wmsg{Op: "init", Init: init}); err != nil {
 		return nil, fmt.Errorf("start worker for %s: %w", w.name, err)
@@ -228,6 +253,8 @@ func (w *workerProc) read(out io.Reader) {
 				w.arts.put(m.Seq, m.Artifacts)
 				ch <- *m.Row
 			}
+		case "started":
+			w.l.started(m.Seq)
 		case "closed":
 			w.mu.Lock()
 			ch := w.closing[m.Task]
@@ -427,6 +454,7 @@ func Worker(ctx context.Context, in io.Reader, out io.Writer, stderr io.Writer, 
 		return nil
 	}
 	x.fault = getenv("STEWARD_WORKER_FAULT")
+	x.started = func(seq int) { send(wmsg{Op: "started", Seq: seq}) }
 	ex := newExecutor(x)
 	send(wmsg{Op: "ready"})
 	bySeq := map[int]*plan.Attempt{}
@@ -490,7 +518,7 @@ func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, provide
 		return nil, finalize, fmt.Errorf("worker: the eval set changed since the supervisor planned it (%d tasks, want %d)", len(p.Tasks), len(ini.TaskProv))
 	}
 	x := &execEnv{p: p, providers: map[string]sandbox.Provider{}, taskProv: ini.TaskProv, gwURL: map[string]string{},
-		runID: ini.RunID, exe: ini.Exe, model: ini.Model, stderr: stderr}
+		runID: ini.RunID, exe: ini.Exe, model: ini.Model, modelSettings: modelSettings(es), stderr: stderr}
 	for _, t := range p.Tasks {
 		x.specs = append(x.specs, specFor(t.Task, ini.RunID))
 	}
@@ -505,8 +533,24 @@ func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, provide
 		}
 		provs = append(provs, prov)
 		x.providers[name] = prov
-		if err := prov.Prepare(ctx, specs); err != nil {
+		// The supervisor prepared the run once: its images, networks and
+		// gateway address are adopted, nothing is built or created again.
+		for _, ti := range ini.Tasks {
+			if ini.TaskProv[ti] == name && ti < len(ini.Images) && ini.Images[ti] != "" {
+				x.specs[ti].Image = ini.Images[ti]
+			}
+		}
+		sh, canShare := prov.(sharer)
+		if st := ini.Shared[name]; canShare && st != nil {
+			if err := sh.AdoptShared(st); err != nil {
+				return nil, finalize, err
+			}
+		} else if err := prov.Prepare(ctx, specs); err != nil {
 			return nil, finalize, fmt.Errorf("prepare %s sandboxes: %w", name, err)
+		}
+		if url := ini.GatewayURL[name]; url != "" {
+			x.gwURL[name] = url
+			continue
 		}
 		addr, err := prov.Gateway(ctx)
 		if err != nil {

@@ -46,7 +46,7 @@ func runDispatcher(tb testing.TB) {
 	st.SetBudget(benchBudget)
 	for t := 0; t < benchTasks; t++ {
 		st.SetReady(t, true)
-		st.SetSetpoint(t, 2*benchBudget/benchTasks)
+		st.SetCap(t, 2*benchBudget/benchTasks)
 	}
 	d := NewDispatcher(st)
 	// inflight counts attempts between admission and Finish: it must never

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"context"
+	"fmt"
 	"sync"
 )
 
@@ -80,46 +81,73 @@ func (d *Dispatcher) Run(ctx context.Context, start func(Item)) error {
 	}
 }
 
-// Finish marks an item done (after its sandbox is torn down).
+// Finish marks an item done (after its sandbox is torn down). Requests of
+// the item still waiting to resume are released with an error.
 func (d *Dispatcher) Finish(id int) error {
 	d.mu.Lock()
 	err := d.st.Finish(id)
-	delete(d.resumed, id)
+	if ch := d.resumed[id]; ch != nil {
+		close(ch)
+		delete(d.resumed, id)
+	}
 	d.mu.Unlock()
+	d.changed()
+	return err
+}
+
+// MarkStarted records that the item's sandbox exists and the attempt executes.
+func (d *Dispatcher) MarkStarted(id int) {
+	d.mu.Lock()
+	d.st.MarkStarted(id)
+	d.mu.Unlock()
+	if d.onChange != nil {
+		d.onChange()
+	}
+}
+
+func (d *Dispatcher) changed() {
 	d.Wake()
 	if d.onChange != nil {
 		d.onChange()
 	}
-	return err
 }
 
-// Backoff releases the item's budget slot while it waits (C6).
+// Backoff records that one of the item's requests waits out a 429; the
+// first releases the item's budget slot (C6). Counted per request.
 func (d *Dispatcher) Backoff(id int) error {
 	d.mu.Lock()
 	err := d.st.Backoff(id)
 	d.mu.Unlock()
-	d.Wake()
-	if d.onChange != nil {
-		d.onChange()
-	}
+	d.changed()
 	return err
 }
 
 // Resume blocks until the item holds a budget slot again, or ctx ends (the
-// item then stays Resuming and must still be finished).
+// item then stays Resuming and must still be finished). Any number of the
+// item's requests may wait at once; one grant releases them all.
 func (d *Dispatcher) Resume(ctx context.Context, id int) error {
 	d.mu.Lock()
 	ok, err := d.st.Resume(id)
 	if err != nil || ok {
 		d.mu.Unlock()
+		d.changed()
 		return err
 	}
-	ch := make(chan struct{})
-	d.resumed[id] = ch
+	ch := d.resumed[id]
+	if ch == nil {
+		ch = make(chan struct{})
+		d.resumed[id] = ch
+	}
 	d.mu.Unlock()
-	d.Wake()
+	d.changed()
 	select {
 	case <-ch:
+		d.mu.Lock()
+		ph := d.st.Phase(id)
+		d.mu.Unlock()
+		if ph != Running && ph != Backoff && ph != Resuming {
+			return fmt.Errorf("resume of item %d: the attempt ended while it waited", id)
+		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -46,8 +46,8 @@ func TestSeedSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.SetBudget(3)
-	s.SetSetpoint(0, 1)
-	s.SetSetpoint(1, 50)
+	s.SetCap(0, 1)
+	s.SetCap(1, 50)
 	s.SetReady(0, true)
 	s.SetReady(1, true)
 	dur := func(id int) int {
@@ -122,8 +122,8 @@ func TestMostRoundsFirst(t *testing.T) {
 	}
 	s, _ := New(items, 2, nil)
 	s.SetBudget(2)
-	s.SetSetpoint(0, 10)
-	s.SetSetpoint(1, 1)
+	s.SetCap(0, 10)
+	s.SetCap(1, 1)
 	s.SetReady(0, true)
 	s.SetReady(1, true)
 	d, _ := s.Next()
@@ -143,8 +143,8 @@ func TestBackoffReleasesBudgetNotTaskSlot(t *testing.T) {
 	items := []Item{{ID: 0, Task: 0}, {ID: 1, Task: 0}, {ID: 2, Task: 1}}
 	s, _ := New(items, 2, nil)
 	s.SetBudget(1)
-	s.SetSetpoint(0, 1)
-	s.SetSetpoint(1, 1)
+	s.SetCap(0, 1)
+	s.SetCap(1, 1)
 	s.SetReady(0, true)
 	s.SetReady(1, true)
 	d, _ := s.Next()
@@ -179,8 +179,8 @@ func TestNotReadyHoldsNothing(t *testing.T) {
 	items := []Item{{ID: 0, Task: 0}, {ID: 1, Task: 1}}
 	s, _ := New(items, 2, nil)
 	s.SetBudget(1)
-	s.SetSetpoint(0, 5)
-	s.SetSetpoint(1, 5)
+	s.SetCap(0, 5)
+	s.SetCap(1, 5)
 	s.SetReady(1, true) // task 0 waits for a lease / setup
 	d, ok := s.Next()
 	if !ok || d.ID != 1 {
@@ -198,7 +198,7 @@ func TestLanesAndExclusive(t *testing.T) {
 	}
 	s, _ := New(items, 3, nil)
 	for i := 0; i < 3; i++ {
-		s.SetSetpoint(i, 10)
+		s.SetCap(i, 10)
 		s.SetReady(i, true)
 	}
 	var got []int
@@ -231,25 +231,111 @@ func TestLanesAndExclusive(t *testing.T) {
 	}
 }
 
-// TestRandomized drives thousands of items with random durations, setpoints
-// changed mid-run, random gates, lanes, exclusivity and backoffs, and checks
-// every invariant at every event.
+// TestRandomized drives thousands of items with random durations, caps and
+// the budget changed mid-run, tasks waiting (for a lease, max_tasks, setup)
+// and becoming ready, random gates, lanes, exclusivity, sandboxes starting,
+// and any number of concurrent backoffs per item, and checks every invariant
+// at every event (see checkInvariants).
 func TestRandomized(t *testing.T) {
-	for seed := int64(1); seed <= 20; seed++ {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomRun(t, seed, 3000) })
+	for seed := int64(1); seed <= 40; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomRun(t, seed, 2000) })
+	}
+}
+
+// checkInvariants checks what must hold after every event:
+//   - the setpoints never add up to more than the budget;
+//   - a task that cannot run (not ready, or finished) holds no setpoint;
+//   - at most one item per lane and per exclusive key is in flight;
+//   - the budget slots in use are exactly the Running items;
+//   - starting + running = admitted, per task;
+//   - when settled (Next said no): no idle budget slot while a ready task
+//     below its cap has an admissible queued item (gates all open).
+func checkInvariants(t *testing.T, s *State, settled, gatesOpen bool) {
+	t.Helper()
+	sum := 0
+	for i := range s.tasks {
+		sp := s.Setpoint(i)
+		sum += sp
+		if sp < 0 {
+			t.Fatalf("task %d setpoint %d", i, sp)
+		}
+		if (!s.tasks[i].ready || s.TaskFinished(i)) && sp != 0 {
+			t.Fatalf("task %d holds setpoint %d while it cannot run (ready %v)", i, sp, s.tasks[i].ready)
+		}
+		l := s.TaskLive(i)
+		if _, adm := s.TaskCounts(i); l.Starting+l.Running != adm || l.Starting < 0 {
+			t.Fatalf("task %d: starting %d + running %d != admitted %d", i, l.Starting, l.Running, adm)
+		}
+	}
+	if s.budget > 0 && sum > s.budget {
+		t.Fatalf("setpoints add up to %d, over the budget %d", sum, s.budget)
+	}
+	lanes := map[string]int{}
+	excl := map[string]int{}
+	holding := 0
+	for id, p := range s.phase {
+		if !p.inFlight() {
+			if s.nback[id] != 0 {
+				t.Fatalf("item %d in phase %s has %d backoffs", id, p, s.nback[id])
+			}
+			continue
+		}
+		if p == Running {
+			holding++
+		}
+		if p == Backoff && s.nback[id] == 0 {
+			t.Fatalf("item %d in backoff without a request in backoff", id)
+		}
+		if l := s.items[id].Lane; l != "" {
+			lanes[l]++
+		}
+		if x := s.items[id].Exclusive; x != "" {
+			excl[x]++
+		}
+	}
+	for l, c := range lanes {
+		if c > 1 {
+			t.Fatalf("lane %s has %d in flight", l, c)
+		}
+	}
+	for x, c := range excl {
+		if c > 1 {
+			t.Fatalf("exclusive %s has %d in flight", x, c)
+		}
+	}
+	if holding != s.used {
+		t.Fatalf("used %d but %d items hold a budget slot", s.used, holding)
+	}
+	for l, id := range s.lanes {
+		if p := s.phase[id]; !p.inFlight() || s.items[id].Lane != l {
+			t.Fatalf("lane %s held by item %d in phase %s", l, id, p)
+		}
+	}
+	if !settled || !gatesOpen || !s.budgetRoom() {
+		return
+	}
+	for i := range s.tasks {
+		k := &s.tasks[i]
+		if !k.ready || k.queued == 0 || k.running >= k.cap {
+			continue
+		}
+		if id := s.firstAdmissible(k); id >= 0 {
+			t.Fatalf("idle budget slot (%d of %d used) while ready task %d (cap %d, in flight %d, setpoint %d) could start item %d",
+				s.used, s.budget, i, k.cap, k.running, k.setpoint, id)
+		}
 	}
 }
 
 func randomRun(t *testing.T, seed int64, n int) {
 	r := rand.New(rand.NewSource(seed))
-	nt := 1 + r.Intn(6)
+	nt := 1 + r.Intn(12)
 	items := make([]Item, n)
 	for i := range items {
 		it := Item{ID: i, Task: r.Intn(nt)}
 		if r.Intn(5) == 0 {
-			it.Lane = fmt.Sprintf("lane%d", r.Intn(8))
+			it.Lane = fmt.Sprintf("lane%d-%d", it.Task, r.Intn(4))
 		}
-		if it.Task == 0 && r.Intn(2) == 0 {
+		if it.Task == 0 && seed%3 == 0 {
 			it.Exclusive = "local"
 		}
 		items[i] = it
@@ -261,7 +347,7 @@ func randomRun(t *testing.T, seed int64, n int) {
 	budget := 1 + r.Intn(40)
 	s.SetBudget(budget)
 	for i := 0; i < nt; i++ {
-		s.SetSetpoint(i, 1+r.Intn(30))
+		s.SetCap(i, 1+r.Intn(30))
 		s.SetReady(i, r.Intn(4) != 0)
 	}
 	closed := map[string]bool{}
@@ -271,99 +357,80 @@ func randomRun(t *testing.T, seed int64, n int) {
 	ord := NewOrdered[int]()
 	var released []int
 	prevExec := 0
-	check := func() {
+	check := func(settled bool) {
 		// Lowering the budget never interrupts running work, so executing may
 		// sit above a just-lowered budget, but it must never grow while it does.
 		if s.budget > 0 && s.Executing() > s.budget && s.Executing() > prevExec {
 			t.Fatalf("executing %d > budget %d and growing", s.Executing(), s.budget)
 		}
 		prevExec = s.Executing()
-		lanes := map[string]int{}
-		excl := 0
-		backoff := 0
-		running := 0
-		for id, p := range s.phase {
-			switch p {
-			case Running, Backoff, Resuming:
-				running++
-				if p != Running {
-					backoff++
-				}
-				if items[id].Lane != "" {
-					lanes[items[id].Lane]++
-				}
-				if items[id].Exclusive != "" {
-					excl++
-				}
-			}
-		}
-		for l, c := range lanes {
-			if c > 1 {
-				t.Fatalf("lane %s has %d in flight", l, c)
-			}
-		}
-		if excl > 1 {
-			t.Fatalf("exclusive provider has %d in flight", excl)
-		}
-		if running-backoff != s.Executing() {
-			t.Fatalf("executing %d but %d hold slots", s.Executing(), running-backoff)
-		}
-		// Queued items hold nothing: every held lane belongs to an in-flight item.
-		for l, id := range s.lanes {
-			if p := s.phase[id]; p == Queued || p == Done || p == Cancelled || items[id].Lane != l {
-				t.Fatalf("lane %s held by item %d in phase %s", l, id, p)
-			}
-		}
+		checkInvariants(t, s, settled, len(closed) == 0)
 	}
 	fill := func() {
 		for {
 			d, ok := s.Next()
 			if !ok {
+				check(true)
 				return
 			}
 			it := items[d.ID]
-			if s.Executing() > s.budget {
+			if s.budget > 0 && s.Executing() > s.budget {
 				t.Fatalf("dispatch took executing to %d over budget %d", s.Executing(), s.budget)
 			}
 			if !d.Resume {
-				if _, running := s.TaskCounts(it.Task); running > s.Setpoint(it.Task) {
-					t.Fatalf("task %d running %d > setpoint %d at dispatch", it.Task, running, s.Setpoint(it.Task))
+				k := &s.tasks[it.Task]
+				if k.units() > k.setpoint || k.running > k.cap {
+					t.Fatalf("task %d: %d slots > setpoint %d or %d in flight > cap %d at dispatch", it.Task, k.units(), k.setpoint, k.running, k.cap)
 				}
-				if !s.tasks[it.Task].ready || closed[it.Lane] {
+				if !k.ready || closed[it.Lane] {
 					t.Fatalf("dispatched item %d past a closed gate", d.ID)
 				}
+				// The sandbox comes up a little later.
+				heap.Push(&q, ev{at: now + r.Intn(3), id: d.ID, kind: 3})
 			}
-			if !d.Resume && r.Intn(6) == 0 {
-				heap.Push(&q, ev{at: now + 1 + r.Intn(5), id: d.ID, kind: 1})
-			} else {
-				heap.Push(&q, ev{at: now + 1 + r.Intn(20), id: d.ID})
+			if !d.Resume {
+				if r.Intn(5) == 0 {
+					// 1 to 3 concurrent requests of the item meet a 429.
+					for k := 1 + r.Intn(3); k > 0; k-- {
+						heap.Push(&q, ev{at: now + r.Intn(5), id: d.ID, kind: 1})
+					}
+				}
+				heap.Push(&q, ev{at: now + 6 + r.Intn(20), id: d.ID})
 			}
-			check()
+			check(false)
 		}
 	}
 	fill()
+	pendingResumes := map[int]int{}
 	for steps := 0; !s.Finished(); steps++ {
-		if steps > 50*n {
+		if steps > 80*n {
 			t.Fatal("no progress")
 		}
 		// Random control moves between events.
-		switch r.Intn(12) {
+		switch r.Intn(14) {
 		case 0:
-			s.SetSetpoint(r.Intn(nt), r.Intn(30))
+			s.SetCap(r.Intn(nt), r.Intn(30))
 		case 1:
 			s.SetReady(r.Intn(nt), true)
 		case 2:
-			l := fmt.Sprintf("lane%d", r.Intn(8))
-			closed[l] = !closed[l]
+			s.SetReady(r.Intn(nt), false) // waits again (e.g. a lease lost to another invocation before setup)
 		case 3:
+			l := fmt.Sprintf("lane%d-%d", r.Intn(nt), r.Intn(4))
+			if closed[l] {
+				delete(closed, l)
+			} else {
+				closed[l] = true
+			}
+		case 4:
 			s.SetBudget(1 + r.Intn(40))
 		}
+		check(false)
 		if q.Len() == 0 {
 			// Nothing in flight: open everything so the run can end.
 			for i := 0; i < nt; i++ {
 				s.SetReady(i, true)
-				if s.Setpoint(i) == 0 {
-					s.SetSetpoint(i, 1)
+				if s.Cap(i) == 0 {
+					s.SetCap(i, 1)
 				}
 			}
 			closed = map[string]bool{}
@@ -377,26 +444,34 @@ func randomRun(t *testing.T, seed int64, n int) {
 		now = e.at
 		switch e.kind {
 		case 0:
+			if pendingResumes[e.id] > 0 {
+				// Its requests still wait out their backoff: end after them.
+				heap.Push(&q, ev{at: now + 1, id: e.id})
+				continue
+			}
 			if err := s.Finish(e.id); err != nil {
 				t.Fatal(err)
 			}
 			released = append(released, ord.Add(e.id, e.id)...)
 		case 1:
+			if !s.phase[e.id].inFlight() {
+				continue
+			}
 			if err := s.Backoff(e.id); err != nil {
 				t.Fatal(err)
 			}
+			pendingResumes[e.id]++
 			heap.Push(&q, ev{at: now + 1 + r.Intn(5), id: e.id, kind: 2})
 		case 2:
-			ok, err := s.Resume(e.id)
-			if err != nil {
+			if _, err := s.Resume(e.id); err != nil {
 				t.Fatal(err)
 			}
-			if ok {
-				heap.Push(&q, ev{at: now + 1 + r.Intn(10), id: e.id})
-			}
-			// Otherwise Next hands it back with Resume set, and fill schedules its end.
+			pendingResumes[e.id]--
+			// Not granted now: Next hands it back with Resume set.
+		case 3:
+			s.MarkStarted(e.id)
 		}
-		check()
+		check(false)
 		fill()
 	}
 	if len(released) != n {
@@ -413,7 +488,7 @@ func TestDispatcherBackoffResume(t *testing.T) {
 	items := []Item{{ID: 0, Task: 0}, {ID: 1, Task: 0}, {ID: 2, Task: 0}}
 	s, _ := New(items, 1, nil)
 	s.SetBudget(1)
-	s.SetSetpoint(0, 3)
+	s.SetCap(0, 3)
 	s.SetReady(0, true)
 	d := NewDispatcher(s)
 	ctx, cancel := context.WithCancel(context.Background())

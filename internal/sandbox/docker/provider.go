@@ -103,6 +103,7 @@ type Provider struct {
 	gateway  *sandbox.GatewayAddr
 	relayID  string
 	selfNets []string // run networks Steward's container was connected to
+	adopted  bool     // the networks are another provider's (AdoptShared): not ours to remove
 }
 
 type runNet struct {
@@ -288,8 +289,8 @@ func (p *Provider) ensureNet(ctx context.Context, outbound bool) (*runNet, error
 	if *slot != nil {
 		return *slot, nil
 	}
-	// Each provider instance (the supervisor, or one per worker process, W1)
-	// has its own networks: a random part keeps their names unique.
+	// One provider per run makes the networks (the supervisor's); worker
+	// processes adopt them (AdoptShared). A random part keeps names unique.
 	n, err := p.createNetwork(ctx, dockerName(p.opts.RunID, kind, randomID(3)), !outbound, false, "", "network-"+kind)
 	if err != nil {
 		return nil, err
@@ -371,7 +372,10 @@ func (p *Provider) Finalize(ctx context.Context) error {
 	relay := p.relayID
 	p.relayID = ""
 	nets := []*runNet{p.netGW, p.netOut}
-	p.netGW, p.netOut, p.gateway = nil, nil, nil
+	if p.adopted {
+		nets = nil // the supervisor's provider made them and removes them
+	}
+	p.netGW, p.netOut, p.gateway, p.adopted = nil, nil, nil, false
 	p.mu.Unlock()
 	if relay != "" {
 		if err := p.removeContainer(ctx, relay); err != nil {

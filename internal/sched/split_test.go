@@ -1,0 +1,235 @@
+package sched
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+func setpoints(s *State) []int {
+	out := make([]int, len(s.tasks))
+	for i := range out {
+		out[i] = s.Setpoint(i)
+	}
+	return out
+}
+
+// items makes n[i] items for task i.
+func makeItems(n ...int) []Item {
+	var items []Item
+	for task, k := range n {
+		for range k {
+			items = append(items, Item{ID: len(items), Task: task})
+		}
+	}
+	return items
+}
+
+func drain(s *State) (ids []int) {
+	for {
+		d, ok := s.Next()
+		if !ok {
+			return ids
+		}
+		ids = append(ids, d.ID)
+	}
+}
+
+// A task waiting (lease, max_tasks, host setup) holds no share of the
+// budget: its share goes to the ready task at once, and is taken back the
+// moment it becomes ready.
+func TestWaitingTaskHoldsNoShare(t *testing.T) {
+	s, _ := New(makeItems(10, 10), 2, nil)
+	s.SetBudget(4)
+	s.SetCap(0, 50)
+	s.SetCap(1, 50)
+	s.SetReady(0, true)
+	if got := setpoints(s); !reflect.DeepEqual(got, []int{4, 0}) {
+		t.Fatalf("while task 1 waits: setpoints %v, want [4 0]", got)
+	}
+	if got := drain(s); len(got) != 4 {
+		t.Fatalf("the ready task started %d attempts with a budget of 4, want 4", len(got))
+	}
+	s.SetReady(1, true)
+	if got := setpoints(s); !reflect.DeepEqual(got, []int{2, 2}) {
+		t.Fatalf("once task 1 is ready: setpoints %v, want [2 2]", got)
+	}
+	// Running attempts are never interrupted: task 1 gets its slots as task 0's end.
+	s.Finish(0)
+	s.Finish(1)
+	if got := drain(s); len(got) != 2 || s.items[got[0]].Task != 1 || s.items[got[1]].Task != 1 {
+		t.Fatalf("freed slots went to %v, want two of task 1", got)
+	}
+}
+
+// More tasks than budget: the setpoints never add up to more than the
+// budget; slots go by most rounds first, some ready tasks get none.
+func TestMoreTasksThanBudget(t *testing.T) {
+	s, _ := New(makeItems(1, 1, 1, 6, 1, 1, 1, 1, 1, 3), 10, nil)
+	s.SetBudget(4)
+	for i := range 10 {
+		s.SetCap(i, 50)
+		s.SetReady(i, true)
+	}
+	got := setpoints(s)
+	if want := []int{1, 1, 0, 1, 0, 0, 0, 0, 0, 1}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("setpoints %v, want %v (the 6- and 3-attempt tasks first, then by order)", got, want)
+	}
+	if n := len(drain(s)); n != 4 {
+		t.Fatalf("started %d, want 4", n)
+	}
+}
+
+// Finished tasks' shares go to the others, with the ramp off too (the caps
+// stay where they are; only the split moves).
+func TestFinishedShareRedistributed(t *testing.T) {
+	s, _ := New(makeItems(1, 8), 2, nil)
+	s.SetBudget(4)
+	s.SetCap(0, 50)
+	s.SetCap(1, 50)
+	s.SetReady(0, true)
+	s.SetReady(1, true)
+	if got := setpoints(s); !reflect.DeepEqual(got, []int{1, 3}) {
+		t.Fatalf("setpoints %v, want [1 3]", got)
+	}
+	drain(s)
+	s.Finish(0) // task 0's only attempt
+	if got := setpoints(s); !reflect.DeepEqual(got, []int{0, 4}) {
+		t.Fatalf("after task 0 finished: setpoints %v, want [0 4]", got)
+	}
+	if n := len(drain(s)); n != 1 {
+		t.Fatalf("the freed slot started %d, want 1", n)
+	}
+}
+
+// Fixed max_samples above the budget: the setpoints still fit the budget.
+func TestFixedCapsFitTheBudget(t *testing.T) {
+	s, _ := New(makeItems(20, 20), 2, nil)
+	s.SetBudget(10)
+	s.SetCap(0, 8)
+	s.SetCap(1, 8)
+	s.SetReady(0, true)
+	s.SetReady(1, true)
+	if got := setpoints(s); !reflect.DeepEqual(got, []int{5, 5}) {
+		t.Fatalf("setpoints %v, want [5 5]", got)
+	}
+	s.SetBudget(0) // unlimited: every task its cap
+	if got := setpoints(s); !reflect.DeepEqual(got, []int{8, 8}) {
+		t.Fatalf("unlimited: setpoints %v, want [8 8]", got)
+	}
+}
+
+// A lane can run one attempt at a time, so a grouped task wants no more
+// slots than it has lanes: the rest of the budget goes to others.
+func TestLaneBoundTaskLeavesTheRest(t *testing.T) {
+	items := []Item{{ID: 0, Task: 0, Lane: "g"}, {ID: 1, Task: 0, Lane: "g"}, {ID: 2, Task: 0, Lane: "g"}}
+	for range 5 {
+		items = append(items, Item{ID: len(items), Task: 1})
+	}
+	s, _ := New(items, 2, nil)
+	s.SetBudget(3)
+	s.SetCap(0, 50)
+	s.SetCap(1, 50)
+	s.SetReady(0, true)
+	s.SetReady(1, true)
+	if got := setpoints(s); !reflect.DeepEqual(got, []int{1, 2}) {
+		t.Fatalf("setpoints %v, want [1 2]", got)
+	}
+}
+
+// Backoff is counted per request: two concurrent requests of one attempt
+// back off and both resume (the old scheduler refused the second backoff
+// and then the second resume).
+func TestConcurrentBackoffsOfOneAttempt(t *testing.T) {
+	s, _ := New(makeItems(2, 1), 2, nil)
+	s.SetBudget(2)
+	s.SetCap(0, 1)
+	s.SetCap(1, 1)
+	s.SetReady(0, true)
+	s.SetReady(1, true)
+	drain(s) // items 0 and 2
+	for range 2 {
+		if err := s.Backoff(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Phase(0) != Backoff || s.Executing() != 1 {
+		t.Fatalf("phase %s executing %d", s.Phase(0), s.Executing())
+	}
+	// Its task slot is kept: task 0's second attempt does not start.
+	if got := drain(s); len(got) != 0 {
+		t.Fatalf("started %v while task 0's attempt is in backoff", got)
+	}
+	ok, err := s.Resume(0)
+	if err != nil || !ok {
+		t.Fatalf("first resume: %v %v", ok, err)
+	}
+	ok, err = s.Resume(0) // the slot is already back
+	if err != nil || !ok {
+		t.Fatalf("second resume: %v %v", ok, err)
+	}
+	if _, err := s.Resume(0); err == nil {
+		t.Fatal("a third resume with no request in backoff was accepted")
+	}
+	if err := s.Finish(0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Through the Dispatcher: many requests of one attempt back off at once
+// while the budget is full; every one resumes when a slot frees.
+func TestDispatcherConcurrentBackoffs(t *testing.T) {
+	s, _ := New(makeItems(1, 2), 2, nil)
+	s.SetBudget(1)
+	s.SetCap(0, 1)
+	s.SetCap(1, 1)
+	s.SetReady(0, true)
+	d := NewDispatcher(s)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan int, 4)
+	go d.Run(ctx, func(it Item) { started <- it.ID })
+	first := <-started
+	const k = 8
+	for range k {
+		if err := d.Backoff(first); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.With(func(s *State) { s.SetReady(1, true) })
+	other := <-started // the freed budget slot goes to task 1
+	var wg sync.WaitGroup
+	errs := make(chan error, k)
+	for range k {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs <- d.Resume(ctx, first) }()
+	}
+	for waiting := false; !waiting; {
+		d.With(func(s *State) { waiting = s.Phase(first) == Resuming && s.nback[first] == 0 })
+		runtime.Gosched()
+	}
+	if err := d.Finish(other); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("resume: %v", err)
+		}
+	}
+	var ph Phase
+	d.With(func(s *State) { ph = s.Phase(first) })
+	if ph != Running {
+		t.Fatalf("phase %s after resume", ph)
+	}
+	if err := d.Finish(first); err != nil {
+		t.Fatal(err)
+	}
+	if id := <-started; id == first || id == other {
+		t.Fatal(fmt.Sprint("restarted ", id))
+	}
+}
