@@ -249,6 +249,9 @@ func (b *box) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResu
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	if testHookStarted != nil {
+		testHookStarted(ctx)
+	}
 	var err error
 	exited := false
 	select {
@@ -318,3 +321,7 @@ func (b *box) Close(ctx context.Context) error {
 }
 
 var _ io.Writer = (*capWriter)(nil)
+
+// testHookStarted, when set by a test, runs once a command has started (to
+// simulate a worker that notices late, e.g. while it was stopped).
+var testHookStarted func(ctx context.Context)
