@@ -59,6 +59,7 @@ func newReport(env Env) *cobra.Command {
 			if err != nil {
 				return exitWith(ExitBadInput, err)
 			}
+			judgeReport(ctx, db, runID, rep)
 			return render(env.Stdout, rep, format, env)
 		},
 	}

@@ -45,6 +45,9 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 		Started: l.start, PID: os.Getpid(), Host: hostname(), LockPath: l.lockPath(), BudgetUSD: l.opts.BudgetUSD}); err != nil {
 		return nil, record.Classify(db.Dir, err)
 	}
+	if err := l.recordStart(ctx); err != nil {
+		return nil, err
+	}
 	fmt.Fprintln(l.opts.Stderr, report.PlanLine(l.planLine))
 	status, finished := "finished", false
 	defer func() {
