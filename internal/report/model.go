@@ -38,7 +38,7 @@ type Report struct {
 	// Unpublished are the attempts a run that did not finish planned but
 	// never published ("task/sample#attempt"), in discovery order.
 	Unpublished []string `json:"unpublished,omitempty"`
-	Shard    string       `json:"shard,omitempty"`
+	Shard       string   `json:"shard,omitempty"`
 }
 
 // Counts is the panel's counts line (L1).

@@ -119,4 +119,3 @@ func (l *launcher) recordStart(ctx context.Context) error {
 	}
 	return nil
 }
-
