@@ -32,13 +32,14 @@ type Report struct {
 	Hold     string       `json:"hold,omitempty"` // ramp hold reason when held
 	Partial  bool         `json:"partial,omitempty"`
 	Left     []string     `json:"left,omitempty"` // what a cancelled run left undone
+	Shard    string       `json:"shard,omitempty"`
+
 	// Crashed says why a run ended without finishing (its process died); ""
 	// for a run that finished or was cancelled.
 	Crashed string `json:"crashed,omitempty"`
 	// Unpublished are the attempts a run that did not finish planned but
 	// never published ("task/sample#attempt"), in discovery order.
 	Unpublished []string `json:"unpublished,omitempty"`
-	Shard       string   `json:"shard,omitempty"`
 }
 
 // Counts is the panel's counts line (L1).
