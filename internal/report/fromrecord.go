@@ -48,7 +48,7 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 		if run.Shard != "" {
 			shards = append(shards, run.Shard)
 		}
-		if run.Status == "cancelled" || run.Status == "running" || run.Status == "crashed" {
+		if run.Status != "finished" {
 			rep.Partial = true
 		}
 		if run.Status == "crashed" {

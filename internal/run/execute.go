@@ -41,6 +41,10 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 			}
 		}
 	}()
+	if err := l.reserveRoom(); err != nil {
+		return nil, err
+	}
+	defer l.releaseRoom()
 	if err := db.StartRun(ctx, record.Run{ID: l.runID, EvalSet: l.es.File, Title: l.opts.Title, Plan: l.planLine, Shard: l.opts.Shard,
 		Started: l.start, PID: os.Getpid(), Host: hostname(), LockPath: l.lockPath(), BudgetUSD: l.opts.BudgetUSD}); err != nil {
 		return nil, record.Classify(db.Dir, err)
@@ -110,7 +114,13 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 	for _, a := range l.p.Attempts {
 		if a.Action == plan.ActionCarry {
 			if err := l.publishCarried(ctx, a); err != nil {
-				return nil, err
+				if err := record.Classify(db.Dir, err); !errors.Is(err, record.ErrDiskFull) {
+					return nil, err
+				}
+				l.recordFull(err)
+				finished = true
+				l.finishOnRecordError()
+				return nil, l.recordErr
 			}
 		}
 	}
@@ -247,6 +257,7 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 	}
 	if l.recordErr != nil {
 		finished = true
+		l.finishOnRecordError()
 		return nil, l.recordErr
 	}
 	if err := db.FinishRun(context.Background(), l.runID, status, time.Now(), l.left); err != nil {

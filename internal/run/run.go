@@ -190,7 +190,7 @@ func (l *launcher) launch(ctx context.Context) (*Result, error) {
 		}
 	}
 	if err := plan.Carry(ctx, p, db, l.opts.Rerun); err != nil {
-		return nil, err
+		return nil, record.Classify(db.Dir, err)
 	}
 	if err := l.chooseProviders(ctx); err != nil {
 		return nil, err
