@@ -178,7 +178,7 @@ tasks:
 	for trial := 0; trial < trials; trial++ {
 		useDocker := withDocker && trial%6 == 5
 		mode := modes[trial%len(modes)]
-		delay := time.Duration(300+rng.IntN(1700)) * time.Millisecond
+		delay := time.Duration(rng.IntN(1500)) * time.Millisecond // from before the run is recorded to all slots busy
 		if useDocker {
 			delay = time.Duration(2500+rng.IntN(3000)) * time.Millisecond
 			dockerTrials++
@@ -226,6 +226,11 @@ tasks:
 				if len(runs) == 1 {
 					runID = runs[0].ID
 					as, _ := db.Attempts(ctx, runID)
+					for _, a := range as {
+						if a.Status != "passed" && a.Status != "failed" {
+							t.Fatalf("the killed run published %s/%s as %s", a.Task, a.Sample, a.Status)
+						}
+					}
 					judged = len(as)
 				}
 				db.Close()
@@ -259,8 +264,8 @@ tasks:
 			if c == nil || c[0] != total || c[4]+c[5] != total || c[6] != 0 {
 				t.Fatalf("re-run (exit %d) after %d attempts were published:\n%s", code, judged, out)
 			}
-			if runID != "" && c[1] < judged {
-				t.Fatalf("the re-run carried %d attempts, %d were published (errored or interrupted ones are not judged):\n%s", c[1], judged, out)
+			if c[1] != judged {
+				t.Fatalf("the re-run carried %d attempts, %d judged ones were published before the kill (lost or duplicated):\n%s", c[1], judged, out)
 			}
 		})
 	}
