@@ -189,6 +189,7 @@ func newTend(env Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			dropDeadRuns(cmd.Context(), db, live)
 			if len(live) == 0 {
 				fmt.Fprintln(env.Stdout, "no live run on this record has tended yet")
 				return nil

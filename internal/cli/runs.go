@@ -174,3 +174,25 @@ func judgeReport(ctx context.Context, db *record.DB, runID string, rep *report.R
 		}
 	}
 }
+
+// dropDeadRuns removes from live the runs whose process is provably gone
+// (a killed run's last live state is not a live run).
+func dropDeadRuns(ctx context.Context, db *record.DB, live map[string]string) {
+	runs, err := db.Runs(ctx)
+	if err != nil {
+		return
+	}
+	here := runlock.Here()
+	for _, r := range runs {
+		if _, ok := live[r.ID]; !ok {
+			continue
+		}
+		if r.Status != "running" {
+			delete(live, r.ID)
+			continue
+		}
+		if dead, err := run.JudgeRun(ctx, db, r, here); err == nil && dead {
+			delete(live, r.ID)
+		}
+	}
+}
