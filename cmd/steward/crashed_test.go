@@ -34,7 +34,7 @@ tasks:
     scorer: {match: exact}
     samples:
 `+strings.Join(samples, "\n")+"\n")
-	cmd := exec.Command(exe, "launch")
+	cmd := exec.Command(exe, "launch", "--tend-interval", "200ms")
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -60,6 +60,7 @@ tasks:
 		return len(as)
 	}
 	waitFor(t, func() bool { return published() == 2 }) // s0 and s1; the others sleep
+	waitFor(t, func() bool { got, _ := steward(t, dir, "tend"); return strings.Contains(got, "run "+runID) })
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +70,10 @@ tasks:
 		t.Fatalf("the killed run left no lock file to clean up: %v", err)
 	}
 
+	// Its last live state is not a live run.
+	if got, _ := steward(t, dir, "tend"); strings.Contains(got, runID) {
+		t.Fatalf("tend shows the killed run as live:\n%s", got)
+	}
 	// The report, before anything marked the record, says crashed and lists
 	// what was never published.
 	got, code := steward(t, dir, "report", "--format", "json")
