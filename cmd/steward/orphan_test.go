@@ -267,6 +267,24 @@ tasks:
 			if c[1] != judged {
 				t.Fatalf("the re-run carried %d attempts, %d judged ones were published before the kill (lost or duplicated):\n%s", c[1], judged, out)
 			}
+			if runID == "" {
+				return
+			}
+			// The next launch marked the killed run crashed and removed its lock.
+			db, err := record.Open(ctx, rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs, _ := db.Runs(ctx)
+			db.Close()
+			for _, r := range runs {
+				if r.ID == runID && r.Status != "crashed" {
+					t.Fatalf("the killed run is %q after the next launch", r.Status)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(rec, "runs", runID+".lock")); !os.IsNotExist(err) {
+				t.Fatalf("the killed run's lock file is left after the next launch: %v", err)
+			}
 		})
 	}
 	t.Logf("%d trials (%d docker): %d clean within 10 s (%d killed after the run was recorded), slowest cleanup %v", trials, dockerTrials, clean, withRun, worst.Round(10*time.Millisecond))

@@ -53,6 +53,9 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 		}
 		if run.Status == "crashed" {
 			rep.Crashed = run.Left
+			if rep.Crashed == "" {
+				rep.Crashed = "the run stopped before it finished"
+			}
 		} else if run.Left != "" {
 			rep.Left = append(rep.Left, strings.Split(run.Left, "\n")...)
 		}
