@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,8 +28,8 @@ func localRunDir(t *testing.T, tmp, runID string, owner runlock.Identity, lock s
 	if err := os.MkdirAll(filepath.Join(dir, "pgids"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	mark, _ := json.Marshal(map[string]any{"lock": lock, "owner": owner})
-	writeFile(t, filepath.Join(dir, "lock"), string(mark))
+	writeFile(t, filepath.Join(dir, "owner"), owner.Encode())
+	writeFile(t, filepath.Join(dir, "lock"), lock)
 	cmd := exec.Command("/bin/sh", "-c", "sleep 120")
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -177,7 +177,7 @@ tasks:
 	trials := orphanTrials(t)
 	for trial := 0; trial < trials; trial++ {
 		useDocker := withDocker && trial%6 == 5
-		mode := modes[(trial+trial/6)%len(modes)] // docker trials (every sixth) get every mode too
+		mode := modes[(trial+trial/6)%len(modes)]                 // docker trials (every sixth) get every mode too
 		delay := time.Duration(rng.IntN(1500)) * time.Millisecond // from before the run is recorded to all slots busy
 		if useDocker {
 			delay = time.Duration(2500+rng.IntN(3000)) * time.Millisecond

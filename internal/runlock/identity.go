@@ -52,22 +52,29 @@ func Here() Identity {
 
 var containerRe = regexp.MustCompile(`(?:docker[-/]|/containers/|containerd/|crio-|libpod-)([0-9a-f]{64})`)
 
-// containerID is the id of the container this process runs in, when the
-// cgroup or mount table names one ("" otherwise).
+// containerID is the id of the container this process runs in, when its
+// cgroup names one or Docker bind-mounted its /etc/hostname from the
+// container's directory ("" otherwise). Other mounts are not looked at: on a
+// Docker host the mount table lists every running container's mounts.
 func containerID() string {
-	for _, f := range []string{"/proc/self/cgroup", "/proc/self/mountinfo"} {
-		fh, err := os.Open(f)
-		if err != nil {
-			continue
+	if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		if m := containerRe.FindStringSubmatch(string(b)); m != nil {
+			return m[1]
 		}
-		sc := bufio.NewScanner(fh)
-		for sc.Scan() {
-			if m := containerRe.FindStringSubmatch(sc.Text()); m != nil {
-				fh.Close()
+	}
+	fh, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) > 4 && f[4] == "/etc/hostname" {
+			if m := containerRe.FindStringSubmatch(f[3]); m != nil {
 				return m[1]
 			}
 		}
-		fh.Close()
 	}
 	return ""
 }

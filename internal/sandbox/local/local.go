@@ -40,7 +40,7 @@ type Provider struct {
 	// Set by ForRun: the run's directory, id (the marker every command
 	// carries) and the content of the directory's lock file.
 	runDir, runID string
-	mark          []byte
+	lock, owner   string
 	boxes         boxes
 }
 

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -17,15 +16,6 @@ import (
 // runDirPrefix names the per-run directory that holds a run's local sandboxes.
 const runDirPrefix = "steward-run-"
 
-// runMark is the content of a run directory's "lock" file: the run's lock
-// path and where the run runs, so a sweeper judges the lock only where the
-// path means something.
-type runMark struct {
-	Lock  string            `json:"lock"`
-	Owner runlock.Identity  `json:"owner"`
-	Extra map[string]string `json:"extra,omitempty"`
-}
-
 // ForRun makes a provider whose sandboxes live in one directory for the run
 // (under tmp), marked with the run's lock file and owner so Sweep can tell
 // when the run is dead. The directory is made with the first sandbox (a
@@ -35,17 +25,17 @@ type runMark struct {
 // killed run left running and nothing else.
 func ForRun(tmp, runID, lockPath string) (*Provider, string, error) {
 	dir := filepath.Join(tmp, runDirPrefix+runID)
-	mark, err := json.Marshal(runMark{Lock: lockPath, Owner: runlock.Here()})
-	if err != nil {
-		return nil, "", fmt.Errorf("local sandboxes: %w", err)
-	}
 	p := New(Options{BaseDir: dir, pgidDir: filepath.Join(dir, "pgids")})
-	p.runDir, p.runID, p.mark = dir, runID, mark
+	p.runDir, p.runID, p.lock, p.owner = dir, runID, lockPath, runlock.Here().Encode()
 	return p, dir, nil
 }
 
 // ensureRunDir makes the run directory and its marks (again, if a finishing
-// worker of the same run removed them).
+// worker of the same run removed them): "lock" holds the run's lock path
+// (as every Steward version reads it), "owner" where the run runs
+// (runlock.Identity), so a sweeper judges the lock only where its path
+// means something. The owner is written first: a sweeper that finds the
+// lock path finds the owner too.
 func (p *Provider) ensureRunDir() error {
 	if p.runDir == "" {
 		return nil
@@ -57,7 +47,10 @@ func (p *Provider) ensureRunDir() error {
 	if _, err := os.Stat(lock); err == nil {
 		return nil
 	}
-	if err := os.WriteFile(lock, p.mark, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(p.runDir, "owner"), []byte(p.owner), 0o644); err != nil {
+		return fmt.Errorf("local sandboxes: %w", err)
+	}
+	if err := os.WriteFile(lock, []byte(p.lock), 0o644); err != nil {
 		return fmt.Errorf("local sandboxes: %w", err)
 	}
 	return nil
@@ -74,7 +67,7 @@ func (p *Provider) removeRunDirIfEmpty() {
 		return
 	}
 	for _, e := range ents {
-		if e.Name() != "lock" && e.Name() != "pgids" {
+		if e.Name() != "lock" && e.Name() != "owner" && e.Name() != "pgids" {
 			return // another worker's sandbox
 		}
 	}
@@ -82,6 +75,7 @@ func (p *Provider) removeRunDirIfEmpty() {
 		return // a command still runs
 	}
 	_ = os.Remove(filepath.Join(p.runDir, "lock"))
+	_ = os.Remove(filepath.Join(p.runDir, "owner"))
 	_ = os.Remove(p.runDir)
 }
 
@@ -105,15 +99,12 @@ func Sweep(tmp string, judge Judge, w io.Writer) (removed int) {
 		}
 		runID := strings.TrimPrefix(e.Name(), runDirPrefix)
 		dir := filepath.Join(tmp, e.Name())
-		b, err := os.ReadFile(filepath.Join(dir, "lock"))
+		lock, err := os.ReadFile(filepath.Join(dir, "lock"))
 		if err != nil {
 			continue // being made or removed by its own run
 		}
-		var m runMark
-		if json.Unmarshal(b, &m) != nil {
-			m = runMark{Lock: strings.TrimSpace(string(b))} // written before owners were recorded
-		}
-		dead, err := judge(m.Lock, m.Owner)
+		owner, _ := os.ReadFile(filepath.Join(dir, "owner")) // absent: made before owners were recorded
+		dead, err := judge(strings.TrimSpace(string(lock)), runlock.ParseIdentity(string(owner)))
 		if err != nil {
 			fmt.Fprintf(w, "sweep: left local sandboxes of run %s alone: %v\n", runID, err)
 			continue

@@ -2,7 +2,6 @@ package local
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,12 +84,14 @@ func TestSweepLeavesRunOfAnotherMountNamespace(t *testing.T) {
 	tmp := t.TempDir()
 	owner := runlock.Here()
 	owner.MntNS = "mnt:[1]" // not this process's
-	mark, _ := json.Marshal(runMark{Lock: "/in/the/container/.steward/runs/x.lock", Owner: owner})
 	dir := filepath.Join(tmp, runDirPrefix+"elsewhere")
 	if err := os.MkdirAll(filepath.Join(dir, "pgids"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "lock"), mark, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "owner"), []byte(owner.Encode()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "lock"), []byte("/in/the/container/.steward/runs/x.lock"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := startGroup(t, dir, append(os.Environ(), "STEWARD_RUN_ID=elsewhere"), "")
