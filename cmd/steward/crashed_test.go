@@ -101,6 +101,9 @@ tasks:
 	if _, err := os.Stat(lock); !os.IsNotExist(err) {
 		t.Fatalf("the crashed run's lock file is still there: %v", err)
 	}
+	if left, _ := filepath.Glob(filepath.Join(rec, "runs", "*")); len(left) > 0 {
+		t.Fatalf("the crashed run left files next to the record: %v", left)
+	}
 	got, _ = steward(t, dir, "runs", "--json")
 	var rows []struct {
 		ID, Status  string

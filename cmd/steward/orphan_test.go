@@ -282,8 +282,10 @@ tasks:
 					t.Fatalf("the killed run is %q after the next launch", r.Status)
 				}
 			}
-			if _, err := os.Stat(filepath.Join(rec, "runs", runID+".lock")); !os.IsNotExist(err) {
-				t.Fatalf("the killed run's lock file is left after the next launch: %v", err)
+			for _, f := range []string{runID + ".lock", runID + ".reserve"} {
+				if _, err := os.Stat(filepath.Join(rec, "runs", f)); !os.IsNotExist(err) {
+					t.Fatalf("the killed run's %s is left after the next launch: %v", f, err)
+				}
 			}
 		})
 	}

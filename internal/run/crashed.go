@@ -67,15 +67,18 @@ func MarkCrashedRuns(ctx context.Context, db *record.DB, here runlock.Identity, 
 		if ok {
 			marked = append(marked, r.ID)
 		}
-		_ = runlock.RemoveStale(r.LockPath)
+		if runlock.RemoveStale(r.LockPath) == nil {
+			_ = os.Remove(filepath.Join(db.Dir, "runs", r.ID+".reserve"))
+		}
 	}
 	removeStaleLocks(filepath.Join(db.Dir, "runs"), here, now)
 	return marked, unknown, nil
 }
 
 // removeStaleLocks removes lock files of dead runs (killed runs never
-// remove their own). A file younger than a minute may be one a starting run
-// has created but not yet locked: it is left for the next look.
+// remove their own), with the room they kept for a full disk. A file
+// younger than a minute may be one a starting run has created but not yet
+// locked: it is left for the next look.
 func removeStaleLocks(dir string, here runlock.Identity, now time.Time) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -93,7 +96,9 @@ func removeStaleLocks(dir string, here runlock.Identity, now time.Time) {
 		b, _ := os.ReadFile(path)
 		line, _, _ := strings.Cut(string(b), "\n")
 		if dead, err := runlock.Judge(path, runlock.ParseIdentity(line), here); err == nil && dead {
-			_ = runlock.RemoveStale(path)
+			if runlock.RemoveStale(path) == nil {
+				_ = os.Remove(strings.TrimSuffix(path, ".lock") + ".reserve")
+			}
 		}
 	}
 }
