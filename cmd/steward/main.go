@@ -30,6 +30,10 @@ func main() {
 	}()
 	if cli.IsWorker(os.Args[1:]) {
 		worker(stopSoft)
+	} else if cli.Supervises(os.Args[1:]) {
+		// A worker that dies leaves its agents' escaped grandchildren to
+		// the supervisor (not to init), which kills them when it ends.
+		_ = proctree.BecomeSubreaper()
 	}
 	exe, _ := os.Executable()
 	code := cli.Main(soft, os.Args[1:], cli.Env{
@@ -37,9 +41,9 @@ func main() {
 		StderrTTY: isTTY(os.Stderr), StdinTTY: isTTY(os.Stdin), Hard: hard, Exe: exe,
 	})
 	stopHard()
-	if cli.IsWorker(os.Args[1:]) {
-		// Nothing an agent started outlives its worker: orphans that left
-		// their process group were reparented here (subreaper).
+	if cli.IsWorker(os.Args[1:]) || cli.Supervises(os.Args[1:]) {
+		// Nothing an agent started outlives its worker or its run: orphans
+		// that left their process group were reparented here (subreaper).
 		proctree.KillDescendants(os.Getpid())
 	}
 	os.Exit(code)

@@ -30,6 +30,7 @@ tasks:
 `
 
 type workerJSONReport struct {
+	RunIDs   []string `json:"run_ids"`
 	Attempts []struct {
 		Task, Sample, Status, Reason string
 	} `json:"attempts"`
@@ -49,7 +50,8 @@ func workerReport(t *testing.T, dir string) workerJSONReport {
 // the other task finishes and the report is complete.
 func TestWorkerKilledCostsOnlyItsTask(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "steward.yaml"), twoTasks)
+	// The victim's agents leave a grandchild outside their process group.
+	writeFile(t, filepath.Join(dir, "steward.yaml"), strings.Replace(twoTasks, "agent: 'sleep 1; echo ok'", "agent: 'setsid sleep 300 </dev/null >/dev/null 2>&1 & sleep 1; echo ok'", 1))
 	cmd := exec.Command(exe, "launch")
 	cmd.Dir = dir
 	var out bytes.Buffer
@@ -79,6 +81,13 @@ func TestWorkerKilledCostsOnlyItsTask(t *testing.T) {
 	r := workerReport(t, dir)
 	if len(r.Attempts) != 7 {
 		t.Fatalf("report has %d attempts", len(r.Attempts))
+	}
+	// Nothing of the dead worker's agents outlives the run.
+	if left := crashProcs(r.RunIDs[0]); len(left) > 0 {
+		for _, p := range left {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+		t.Fatalf("processes of the killed worker's agents outlive the run: %v", left)
 	}
 	for _, a := range r.Attempts {
 		switch a.Task {

@@ -331,3 +331,15 @@ func newWorker(env Env) *cobra.Command {
 // IsWorker says whether args start a worker process (main prepares those to
 // outlive a dead supervisor long enough to clean up).
 func IsWorker(args []string) bool { return len(args) > 0 && args[0] == run.WorkerArg }
+
+// Supervises says whether args start a command that runs sandboxes
+// (launch, action): main makes it the reaper of orphaned agent processes.
+func Supervises(args []string) bool {
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		return a == "launch" || a == "action"
+	}
+	return false
+}
