@@ -195,7 +195,12 @@ func (l *launcher) startWorker(ctx context.Context, k int, tasks []int) (*worker
 	w.cmd, w.in, w.enc = cmd, in, json.NewEncoder(in)
 	w.lastSeen.Store(time.Now().UnixNano())
 	go w.read(out)
-	go w.heartbeat(l.workerTimeout())
+	every := min(time.Second, l.workerTimeout()/3)
+	tick := time.NewTicker(every)
+	go func() {
+		w.heartbeat(tick.C, time.Now, l.workerTimeout())
+		tick.Stop()
+	}()
 	init := &workerInit{
 		EvalSet: l.es.File, Flags: l.opts.FleetFlags, TaskGlobs: l.opts.TaskGlobs, SampleGlobs: l.opts.SampleGlobs,
 		RunID: l.runID, LockPath: l.lockPath(), Exe: l.opts.Exe, Model: l.es.Model.Name, Tasks: tasks, TaskProv: l.taskProv,
@@ -308,20 +313,18 @@ func (l *launcher) workerTimeout() time.Duration {
 	return DefaultWorkerTimeout
 }
 
-// heartbeat pings the worker every second (or a third of the timeout when
-// shorter) and kills it once it has said nothing for timeout: a stopped or
-// hung worker costs its tasks (infra errors with the reason), never the run.
-func (w *workerProc) heartbeat(timeout time.Duration) {
-	every := min(time.Second, timeout/3)
-	t := time.NewTicker(every)
-	defer t.Stop()
+// heartbeat pings the worker at every tick (each second, or a third of the
+// timeout when shorter) and kills it once it has said nothing for timeout
+// by now's clock: a stopped or hung worker costs its tasks (infra errors
+// with the reason), never the run.
+func (w *workerProc) heartbeat(tick <-chan time.Time, now func() time.Time, timeout time.Duration) {
 	for {
 		select {
 		case <-w.done:
 			return
-		case <-t.C:
+		case <-tick:
 		}
-		silent := time.Since(time.Unix(0, w.lastSeen.Load()))
+		silent := now().Sub(time.Unix(0, w.lastSeen.Load()))
 		if silent > timeout {
 			w.kill(fmt.Sprintf("worker process for %s unresponsive: no answer to the heartbeat for %s (timeout %s); killed", w.name, silent.Round(time.Second), timeout))
 			return
