@@ -130,10 +130,16 @@ func TestDiskFullEveryPath(t *testing.T) {
 		t.Fatalf("first run exit %d:\n%s", code, out)
 	}
 
-	// 2. The carry path: room for the run's start, not for its carried rows.
+	// 2. Little room: enough for a run's first rows, not for its carried ones.
 	diskFullEvalSet(t, dir, 60, "true")
-	fill(1<<20 + 80<<10)
+	fill(80 << 10)
 	out, code := faultLaunch(t, dir, nil, 2*time.Minute, "launch", "--record", rec)
+	oneClearMessage(t, "little room", out, code, rec)
+	free()
+
+	// 3. The carry path: room for the run's start and its reserve, not for its carried rows.
+	fill(1<<20 + 80<<10)
+	out, code = faultLaunch(t, dir, nil, 2*time.Minute, "launch", "--record", rec)
 	oneClearMessage(t, "full while carrying", out, code, rec)
 	free()
 	runs, counts := diskFullRuns(t, rec)
@@ -146,7 +152,7 @@ func TestDiskFullEveryPath(t *testing.T) {
 		t.Errorf("full while carrying: no queued attempt was recorded as skipped: %v", counts[0])
 	}
 
-	// 3. The disk fills in the middle of a launch.
+	// 4. The disk fills in the middle of a launch.
 	diskFullEvalSet(t, dir, 80, "sleep 0.2")
 	cmd := exec.Command(exe, "launch", "--record", rec)
 	cmd.Dir = dir
