@@ -264,3 +264,18 @@ func descendantsOf(pid int) []int {
 	}
 	return out
 }
+
+// A bad STEWARD_WORKER_TIMEOUT is bad input: exit 2, naming the variable.
+func TestWorkerTimeoutBadInput(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "steward.yaml"), twoTasks)
+	for _, v := range []string{"soon", "10ms"} {
+		cmd := exec.Command(exe, "launch")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "STEWARD_WORKER_TIMEOUT="+v)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "STEWARD_WORKER_TIMEOUT=\""+v+"\"") {
+			t.Fatalf("STEWARD_WORKER_TIMEOUT=%s: %v\n%s", v, err, out)
+		}
+	}
+}
