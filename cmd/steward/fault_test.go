@@ -353,6 +353,9 @@ tasks:
 				t.Fatal(err)
 			}
 			for _, a := range as {
+				if a.Status == "skipped" && strings.Contains(a.Reason, "disk is full") {
+					continue // queued when the disk filled: recorded as not started
+				}
 				if a.Status != "passed" || a.Fingerprint == "" || a.Finished.IsZero() {
 					t.Fatalf("damaged attempt %+v", a)
 				}

@@ -30,6 +30,7 @@ tasks:
 `
 
 type workerJSONReport struct {
+	RunIDs   []string `json:"run_ids"`
 	Attempts []struct {
 		Task, Sample, Status, Reason string
 	} `json:"attempts"`
@@ -49,7 +50,8 @@ func workerReport(t *testing.T, dir string) workerJSONReport {
 // the other task finishes and the report is complete.
 func TestWorkerKilledCostsOnlyItsTask(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "steward.yaml"), twoTasks)
+	// The victim's agents leave a grandchild outside their process group.
+	writeFile(t, filepath.Join(dir, "steward.yaml"), strings.Replace(twoTasks, "agent: 'sleep 1; echo ok'", "agent: 'setsid sleep 300 </dev/null >/dev/null 2>&1 & sleep 1; echo ok'", 1))
 	cmd := exec.Command(exe, "launch")
 	cmd.Dir = dir
 	var out bytes.Buffer
@@ -79,6 +81,13 @@ func TestWorkerKilledCostsOnlyItsTask(t *testing.T) {
 	r := workerReport(t, dir)
 	if len(r.Attempts) != 7 {
 		t.Fatalf("report has %d attempts", len(r.Attempts))
+	}
+	// Nothing of the dead worker's agents outlives the run.
+	if left := crashProcs(r.RunIDs[0]); len(left) > 0 {
+		for _, p := range left {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+		t.Fatalf("processes of the killed worker's agents outlive the run: %v", left)
 	}
 	for _, a := range r.Attempts {
 		switch a.Task {
@@ -153,4 +162,120 @@ func atoi(s string) int {
 		n = n*10 + int(c-'0')
 	}
 	return n
+}
+
+// A worker that stops answering (SIGSTOP) is found by the heartbeat, killed
+// with its agents, and its task's unfinished attempts are infra errors that
+// say so (never "timed out": the agents did not); the other task finishes
+// and the run ends.
+func TestWorkerStoppedIsReaped(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "steward.yaml"), strings.Replace(twoTasks, "agent: 'sleep 1; echo ok'", "agent: 'sleep 30; echo ok'", 1))
+	cmd := exec.Command(exe, "launch")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "STEWARD_WORKER_TIMEOUT=2s")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	var victim int
+	for i := 0; i < 100 && victim == 0; i++ {
+		time.Sleep(100 * time.Millisecond)
+		b, _ := exec.Command("pgrep", "-P", itoa(cmd.Process.Pid), "-f", "__worker --for victim").Output()
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			victim = atoi(f[0])
+		}
+	}
+	if victim == 0 {
+		t.Fatal("no worker process for task victim")
+	}
+	// Stop it once its agents run (they are its children's children).
+	waitFor(t, func() bool { return len(descendantsOf(victim)) >= 4 })
+	agents := descendantsOf(victim)
+	if err := syscall.Kill(victim, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(victim, syscall.SIGKILL)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the run hangs behind a stopped worker:\n%s", out.String())
+	}
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 { // infrastructure errors
+		t.Fatalf("launch: %v\n%s", err, out.String())
+	}
+	r := workerReport(t, dir)
+	if len(r.Attempts) != 7 {
+		t.Fatalf("report has %d attempts", len(r.Attempts))
+	}
+	for _, a := range r.Attempts {
+		switch a.Task {
+		case "victim":
+			if a.Status != "infra" || !strings.Contains(a.Reason, "worker process for victim unresponsive") || strings.Contains(a.Reason, "timed out") {
+				t.Fatalf("victim attempt %+v", a)
+			}
+		case "other":
+			if a.Status != "passed" {
+				t.Fatalf("other attempt %+v", a)
+			}
+		}
+	}
+	for _, p := range agents {
+		if syscall.Kill(p, 0) == nil {
+			if st, _ := os.ReadFile(filepath.Join("/proc", itoa(p), "stat")); !strings.Contains(string(st), ") Z ") {
+				t.Errorf("agent process %d of the stopped worker still runs", p)
+			}
+		}
+	}
+}
+
+// descendantsOf lists the processes below pid.
+func descendantsOf(pid int) []int {
+	kids := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(st)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		if len(f) > 1 {
+			kids[atoi(f[1])] = append(kids[atoi(f[1])], p)
+		}
+	}
+	var out []int
+	q := []int{pid}
+	for len(q) > 0 {
+		for _, c := range kids[q[0]] {
+			out = append(out, c)
+			q = append(q, c)
+		}
+		q = q[1:]
+	}
+	return out
+}
+
+// A bad STEWARD_WORKER_TIMEOUT is bad input: exit 2, naming the variable.
+func TestWorkerTimeoutBadInput(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "steward.yaml"), twoTasks)
+	for _, v := range []string{"soon", "10ms"} {
+		cmd := exec.Command(exe, "launch")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "STEWARD_WORKER_TIMEOUT="+v)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "STEWARD_WORKER_TIMEOUT=\""+v+"\"") {
+			t.Fatalf("STEWARD_WORKER_TIMEOUT=%s: %v\n%s", v, err, out)
+		}
+	}
 }

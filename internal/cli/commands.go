@@ -16,7 +16,6 @@ import (
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/run"
-	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox/docker"
 	"github.com/steward-evals/steward/internal/sandbox/local"
 )
@@ -95,6 +94,7 @@ func newReport(env Env) *cobra.Command {
 					return err
 				}
 			}
+			judgeReport(ctx, db, runID, rep)
 			return render(env.Stdout, rep, format, env)
 		},
 	}
@@ -151,7 +151,7 @@ func newSweep(env Env) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			local.Sweep(os.TempDir(), runlock.Alive, env.Stdout)
+			local.Sweep(os.TempDir(), judgeHere, env.Stdout)
 			if !docker.Available(ctx) {
 				fmt.Fprintln(env.Stdout, "docker: no daemon answers; nothing to sweep")
 				return nil
@@ -230,6 +230,7 @@ func newTend(env Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			dropDeadRuns(cmd.Context(), db, live)
 			if len(live) == 0 {
 				fmt.Fprintln(env.Stdout, "no live run on this record has tended yet")
 				return nil
@@ -374,11 +375,30 @@ func newWorker(env Env) *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			// The worker ignores the first SIGINT of a terminal's Ctrl-C: the
-			// supervisor decides when attempts stop (abort) or the run ends.
-			return run.Worker(context.WithoutCancel(cmd.Context()), env.Stdin, env.Stdout, env.Stderr, providerFactory{env: env}, env.Getenv)
+			// The worker runs in a process group of its own, so a terminal's
+			// ^C reaches only the supervisor, which decides when attempts stop
+			// (abort) or the run ends. The context ends when the worker itself
+			// is signalled or its supervisor is gone: it then aborts and
+			// removes its sandboxes.
+			return run.Worker(cmd.Context(), env.Stdin, env.Stdout, env.Stderr, providerFactory{env: env}, env.Getenv)
 		},
 	}
 	cmd.Flags().StringVar(&forTasks, "for", "", "the tasks this worker runs (informational, shown in ps)")
 	return cmd
+}
+
+// IsWorker says whether args start a worker process (main prepares those to
+// outlive a dead supervisor long enough to clean up).
+func IsWorker(args []string) bool { return len(args) > 0 && args[0] == run.WorkerArg }
+
+// Supervises says whether args start a command that runs sandboxes
+// (launch, action): main makes it the reaper of orphaned agent processes.
+func Supervises(args []string) bool {
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		return a == "launch" || a == "action"
+	}
+	return false
 }

@@ -110,12 +110,21 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 		// The real key is masked wherever Steward prints (the action also registers it with the runner).
 		_ = env.Getenv(es.Model.APIKeyEnv)
 	}
+	var workerTimeout time.Duration
+	if v := env.Getenv("STEWARD_WORKER_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			return nil, false, exitWith(ExitBadInput, fmt.Errorf("STEWARD_WORKER_TIMEOUT=%q: want a duration of at least 1s, e.g. 20s", v))
+		}
+		workerTimeout = d
+	}
 	opts := run.Options{
 		EvalSet: es, TaskGlobs: f.tasks, SampleGlobs: f.samples, Concurrency: f.concurrency, BudgetUSD: f.budget,
 		Rerun: f.rerun, EarlyExit: f.earlyExit, Dry: f.dry, Shard: f.shard, Title: f.title,
 		Stdout: env.Stdout, Stderr: env.Stderr, TTY: env.StderrTTY, Color: env.StderrTTY && env.Getenv("NO_COLOR") == "",
 		Getenv: env.Getenv, Exe: env.Exe, Providers: providerFactory{env: env}, Grace: f.grace, Hard: env.Hard,
 		WriteDaemonJSON: f.writeDaemonJSON, FleetFlags: ov, Confirm: confirmer(env), Workers: env.Exe != "",
+		WorkerTimeout: workerTimeout,
 	}
 	res, err := run.Launch(ctx, opts)
 	if err != nil {
@@ -219,12 +228,12 @@ type localProvider struct {
 
 // SweepAfterRun stops and removes what this run (now dead) and other dead runs left.
 func (l localProvider) SweepAfterRun(ctx context.Context) {
-	local.Sweep(os.TempDir(), runlock.Alive, io.Discard)
+	local.Sweep(os.TempDir(), judgeHere, io.Discard)
 }
 
 // PreflightRun sweeps what dead runs left before this one starts.
 func (l localProvider) PreflightRun(ctx context.Context, specs []*sandbox.Spec, concurrency int, w interface{ Write([]byte) (int, error) }, confirm func(string) bool, write bool) error {
-	local.Sweep(os.TempDir(), runlock.Alive, io.Discard)
+	local.Sweep(os.TempDir(), judgeHere, io.Discard)
 	return nil
 }
 
@@ -288,4 +297,10 @@ func (d dockerProvider) PreflightRun(ctx context.Context, specs []*sandbox.Spec,
 		fmt.Fprintf(w, "steward: wrote %s (backup %s). Nothing changes until you restart the daemon: %s\n", path, backup, rep.Restart)
 	}
 	return run.NotEnoughNetworks(rep.Want, rep.Free)
+}
+
+// judgeHere judges a run's liveness from this process's boot and mount
+// namespace (runlock.Judge): a run that cannot be proven dead is left alone.
+func judgeHere(lockPath string, owner runlock.Identity) (bool, error) {
+	return runlock.Judge(lockPath, owner, runlock.Here())
 }

@@ -41,7 +41,8 @@ Ctrl-C.`,
 			if port < 0 || port > 65535 {
 				return exitWith(ExitBadInput, fmt.Errorf("--port %d: want 0 (any free port) to 65535", port))
 			}
-			db, err := record.Open(ctx, dir)
+			// A reader: never migrates, checkpoints or writes (it serves a live run too).
+			db, err := record.OpenReadOnly(ctx, dir)
 			if err != nil {
 				return err
 			}

@@ -49,10 +49,15 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 		if run.Shard != "" {
 			shards = append(shards, run.Shard)
 		}
-		if run.Status == "cancelled" || run.Status == "running" {
+		if run.Status != "finished" {
 			rep.Partial = true
 		}
-		if run.Left != "" {
+		if run.Status == "crashed" {
+			rep.Crashed = run.Left
+			if rep.Crashed == "" {
+				rep.Crashed = "the run stopped before it finished"
+			}
+		} else if run.Left != "" {
 			rep.Left = append(rep.Left, strings.Split(run.Left, "\n")...)
 		}
 		if run.BudgetUSD > 0 {
@@ -61,6 +66,11 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 		as, err := db.Attempts(ctx, id)
 		if err != nil {
 			return nil, err
+		}
+		if run.Status != "finished" {
+			if err := unpublished(ctx, db, rep, id, as); err != nil {
+				return nil, err
+			}
 		}
 		for _, a := range as {
 			row := AttemptRow{
@@ -104,4 +114,22 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 		rep.Tasks[i].Setpoint = last[rep.Tasks[i].Name]
 	}
 	return rep, nil
+}
+
+// unpublished adds the attempts run id planned but never published.
+func unpublished(ctx context.Context, db *record.DB, rep *Report, id string, as []record.Attempt) error {
+	p, err := db.PlanOf(ctx, id)
+	if err != nil {
+		return err
+	}
+	done := map[int]bool{}
+	for _, a := range as {
+		done[a.Seq] = true
+	}
+	for _, pl := range p.Planned {
+		if !done[pl.Seq] {
+			rep.Unpublished = append(rep.Unpublished, fmt.Sprintf("%s/%s#%d", pl.Task, pl.Sample, pl.Attempt))
+		}
+	}
+	return nil
 }

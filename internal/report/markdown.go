@@ -164,18 +164,33 @@ func footer(r *Report) string {
 func partialBanner(r *Report) string {
 	var b strings.Builder
 	b.WriteString("> [!WARNING]\n> **Partial report:** the run was cancelled before it finished")
-	if len(r.Left) == 0 {
+	if r.Crashed != "" {
+		b.Reset()
+		fmt.Fprintf(&b, "> [!WARNING]\n> **Partial report:** %s", MD(r.Crashed, 200))
+	}
+	if len(r.Left) == 0 && len(r.Unpublished) == 0 {
 		b.WriteString(".\n\n")
 		return b.String()
 	}
-	b.WriteString(". Left undone:\n")
 	const maxLeft = 20
-	for i, l := range r.Left {
-		if i == maxLeft {
-			fmt.Fprintf(&b, "> - … and %d more\n", len(r.Left)-maxLeft)
-			break
+	list := func(items []string) {
+		for i, l := range items {
+			if i == maxLeft {
+				fmt.Fprintf(&b, "> - … and %d more\n", len(items)-maxLeft)
+				break
+			}
+			fmt.Fprintf(&b, "> - %s\n", MD(l, 200))
 		}
-		fmt.Fprintf(&b, "> - %s\n", MD(l, 200))
+	}
+	if len(r.Left) > 0 {
+		b.WriteString(". Left undone:\n")
+		list(r.Left)
+	} else {
+		b.WriteString(".\n")
+	}
+	if len(r.Unpublished) > 0 {
+		fmt.Fprintf(&b, ">\n> Planned but never published (%d):\n", len(r.Unpublished))
+		list(r.Unpublished)
 	}
 	b.WriteString("\n")
 	return b.String()

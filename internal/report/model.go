@@ -38,6 +38,13 @@ type Report struct {
 	// Version is the steward that rendered the report ("v1.2.3 (abc1234)"),
 	// shown in the summary and comment footers.
 	Version string `json:"version,omitempty"`
+
+	// Crashed says why a run ended without finishing (its process died); ""
+	// for a run that finished or was cancelled.
+	Crashed string `json:"crashed,omitempty"`
+	// Unpublished are the attempts a run that did not finish planned but
+	// never published ("task/sample#attempt"), in discovery order.
+	Unpublished []string `json:"unpublished,omitempty"`
 }
 
 // Counts is the panel's counts line (L1).

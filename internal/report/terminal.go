@@ -100,8 +100,14 @@ func Terminal(w io.Writer, r *Report, opts TerminalOptions) error {
 	}
 	if r.Partial {
 		msg := "PARTIAL: the run was cancelled"
+		if r.Crashed != "" {
+			msg = "CRASHED: " + Plain(r.Crashed, 200)
+		}
 		if len(r.Left) > 0 {
 			msg += "; left undone: " + Plain(strings.Join(r.Left, ", "), 200)
+		}
+		if len(r.Unpublished) > 0 {
+			msg += fmt.Sprintf("; %d planned attempts never published: %s", len(r.Unpublished), Plain(strings.Join(r.Unpublished, ", "), 400))
 		}
 		if opts.Color {
 			msg = ansiYellow + msg + ansiReset

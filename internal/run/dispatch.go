@@ -111,17 +111,9 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 	if err := l.db.Publish(context.Background(), row); err != nil {
 		// The record cannot take results (a full disk): what runs now could
 		// not be kept, so nothing more is dispatched.
-		err = record.Classify(l.db.Dir, err)
-		l.mu.Lock()
-		first := l.recordErr == nil
-		if first {
-			l.recordErr = err
-		}
-		l.mu.Unlock()
-		if first {
-			fmt.Fprintf(l.opts.Stderr, "steward: %v\nsteward: no new attempts start\n", err)
-		}
-		l.cancelQueued("not started: the record cannot take results")
+		// The error is said once, when the launch ends (finishOnRecordError).
+		l.recordFull(err)
+		l.cancelQueued("not started: the record's disk is full")
 		l.finishItem(it.ID)
 		if l.onFinish != nil {
 			l.onFinish()

@@ -43,9 +43,16 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 			}
 		}
 	}()
+	if err := l.reserveRoom(); err != nil {
+		return nil, err
+	}
+	defer l.releaseRoom()
 	if err := db.StartRun(ctx, record.Run{ID: l.runID, EvalSet: l.es.File, Title: l.opts.Title, Plan: l.planLine, Shard: l.opts.Shard,
 		Started: l.start, PID: os.Getpid(), Host: hostname(), LockPath: l.lockPath(), BudgetUSD: l.opts.BudgetUSD}); err != nil {
 		return nil, record.Classify(db.Dir, err)
+	}
+	if err := l.recordStart(ctx); err != nil {
+		return nil, err
 	}
 	fmt.Fprintln(l.opts.Stderr, report.PlanLine(l.planLine))
 	status, finished := "finished", false
@@ -99,7 +106,13 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 
 	// Carried results are published at once; the rest are scheduled.
 	if err := l.publishCarried(ctx); err != nil {
-		return nil, record.Classify(db.Dir, err)
+		if err := record.Classify(db.Dir, err); !errors.Is(err, record.ErrDiskFull) {
+			return nil, err
+		}
+		l.recordFull(err)
+		finished = true
+		l.finishOnRecordError()
+		return nil, l.recordErr
 	}
 	st, err := l.newState()
 	if err != nil {
@@ -213,6 +226,7 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 	}
 	if l.recordErr != nil {
 		finished = true
+		l.finishOnRecordError()
 		return nil, l.recordErr
 	}
 	if err := db.FinishRun(context.Background(), l.runID, status, time.Now(), l.left); err != nil {

@@ -62,6 +62,9 @@ type Options struct {
 	WriteDaemonJSON bool
 	// Workers runs each task in its own worker process (W1): `Exe __worker`.
 	Workers bool
+	// WorkerTimeout is how long a worker may leave the heartbeat unanswered
+	// before it is killed (0 = DefaultWorkerTimeout).
+	WorkerTimeout time.Duration
 	// FleetFlags are the fleet settings given as flags; they keep winning
 	// when the live run re-reads _steward.yaml.
 	FleetFlags evalset.FleetOverrides

@@ -13,10 +13,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/plan"
+	"github.com/steward-evals/steward/internal/proctree"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/sandbox"
@@ -94,6 +97,12 @@ type workerProc struct {
 	done    chan struct{}
 	tail    *tailBuffer
 	arts    artifactStore // artifacts that came with results (artifacts.go)
+
+	// Heartbeat: the supervisor pings, the worker answers; lastSeen is the
+	// time of the worker's last message (UnixNano), killed the reason the
+	// supervisor killed it ("" = it was not).
+	lastSeen atomic.Int64
+	killed   atomic.Pointer[string]
 }
 
 type workerPool struct {
@@ -184,6 +193,10 @@ func (l *launcher) startWorker(ctx context.Context, k int, tasks []int) (*worker
 	}
 	cmd := exec.Command(l.opts.Exe, WorkerArg, "--for", w.name) // --for names the tasks in ps
 	cmd.Env = l.workerEnv()
+	// A process group of its own: a signal to the supervisor's group (a
+	// terminal's ^C, a CI runner killing the job's group) leaves the worker
+	// alive to remove its sandboxes once it sees the supervisor gone.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stderr = io.MultiWriter(l.opts.Stderr, w.tail)
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -197,7 +210,14 @@ func (l *launcher) startWorker(ctx context.Context, k int, tasks []int) (*worker
 		return nil, sandbox.InfraError(fmt.Errorf("start worker for %s: %w", w.name, err))
 	}
 	w.cmd, w.in, w.enc = cmd, in, json.NewEncoder(in)
+	w.lastSeen.Store(time.Now().UnixNano())
 	go w.read(out)
+	every := min(time.Second, l.workerTimeout()/3)
+	tick := time.NewTicker(every)
+	go func() {
+		w.heartbeat(tick.C, time.Now, l.workerTimeout())
+		tick.Stop()
+	}()
 	init := &workerInit{
 		EvalSet: l.es.File, Flags: l.opts.FleetFlags, TaskGlobs: l.opts.TaskGlobs, SampleGlobs: l.opts.SampleGlobs,
 		RunID: l.runID, LockPath: l.lockPath(), Exe: l.opts.Exe, Model: l.es.Model.Name, Tasks: tasks, TaskProv: l.taskProv,
@@ -223,6 +243,7 @@ func (w *workerProc) read(out io.Reader) {
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	for sc.Scan() {
+		w.lastSeen.Store(time.Now().UnixNano())
 		var m wmsg
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			continue
@@ -267,8 +288,13 @@ func (w *workerProc) read(out io.Reader) {
 	}
 	err := w.cmd.Wait()
 	reason := "worker process for " + w.name + " ended"
+	status := report.StatusErrored
 	if err != nil {
 		reason = fmt.Sprintf("worker process for %s crashed (%v)", w.name, err)
+	}
+	if k := w.killed.Load(); k != nil {
+		// The supervisor reaped it: the infrastructure failed, not the agent.
+		reason, status, err = *k, report.StatusInfra, nil
 	}
 	if t := strings.TrimSpace(w.tail.String()); t != "" && err != nil {
 		if i := strings.Index(t, "panic:"); i >= 0 {
@@ -295,8 +321,60 @@ func (w *workerProc) read(out io.Reader) {
 	close(w.done)
 	// The worker's tasks cost it (W1): their queued attempts are errored with the reason.
 	for _, ti := range w.tasks {
-		w.l.failTask(ti, report.StatusErrored, reason)
+		w.l.failTask(ti, status, reason)
 	}
+}
+
+// deadStatus is the status of attempts a dead worker never answered.
+func (w *workerProc) deadStatus() string {
+	if w.killed.Load() != nil {
+		return report.StatusInfra
+	}
+	return report.StatusErrored
+}
+
+// DefaultWorkerTimeout is how long a worker may stay silent (no answer to
+// the once-a-second heartbeat) before the supervisor kills it.
+const DefaultWorkerTimeout = 20 * time.Second
+
+func (l *launcher) workerTimeout() time.Duration {
+	if l.opts.WorkerTimeout > 0 {
+		return l.opts.WorkerTimeout
+	}
+	return DefaultWorkerTimeout
+}
+
+// heartbeat pings the worker at every tick (each second, or a third of the
+// timeout when shorter) and kills it once it has said nothing for timeout
+// by now's clock: a stopped or hung worker costs its tasks (infra errors
+// with the reason), never the run.
+func (w *workerProc) heartbeat(tick <-chan time.Time, now func() time.Time, timeout time.Duration) {
+	for {
+		select {
+		case <-w.done:
+			return
+		case <-tick:
+		}
+		silent := now().Sub(time.Unix(0, w.lastSeen.Load()))
+		if silent > timeout {
+			w.kill(fmt.Sprintf("worker process for %s unresponsive: no answer to the heartbeat for %s (timeout %s); killed", w.name, silent.Round(time.Second), timeout))
+			return
+		}
+		go func() { _ = w.send(wmsg{Op: "ping"}) }() // a full pipe must not stop the watch
+	}
+}
+
+// kill ends a worker that stopped answering, with every process below it
+// (a stopped worker cannot remove its agents itself).
+func (w *workerProc) kill(reason string) {
+	if !w.killed.CompareAndSwap(nil, &reason) {
+		return
+	}
+	fmt.Fprintf(w.l.opts.Stderr, "steward: %s\n", reason)
+	pid := w.cmd.Process.Pid
+	_ = syscall.Kill(pid, syscall.SIGSTOP) // it forks no more while its tree is killed
+	proctree.KillDescendants(pid)
+	_ = w.cmd.Process.Kill()
 }
 
 func firstLine(s string) string {
@@ -311,7 +389,7 @@ func (p *workerPool) attempt(ctx context.Context, a *plan.Attempt, token string)
 	errRow := func(reason string) record.Attempt {
 		now := time.Now()
 		return record.Attempt{RunID: p.l.runID, Seq: a.Seq, Task: p.l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number,
-			Status: report.StatusErrored, Reason: reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(), Started: now, Finished: now, Source: a.Sample.Source}
+			Status: w.deadStatus(), Reason: reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(), Started: now, Finished: now, Source: a.Sample.Source}
 	}
 	ch := make(chan record.Attempt, 1)
 	w.mu.Lock()
@@ -417,30 +495,115 @@ func (t *tailBuffer) String() string {
 
 // ---- worker side ----
 
+// mailbox queues the supervisor's messages for the worker without bound, so
+// the reader never stops answering heartbeats while the worker is busy.
+type mailbox struct {
+	mu     sync.Mutex
+	q      []wmsg
+	closed bool
+	wake   chan struct{}
+	gone   chan struct{} // closed when the supervisor's end of stdin closes
+}
+
+func newMailbox() *mailbox {
+	return &mailbox{wake: make(chan struct{}, 1), gone: make(chan struct{})}
+}
+
+func (b *mailbox) put(m wmsg) {
+	b.mu.Lock()
+	b.q = append(b.q, m)
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (b *mailbox) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	close(b.gone)
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// get returns the next message; ok is false once the supervisor is gone (or ctx ends).
+func (b *mailbox) get(ctx context.Context) (wmsg, bool) {
+	for {
+		b.mu.Lock()
+		if len(b.q) > 0 {
+			m := b.q[0]
+			b.q = b.q[1:]
+			b.mu.Unlock()
+			return m, true
+		}
+		closed := b.closed
+		b.mu.Unlock()
+		if closed {
+			return wmsg{}, false
+		}
+		select {
+		case <-b.wake:
+		case <-ctx.Done():
+			return wmsg{}, false
+		}
+	}
+}
+
 // Worker runs a worker process: it reads the supervisor's messages on in
-// and answers on out. It ends when in closes or on shutdown, removing every
-// sandbox it made.
+// and answers on out. It ends when in closes (the supervisor is gone), when
+// ctx ends (a signal, or the caller saw the supervisor die) or on shutdown,
+// removing every sandbox it made. Heartbeats ("ping") are answered at once,
+// whatever the worker is doing.
 func Worker(ctx context.Context, in io.Reader, out io.Writer, stderr io.Writer, providers ProviderFactory, getenv func(string) string) error {
-	dec := json.NewDecoder(bufio.NewReader(in))
 	var encMu sync.Mutex
 	enc := json.NewEncoder(out)
 	send := func(m wmsg) {
 		encMu.Lock()
 		defer encMu.Unlock()
-		_ = enc.Encode(m)
+		_ = enc.Encode(m) // EPIPE once the supervisor is gone: nobody is left to tell
 	}
-	var first wmsg
-	if err := dec.Decode(&first); err != nil || first.Op != "init" || first.Init == nil {
-		return fmt.Errorf("worker: expected an init message: %v", err)
+	box := newMailbox()
+	go func() {
+		defer box.close()
+		dec := json.NewDecoder(bufio.NewReader(in))
+		for {
+			var m wmsg
+			if err := dec.Decode(&m); err != nil {
+				return
+			}
+			if m.Op == "ping" {
+				send(wmsg{Op: "pong"})
+				continue
+			}
+			box.put(m)
+		}
+	}()
+	first, ok := box.get(ctx)
+	if !ok || first.Op != "init" || first.Init == nil {
+		return fmt.Errorf("worker: expected an init message")
 	}
 	ini := first.Init
 	actx, abort := context.WithCancel(ctx)
 	defer abort()
+	var shuttingDown atomic.Bool
+	go func() {
+		select {
+		case <-box.gone:
+			if !shuttingDown.Load() {
+				abort() // the supervisor is gone: stop whatever runs, setup included, and clean up
+			}
+		case <-actx.Done():
+		}
+	}()
 	x, finalize, err := workerSetup(actx, ini, stderr, providers, getenv, func(m wmsg) (wmsg, error) {
 		send(m)
-		var r wmsg
-		if err := dec.Decode(&r); err != nil {
-			return r, err
+		r, ok := box.get(actx)
+		if !ok {
+			return r, errors.New("the supervisor is gone")
 		}
 		return r, nil
 	})
@@ -464,9 +627,15 @@ func Worker(ctx context.Context, in io.Reader, out io.Writer, stderr io.Writer, 
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
-		var m wmsg
-		if err := dec.Decode(&m); err != nil {
-			abort() // the supervisor is gone: stop and clean up
+		m, ok := box.get(actx)
+		if !ok {
+			// The supervisor is gone: stop what runs, then remove pooled
+			// sandboxes too (finalize removes the rest on the way out).
+			abort()
+			wg.Wait()
+			for _, ti := range ini.Tasks {
+				ex.closeTask(ti)
+			}
 			return nil
 		}
 		switch m.Op {
@@ -483,10 +652,15 @@ func Worker(ctx context.Context, in io.Reader, out io.Writer, stderr io.Writer, 
 				send(wmsg{Op: "result", Seq: seq, Row: &row, Artifacts: ex.takeArtifacts(seq)})
 			}(m.Seq, m.Token)
 		case "close_task":
-			go func(task int) { send(wmsg{Op: "closed", Task: task, OK: ex.closeTask(task)}) }(m.Task)
+			wg.Add(1)
+			go func(task int) {
+				defer wg.Done()
+				send(wmsg{Op: "closed", Task: task, OK: ex.closeTask(task)})
+			}(m.Task)
 		case "abort":
 			abort()
 		case "shutdown":
+			shuttingDown.Store(true)
 			wg.Wait()
 			return nil
 		}

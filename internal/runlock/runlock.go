@@ -43,9 +43,9 @@ func Acquire(path string) (*Lock, error) {
 		}
 		return nil, fmt.Errorf("acquire run lock %s: %w", abs, err)
 	}
-	// Record the holder's pid for humans; liveness is decided by the flock only.
+	// Record the holder's identity for humans; liveness is decided by the flock only.
 	_ = f.Truncate(0)
-	_, _ = fmt.Fprintf(f, "%d\n", os.Getpid())
+	_, _ = fmt.Fprintf(f, "%s\n", Here().Encode())
 	return &Lock{path: abs, f: f}, nil
 }
 
@@ -89,4 +89,14 @@ func Alive(path string) bool {
 		return false
 	}
 	return errors.Is(err, syscall.EWOULDBLOCK)
+}
+
+func flockNB(f *os.File) error {
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return ErrHeld
+		}
+		return err
+	}
+	return nil
 }

@@ -337,6 +337,16 @@ func (s *Sandbox) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.Exec
 	case <-ctx.Done():
 	}
 	if res.TimedOut || ctx.Err() != nil {
+		// A command that had ended already (noticed late: this process was
+		// stopped or starved) neither timed out nor was interrupted.
+		select {
+		case err = <-copied:
+			res.TimedOut = false
+			ctx = context.WithoutCancel(ctx)
+		default:
+		}
+	}
+	if res.TimedOut || ctx.Err() != nil {
 		select {
 		case pid = <-stderr.pid:
 		case <-time.After(2 * time.Second):

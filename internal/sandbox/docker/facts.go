@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 
+	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox"
 )
 
@@ -259,15 +260,16 @@ func (p *Provider) Doctor(ctx context.Context, w io.Writer) error {
 	}
 	runs := map[string]bool{}
 	dead := 0
+	here := runlock.Here()
 	for _, c := range cs {
 		runs[c.Labels[sandbox.LabelRun]] = true
-		if deadRun(ctx, p.cli, p.scope, c.Labels) {
+		if d, _ := deadRun(ctx, p.cli, p.scope, here, c.Labels); d {
 			dead++
 		}
 	}
 	for _, n := range sn {
 		runs[n.Labels[sandbox.LabelRun]] = true
-		if deadRun(ctx, p.cli, p.scope, n.Labels) {
+		if d, _ := deadRun(ctx, p.cli, p.scope, here, n.Labels); d {
 			dead++
 		}
 	}

@@ -197,7 +197,7 @@ func TestSweepScopes(t *testing.T) {
 	mkNet := func(name, scope string) string {
 		labels := map[string]string{
 			sandbox.LabelManaged: "true", sandbox.LabelRun: r.ID, LabelLock: "/nonexistent/" + name + ".lock",
-			LabelLockScope: scope, "dev.steward.test": "true",
+			LabelLockScope: scope, "dev.steward.test": "true", LabelOwner: runlock.Here().Encode(),
 		}
 		resp, err := cli.NetworkCreate(ctx, dockerName(r.ID, name), network.CreateOptions{Driver: "bridge", Labels: labels})
 		if err != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
 
+	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox"
 )
 
@@ -38,6 +39,11 @@ const LabelLock = "dev.steward.lock"
 // when Steward ran in that container, "host:<hostname>" otherwise. A sweeper
 // judges a lock path only in its own scope (see Sweep).
 const LabelLockScope = "dev.steward.lock-scope"
+
+// LabelOwner holds the identity (runlock.Identity, JSON) of the process that
+// holds the run's lock: boot id, mount namespace, container, host, pid. A
+// sweeper judges the lock path only where the identities say it is meaningful.
+const LabelOwner = "dev.steward.owner"
 
 // labelRole tells run-wide resources (networks, relay) from sandboxes.
 const labelRole = "dev.steward.role"
@@ -94,6 +100,7 @@ type Provider struct {
 	opts  Options
 	lock  string
 	scope string
+	owner string // runlock.Identity of this process, encoded
 	log   io.Writer
 
 	mu       sync.Mutex
@@ -172,7 +179,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 			scope = "container:" + ins.ID
 		}
 	}
-	return &Provider{cli: cli, opts: opts, lock: lock, scope: scope, log: log, builds: map[string]*buildOnce{}}, nil
+	return &Provider{cli: cli, opts: opts, lock: lock, scope: scope, owner: runlock.Here().Encode(), log: log, builds: map[string]*buildOnce{}}, nil
 }
 
 // Client is the provider's Docker client.
@@ -197,6 +204,7 @@ func (p *Provider) labels(task, role string, extra map[string]string) map[string
 	}
 	l[LabelLock] = p.lock
 	l[LabelLockScope] = p.scope
+	l[LabelOwner] = p.owner
 	if role != "" {
 		l[labelRole] = role
 	}

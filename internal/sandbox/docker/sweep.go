@@ -23,6 +23,9 @@ type SweepResult struct {
 	Containers, Networks, Volumes int // removed
 	Kept                          int // resources of live runs, untouched
 	Runs                          []string
+	// Unproven are the runs left alone because nothing proves them dead,
+	// each with the reason ("run 2024…: it runs in container …").
+	Unproven []string
 }
 
 // Sweep removes every Steward-labelled container, network and volume whose
@@ -33,37 +36,55 @@ type SweepResult struct {
 // to its own sweeper; a run of another host scope is left alone. Resources
 // without a lock label are left alone too (nothing proves them dead).
 func (p *Provider) Sweep(ctx context.Context, w io.Writer) (SweepResult, error) {
-	return sweep(ctx, p.cli, p.scope, w)
+	return sweep(ctx, p.cli, p.scope, runlock.Here(), w)
 }
 
-// deadRun decides whether the run that labelled a resource is dead, as seen from scope.
-func deadRun(ctx context.Context, cli apiClient, scope string, labels map[string]string) bool {
+// deadRun decides whether the run that labelled a resource is dead, as seen
+// from scope and identity here. A run that cannot be proven dead is alive;
+// the error says why it could not be judged.
+func deadRun(ctx context.Context, cli apiClient, scope string, here runlock.Identity, labels map[string]string) (bool, error) {
 	lock, ok := labels[LabelLock]
 	if !ok || lock == "" {
-		return false
+		return false, fmt.Errorf("%w: its resources name no lock", runlock.ErrUnknown)
 	}
 	other, hasScope := labels[LabelLockScope]
-	if !hasScope || other == scope {
-		return !runlock.Alive(lock)
-	}
-	if id, ok := strings.CutPrefix(other, "container:"); ok {
+	if id, ok := strings.CutPrefix(other, "container:"); ok && other != scope {
 		ins, err := cli.ContainerInspect(ctx, id)
 		if errdefs.IsNotFound(err) {
-			return true
+			return true, nil
 		}
-		return err == nil && ins.State != nil && !ins.State.Running && !ins.State.Restarting
+		if err == nil && ins.State != nil && !ins.State.Running && !ins.State.Restarting {
+			return true, nil
+		}
+		return false, nil // its container runs: it is its own sweeper's
 	}
-	return false
+	if hasScope && other != scope {
+		return false, fmt.Errorf("%w: it ran on %s, this is %s", runlock.ErrUnknown, other, scope)
+	}
+	return runlock.Judge(lock, runlock.ParseIdentity(labels[LabelOwner]), here)
 }
 
-func sweep(ctx context.Context, cli apiClient, scope string, w io.Writer) (SweepResult, error) {
+func sweep(ctx context.Context, cli apiClient, scope string, here runlock.Identity, w io.Writer) (SweepResult, error) {
 	if w == nil {
 		w = io.Discard
 	}
 	var res SweepResult
 	var errs []error
 	f := filters.NewArgs(filters.Arg("label", sandbox.LabelManaged+"=true"))
-	dead := func(labels map[string]string) bool { return deadRun(ctx, cli, scope, labels) }
+	said := map[string]bool{}
+	dead := func(labels map[string]string) bool {
+		d, err := deadRun(ctx, cli, scope, here, labels)
+		if err != nil {
+			r := labels[sandbox.LabelRun]
+			if !said[r] {
+				said[r] = true
+				res.Unproven = append(res.Unproven, fmt.Sprintf("run %s: %v", r, err))
+				fmt.Fprintf(w, "sweep: left docker resources of run %s alone: %v\n", r, err)
+			}
+			return false
+		}
+		return d
+	}
 	seen := map[string]bool{}
 	note := func(labels map[string]string) {
 		r := labels[sandbox.LabelRun]

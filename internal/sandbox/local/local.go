@@ -13,11 +13,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/steward-evals/steward/internal/proctree"
 	"github.com/steward-evals/steward/internal/sandbox"
 )
 
@@ -35,6 +37,11 @@ type Options struct {
 type Provider struct {
 	opts Options
 	seq  atomic.Int64
+	// Set by ForRun: the run's directory, id (the marker every command
+	// carries) and the content of the directory's lock file.
+	runDir, runID string
+	lock, owner   string
+	boxes         boxes
 }
 
 // New returns a local provider.
@@ -66,11 +73,28 @@ func (p *Provider) Gateway(ctx context.Context) (sandbox.GatewayAddr, error) {
 	return sandbox.GatewayAddr{Listen: "127.0.0.1:0", Host: "127.0.0.1"}, nil
 }
 
-// Finalize has nothing to remove.
-func (p *Provider) Finalize(ctx context.Context) error { return nil }
+// Finalize removes the sandboxes this provider made that are still there
+// (attempts cut short) and, when no other process of the run has sandboxes
+// left, the run's directory.
+func (p *Provider) Finalize(ctx context.Context) error {
+	var errs []error
+	for _, b := range p.boxes.all() {
+		if err := b.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	p.removeRunDirIfEmpty()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("finalize local provider: %w", err)
+	}
+	return nil
+}
 
 // Create makes a workdir.
 func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if err := p.ensureRunDir(); err != nil {
+		return nil, sandbox.InfraError(fmt.Errorf("create local sandbox: %w", err))
+	}
 	dir, err := os.MkdirTemp(p.opts.BaseDir, "steward-"+safe(spec.Task)+"-")
 	if err != nil {
 		return nil, sandbox.InfraError(fmt.Errorf("create local sandbox: %w", err))
@@ -83,7 +107,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 			return nil, sandbox.InfraError(fmt.Errorf("create local sandbox: %w", err))
 		}
 	}
-	return &box{id: fmt.Sprintf("local-%d", p.seq.Add(1)), root: dir, work: work, tmp: tmp, spec: spec, path: p.opts.Path, pgids: p.opts.pgidDir}, nil
+	b := &box{id: fmt.Sprintf("local-%d", p.seq.Add(1)), root: dir, work: work, tmp: tmp, spec: spec, path: p.opts.Path, pgids: p.opts.pgidDir, p: p}
+	p.boxes.add(b)
+	return b, nil
 }
 
 func safe(s string) string {
@@ -99,6 +125,7 @@ type box struct {
 	id, root, work, tmp, path string
 	pgids                     string
 	spec                      sandbox.Spec
+	p                         *Provider
 }
 
 func (b *box) ID() string      { return b.id }
@@ -221,6 +248,10 @@ func (b *box) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResu
 	for k, v := range spec.Env {
 		env[k] = v
 	}
+	if b.p.runID != "" {
+		// The marker a sweeper checks before it kills a process group.
+		env["STEWARD_RUN_ID"] = b.p.runID
+	}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
@@ -237,19 +268,37 @@ func (b *box) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResu
 		return sandbox.ExecResult{}, sandbox.InfraError(fmt.Errorf("exec in %s: %w", b.id, err))
 	}
 	if b.pgids != "" {
+		// The group leader's start time makes the note name this group
+		// only, whatever process later gets the same PID.
+		var start []byte
+		if st, err := proctree.ReadStat("", cmd.Process.Pid); err == nil {
+			start = []byte(strconv.FormatUint(st.Start, 10))
+		}
 		mark := filepath.Join(b.pgids, fmt.Sprint(cmd.Process.Pid))
-		_ = os.WriteFile(mark, nil, 0o644)
+		_ = os.WriteFile(mark, start, 0o644)
 		defer os.Remove(mark)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	if testHookStarted != nil {
+		testHookStarted(ctx)
+	}
 	var err error
+	exited := false
 	select {
 	case err = <-done:
+		exited = true
 	case <-ctx.Done():
-		// Kill the whole process group: an agent's children die with it.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		err = <-done
+		select {
+		case err = <-done:
+			// It had ended already: this process noticed late (it was
+			// stopped or starved), which is not the command's timeout.
+			exited = true
+		default:
+			// Kill the whole process group: an agent's children die with it.
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			err = <-done
+		}
 	}
 	// Whatever the outcome, nothing of the group outlives the command.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
@@ -257,7 +306,7 @@ func (b *box) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResu
 		Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(),
 		Truncated: stdout.truncated || stderr.truncated, Duration: time.Since(start),
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && !exited {
 		res.ExitCode = -1
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && spec.Timeout > 0 {
 			res.TimedOut = true
@@ -295,6 +344,7 @@ func (b *box) Reset(ctx context.Context) error {
 }
 
 func (b *box) Close(ctx context.Context) error {
+	b.p.boxes.remove(b)
 	if err := os.RemoveAll(b.root); err != nil {
 		return fmt.Errorf("remove %s: %w", b.id, err)
 	}
@@ -302,3 +352,7 @@ func (b *box) Close(ctx context.Context) error {
 }
 
 var _ io.Writer = (*capWriter)(nil)
+
+// testHookStarted, when set by a test, runs once a command has started (to
+// simulate a worker that notices late, e.g. while it was stopped).
+var testHookStarted func(ctx context.Context)

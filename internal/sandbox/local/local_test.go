@@ -85,3 +85,23 @@ func TestOutputCap(t *testing.T) {
 		t.Fatalf("len %d truncated %v", len(res.Stdout), res.Truncated)
 	}
 }
+
+// A command that ended within its timeout but was noticed only after it
+// (the worker was stopped or starved) did not time out: its own clock says so.
+func TestExecNoticedLateIsNotATimeout(t *testing.T) {
+	testHookStarted = func(ctx context.Context) { <-ctx.Done() }
+	defer func() { testHookStarted = nil }()
+	p := New(Options{BaseDir: t.TempDir()})
+	sb, err := p.Create(context.Background(), sandbox.Spec{Task: "late"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	res, err := sb.Exec(context.Background(), sandbox.ExecSpec{Shell: "echo done", Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.TimedOut || res.ExitCode != 0 || string(res.Stdout) != "done\n" {
+		t.Fatalf("a command that ended in time, noticed late: %+v", res)
+	}
+}
