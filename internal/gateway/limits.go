@@ -1,0 +1,316 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// Limits bound what sandboxes can hold in the gateway, so that one hostile
+// sandbox cannot exhaust the supervisor's memory, file descriptors or
+// goroutines, nor slow other sandboxes' calls. Zero fields take the
+// defaults in brackets; a negative count means unlimited.
+type Limits struct {
+	// ConnsPerAddr is the most open connections from one remote address (one
+	// sandbox) [64]. Each HTTP/1.1 connection carries one request at a time,
+	// so it also bounds a sandbox's concurrent requests.
+	ConnsPerAddr int
+	// Conns is the most open connections in all [4096].
+	Conns int
+	// RequestsPerToken is the most requests one token may have in the
+	// gateway at once, queued or in flight [16].
+	RequestsPerToken int
+	// BodyBytesPerToken is the most request-body bytes one token may have
+	// buffered at once [3 × MaxBodyBytes].
+	BodyBytesPerToken int64
+	// BodyBytes is the most request-body bytes buffered at once, all tokens
+	// together [256 MiB].
+	BodyBytes int64
+	// ReadHeaderTimeout bounds reading a request's headers [10s].
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, headers and body [60s].
+	ReadTimeout time.Duration
+	// WriteStall bounds each write to a client: a client that stops reading
+	// its answer for this long is disconnected [60s].
+	WriteStall time.Duration
+	// IdleTimeout closes a keep-alive connection idle this long [120s].
+	IdleTimeout time.Duration
+}
+
+func (l Limits) withDefaults(maxBody int64) Limits {
+	if l.ConnsPerAddr == 0 {
+		l.ConnsPerAddr = 64
+	}
+	if l.Conns == 0 {
+		l.Conns = 4096
+	}
+	if l.RequestsPerToken == 0 {
+		l.RequestsPerToken = 16
+	}
+	if l.BodyBytesPerToken == 0 {
+		l.BodyBytesPerToken = 3 * maxBody
+	}
+	if l.BodyBytes == 0 {
+		l.BodyBytes = 256 << 20
+	}
+	if l.ReadHeaderTimeout <= 0 {
+		l.ReadHeaderTimeout = 10 * time.Second
+	}
+	if l.ReadTimeout <= 0 {
+		l.ReadTimeout = time.Minute
+	}
+	if l.WriteStall <= 0 {
+		l.WriteStall = time.Minute
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = 2 * time.Minute
+	}
+	return l
+}
+
+// connLimiter counts open connections per remote address and in all, across
+// every listener the gateway serves.
+type connLimiter struct {
+	perAddr, total int
+	mu             sync.Mutex
+	open           map[netip.Addr]int
+	n              int
+	refusing       chan struct{} // bounds goroutines that answer refused connections
+}
+
+func newConnLimiter(perAddr, total int) *connLimiter {
+	return &connLimiter{perAddr: perAddr, total: total, open: map[netip.Addr]int{}, refusing: make(chan struct{}, 64)}
+}
+
+// take counts a connection from ip in; it says why not when a cap is full.
+func (c *connLimiter) take(ip netip.Addr) (ok bool, global bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.total > 0 && c.n >= c.total {
+		return false, true
+	}
+	if c.perAddr > 0 && c.open[ip] >= c.perAddr {
+		return false, false
+	}
+	c.n++
+	c.open[ip]++
+	return true, false
+}
+
+func (c *connLimiter) put(ip netip.Addr) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n--
+	if c.open[ip]--; c.open[ip] <= 0 {
+		delete(c.open, ip)
+	}
+}
+
+// Open returns the connections open now, in all.
+func (c *connLimiter) Open() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+func (c *connLimiter) wrap(ln net.Listener, grace time.Duration) net.Listener {
+	return &limitListener{Listener: ln, c: c, grace: grace}
+}
+
+type limitListener struct {
+	net.Listener
+	c     *connLimiter
+	grace time.Duration
+}
+
+func remoteIP(a net.Addr) netip.Addr {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		if ip, ok := netip.AddrFromSlice(ta.IP); ok {
+			return ip.Unmap()
+		}
+	}
+	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		return ap.Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		conn, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		ip := remoteIP(conn.RemoteAddr())
+		ok, global := l.c.take(ip)
+		if ok {
+			return &limitConn{Conn: conn, c: l.c, ip: ip}, nil
+		}
+		l.refuse(conn, global)
+	}
+}
+
+// refuse answers a connection over a cap with a JSON error both SDK
+// families read, then closes it. It never blocks Accept: the answer fits in
+// an empty socket buffer, and the short linger that lets the client read it
+// runs in a bounded number of goroutines (beyond that, the close is at once).
+func (l *limitListener) refuse(conn net.Conn, global bool) {
+	status, line, msg := 429, "429 Too Many Requests", "steward gateway: this sandbox has too many open connections to the gateway; close some (reuse keep-alive connections) and retry"
+	if global {
+		status, line, msg = 503, "503 Service Unavailable", "steward gateway: the gateway holds as many connections as it allows; retry shortly"
+	}
+	_ = status
+	body := fmt.Sprintf(`{"type":"error","error":{"type":"rate_limit_error","code":"too_many_connections","param":null,"message":%q}}`, msg)
+	resp := fmt.Sprintf("HTTP/1.1 %s\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", line, len(body), body)
+	_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = conn.Write([]byte(resp))
+	select {
+	case l.c.refusing <- struct{}{}:
+		go func() {
+			defer func() { <-l.c.refusing }()
+			// Half-close, then read what the client sent (briefly) so that
+			// closing does not reset the connection before it read the answer.
+			if tc, ok := conn.(*net.TCPConn); ok {
+				_ = tc.CloseWrite()
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(l.grace))
+			buf := make([]byte, 4096)
+			for n := 0; n < 1<<20; {
+				k, err := conn.Read(buf)
+				n += k
+				if err != nil {
+					break
+				}
+			}
+			conn.Close()
+		}()
+	default:
+		conn.Close()
+	}
+}
+
+type limitConn struct {
+	net.Conn
+	c    *connLimiter
+	ip   netip.Addr
+	once sync.Once
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.c.put(c.ip) })
+	return err
+}
+
+// holdBody counts n more request-body bytes against the attempt's and the
+// gateway's memory budgets; on refusal it names the status and the reason.
+func (g *Gateway) holdBody(a *attempt, n int64) (int, string) {
+	a.mu.Lock()
+	if lim := g.limits.BodyBytesPerToken; lim > 0 && a.bodyMem+n > lim {
+		a.mu.Unlock()
+		return http.StatusTooManyRequests, fmt.Sprintf("steward gateway: this attempt's requests in the gateway already hold %d bytes of request bodies (at most %d at once); wait for one to finish", a.bodyMem, lim)
+	}
+	a.bodyMem += n
+	a.mu.Unlock()
+	g.mu.Lock()
+	if lim := g.limits.BodyBytes; lim > 0 && g.bodyMem+n > lim {
+		g.mu.Unlock()
+		a.mu.Lock()
+		a.bodyMem -= n
+		a.mu.Unlock()
+		return http.StatusServiceUnavailable, "steward gateway: the gateway holds as many request bytes as it allows; retry shortly"
+	}
+	g.bodyMem += n
+	g.mu.Unlock()
+	return 0, ""
+}
+
+func (g *Gateway) releaseBody(a *attempt, n int64) {
+	if n == 0 {
+		return
+	}
+	a.mu.Lock()
+	a.bodyMem -= n
+	a.mu.Unlock()
+	g.mu.Lock()
+	g.bodyMem -= n
+	g.mu.Unlock()
+}
+
+// readBody reads a request body under the size cap and the memory budgets.
+// held is what it counted against the budgets (release it when the request
+// is done); status is 0 on success, else the answer's status and message.
+func (g *Gateway) readBody(r *http.Request, a *attempt) (b []byte, held int64, status int, msg string) {
+	max := g.cfg.MaxBodyBytes
+	tooLarge := fmt.Sprintf("steward gateway: request body is larger than %d bytes, the most the gateway takes", max)
+	if r.ContentLength > max {
+		return nil, 0, http.StatusRequestEntityTooLarge, tooLarge
+	}
+	size := int64(32 << 10)
+	if size > max {
+		size = max
+	}
+	if r.ContentLength >= 0 {
+		size = r.ContentLength
+	}
+	if st, m := g.holdBody(a, size); st != 0 {
+		return nil, 0, st, m
+	}
+	held = size
+	buf := make([]byte, 0, size)
+	var one [1]byte
+	for {
+		if int64(len(buf)) == int64(cap(buf)) {
+			// Full: is there more?
+			k, err := r.Body.Read(one[:])
+			if k == 0 && err == io.EOF {
+				return buf, held, 0, ""
+			}
+			if k == 0 && err != nil {
+				return nil, held, http.StatusBadRequest, "steward gateway: read request body: " + readErr(err, g.limits.ReadTimeout)
+			}
+			if int64(len(buf))+1 > max {
+				return nil, held, http.StatusRequestEntityTooLarge, tooLarge
+			}
+			next := int64(cap(buf)) * 2
+			if next > max {
+				next = max
+			}
+			if next < int64(len(buf))+1 {
+				next = int64(len(buf)) + 1
+			}
+			if st, m := g.holdBody(a, next-int64(cap(buf))); st != 0 {
+				return nil, held, st, m
+			}
+			held += next - int64(cap(buf))
+			nb := make([]byte, len(buf), next)
+			copy(nb, buf)
+			buf = append(nb, one[0])
+			if err == io.EOF {
+				return buf, held, 0, ""
+			}
+			continue
+		}
+		k, err := r.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+k]
+		if err == io.EOF {
+			return buf, held, 0, ""
+		}
+		if err != nil {
+			return nil, held, http.StatusBadRequest, "steward gateway: read request body: " + readErr(err, g.limits.ReadTimeout)
+		}
+	}
+}
+
+func readErr(err error, limit time.Duration) string {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Sprintf("the request did not arrive within %s", limit)
+	}
+	return err.Error()
+}
