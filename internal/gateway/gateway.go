@@ -162,9 +162,9 @@ type Gateway struct {
 	clock     Clock
 	rnd       func() float64
 
-	scrub_   *scrubber
-	limits   Limits
-	conns    *connLimiter
+	scrub_ *scrubber
+	limits Limits
+	conns  *connLimiter
 
 	mu       sync.Mutex
 	tokens   map[string]*attempt

@@ -162,4 +162,3 @@ func copySSE(w http.ResponseWriter, r io.Reader, m *usageMeter, dropUsageOnly bo
 		}
 	}
 }
-
