@@ -6,8 +6,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // otherSecret is a value from the configurable secret list.
@@ -206,5 +209,246 @@ func TestDotSegmentsAndEncodedSeparatorsRefused(t *testing.T) {
 	// The routes themselves still work.
 	if status, body := rawRequest(t, h.url, "GET", "/v1/models/ft:gpt-4o-mini:org:name:abc.1", tok); status != 200 {
 		t.Fatalf("a model id with colons and dots: %d %s", status, body)
+	}
+}
+
+// zeros is an endless body that costs its sender no memory.
+type zeros struct{ n, max int64 }
+
+func (z *zeros) Read(p []byte) (int, error) {
+	if z.n >= z.max {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > z.max-z.n {
+		p = p[:z.max-z.n]
+	}
+	for i := range p {
+		p[i] = ' '
+	}
+	p[0] = '{'
+	z.n += int64(len(p))
+	return len(p), nil
+}
+
+// dialFrom connects to the gateway from a given loopback address (one
+// "sandbox" per address).
+func dialFrom(src, gw string) (net.Conn, error) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	return d.Dial("tcp", strings.TrimPrefix(gw, "http://"))
+}
+
+func clientFrom(src string, conns int) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
+}
+
+// heapPeak samples the heap until stop is closed and returns its peak.
+func heapPeak(stop <-chan struct{}) <-chan uint64 {
+	out := make(chan uint64, 1)
+	go func() {
+		var peak uint64
+		var ms runtime.MemStats
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak {
+				peak = ms.HeapInuse
+			}
+			select {
+			case <-stop:
+				out <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return out
+}
+
+// TestHostileSandboxIsBounded plays a sandbox (127.0.0.2) that opens
+// thousands of connections trickling their headers, sends huge bodies
+// (declared and chunked), trickles a body forever and floods its token with
+// concurrent requests, while a polite sandbox (127.0.0.1) keeps calling. The
+// hostile one gets clear JSON refusals, the supervisor's heap stays bounded,
+// and every polite call succeeds.
+func TestHostileSandboxIsBounded(t *testing.T) {
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	up := newUpstream(t, "openai", func(n int64, w http.ResponseWriter, r *http.Request, body []byte) {
+		if strings.Contains(string(body), `"hold":true`) {
+			<-release
+		}
+		io.WriteString(w, chatOK)
+	})
+	defer releaseOnce.Do(func() { close(release) })
+	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, MaxConnections: 200,
+		Limits: Limits{ReadTimeout: 500 * time.Millisecond, ReadHeaderTimeout: 2 * time.Second}})
+	hostile := h.g.Issue("att-hostile", nil)
+	polite := h.g.Issue("att-polite", nil)
+
+	stop := make(chan struct{})
+	peak := heapPeak(stop)
+
+	// 1. Thousands of connections that never finish their headers.
+	var conns []net.Conn
+	refused := 0
+	for i := 0; i < 2000; i++ {
+		c, err := dialFrom("127.0.0.2", h.url)
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		conns = append(conns, c)
+		fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n")
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	// The refused ones got a JSON 429 and were closed; read a few.
+	for _, c := range conns[len(conns)-20:] {
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 429 && strings.Contains(string(b), "too many open connections") {
+			refused++
+		}
+	}
+	if refused != 20 {
+		t.Fatalf("connections over the per-sandbox cap: %d of the last 20 got a 429", refused)
+	}
+	if open := h.g.conns.Open(); open > 64 {
+		t.Fatalf("%d connections open, want at most 64 (the per-sandbox cap)", open)
+	}
+	// The polite sandbox still gets through.
+	pc := clientFrom("127.0.0.1", 4)
+	politeCall := func() {
+		t.Helper()
+		req, _ := http.NewRequest("POST", h.url+"/v1/chat/completions", strings.NewReader(`{"model":"m"}`))
+		req.Header.Set("Authorization", "Bearer "+polite)
+		resp, err := pc.Do(req)
+		if err != nil {
+			t.Fatalf("polite call: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("polite call: %d %s", resp.StatusCode, b)
+		}
+	}
+	politeCall()
+	for _, c := range conns {
+		c.Close()
+	}
+	conns = nil
+
+	hc := clientFrom("127.0.0.2", 64)
+	send := func(body io.Reader, cl int64, hdr string) (int, string) {
+		req, _ := http.NewRequest("POST", h.url+"/v1/chat/completions", body)
+		req.ContentLength = cl
+		req.Header.Set("Authorization", "Bearer "+hostile)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	// 2. A declared 1 GiB body is refused before a byte of it is read.
+	if st, b := send(&zeros{max: 1 << 30}, 1<<30, ""); st != 413 || !strings.Contains(b, "larger than") {
+		t.Fatalf("declared huge body: %d %s", st, b)
+	}
+	// 3. 24 concurrent chunked 40 MiB bodies: each stops at the cap, and the
+	// token's body memory is capped too.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[int]int{}
+	for i := 0; i < 24; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, _ := send(&zeros{max: 40 << 20}, -1, "")
+			mu.Lock()
+			codes[st]++
+			mu.Unlock()
+			politeCall()
+		}()
+	}
+	wg.Wait()
+	for st := range codes {
+		if st != 413 && st != 429 && st != 400 && st != 0 {
+			t.Fatalf("huge chunked bodies: statuses %v", codes)
+		}
+	}
+	if codes[413] == 0 {
+		t.Fatalf("huge chunked bodies: statuses %v, want 413s", codes)
+	}
+	// 4. A body trickled a byte at a time cannot extend its deadline.
+	c, err := dialFrom("127.0.0.2", h.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Length: 100000\r\n\r\n{", hostile)
+	trickleDone := make(chan struct{})
+	go func() {
+		defer close(trickleDone)
+		for {
+			if _, err := c.Write([]byte(" ")); err != nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond) // the attacker's pace, not synchronisation
+		}
+	}()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(b), "did not arrive within") {
+			t.Fatalf("trickled body: %d %s", resp.StatusCode, b)
+		}
+	}
+	c.Close()
+	<-trickleDone
+	politeCall()
+	// 5. Flooding one token with concurrent requests: at most 16 get in, the
+	// rest are told to wait, and the polite token is untouched.
+	codes = map[int]int{}
+	for i := 0; i < 40; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, b := send(strings.NewReader(`{"hold":true}`), -1, "")
+			mu.Lock()
+			codes[st]++
+			mu.Unlock()
+			if st == 429 && !strings.Contains(b, "requests in the gateway") {
+				t.Errorf("flood refusal: %s", b)
+			}
+		}()
+	}
+	for {
+		mu.Lock()
+		n := codes[429]
+		mu.Unlock()
+		if n == 24 {
+			break
+		}
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+	}
+	politeCall()
+	releaseOnce.Do(func() { close(release) })
+	wg.Wait()
+	if codes[200] != 16 || codes[429] != 24 {
+		t.Fatalf("flood: statuses %v, want 16 × 200 and 24 × 429", codes)
+	}
+	close(stop)
+	if p := <-peak; p > 160<<20 {
+		t.Fatalf("heap peaked at %d MiB under the hostile sandbox, want ≤ 160 MiB", p>>20)
 	}
 }
