@@ -212,6 +212,8 @@ func TestDotSegmentsAndEncodedSeparatorsRefused(t *testing.T) {
 	}
 }
 
+var spaces = []byte(strings.Repeat(" ", 4096))
+
 // zeros is an endless body that costs its sender no memory.
 type zeros struct{ n, max int64 }
 
@@ -222,10 +224,12 @@ func (z *zeros) Read(p []byte) (int, error) {
 	if int64(len(p)) > z.max-z.n {
 		p = p[:z.max-z.n]
 	}
-	for i := range p {
-		p[i] = ' '
+	copy(p, spaces)
+	for i := len(spaces); i < len(p); i += copy(p[i:], p[:i]) {
 	}
-	p[0] = '{'
+	if z.n == 0 {
+		p[0] = '{'
+	}
 	z.n += int64(len(p))
 	return len(p), nil
 }

@@ -242,6 +242,13 @@ func (g *Gateway) releaseBody(a *attempt, n int64) {
 	g.mu.Unlock()
 }
 
+// bodyChunk is the piece a body of unknown length is read in; pieces are
+// pooled, so bodies refused for their size (a hostile sandbox's loop) cost
+// no garbage.
+const bodyChunk = 256 << 10
+
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, bodyChunk); return &b }}
+
 // readBody reads a request body under the size cap and the memory budgets.
 // held is what it counted against the budgets (release it when the request
 // is done); status is 0 on success, else the answer's status and message.
@@ -251,60 +258,59 @@ func (g *Gateway) readBody(r *http.Request, a *attempt) (b []byte, held int64, s
 	if r.ContentLength > max {
 		return nil, 0, http.StatusRequestEntityTooLarge, tooLarge
 	}
-	size := int64(32 << 10)
-	if size > max {
-		size = max
+	fail := func(err error) (int, string) {
+		return http.StatusBadRequest, "steward gateway: read request body: " + readErr(err, g.limits.ReadTimeout)
 	}
 	if r.ContentLength >= 0 {
-		size = r.ContentLength
-	}
-	if st, m := g.holdBody(a, size); st != 0 {
-		return nil, 0, st, m
-	}
-	held = size
-	buf := make([]byte, 0, size)
-	var one [1]byte
-	for {
-		if int64(len(buf)) == int64(cap(buf)) {
-			// Full: is there more?
-			k, err := r.Body.Read(one[:])
-			if k == 0 && err == io.EOF {
-				return buf, held, 0, ""
-			}
-			if k == 0 && err != nil {
-				return nil, held, http.StatusBadRequest, "steward gateway: read request body: " + readErr(err, g.limits.ReadTimeout)
-			}
-			if int64(len(buf))+1 > max {
-				return nil, held, http.StatusRequestEntityTooLarge, tooLarge
-			}
-			next := int64(cap(buf)) * 2
-			if next > max {
-				next = max
-			}
-			if next < int64(len(buf))+1 {
-				next = int64(len(buf)) + 1
-			}
-			if st, m := g.holdBody(a, next-int64(cap(buf))); st != 0 {
-				return nil, held, st, m
-			}
-			held += next - int64(cap(buf))
-			nb := make([]byte, len(buf), next)
-			copy(nb, buf)
-			buf = append(nb, one[0])
-			if err == io.EOF {
-				return buf, held, 0, ""
-			}
-			continue
+		// Declared length: one exact buffer.
+		if st, m := g.holdBody(a, r.ContentLength); st != 0 {
+			return nil, 0, st, m
 		}
-		k, err := r.Body.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+k]
-		if err == io.EOF {
-			return buf, held, 0, ""
+		held = r.ContentLength
+		buf := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, buf); err != nil {
+			st, m := fail(err)
+			return nil, held, st, m
+		}
+		return buf, held, 0, ""
+	}
+	// Unknown length (chunked): pooled pieces, joined at the end.
+	var chunks []*[]byte
+	defer func() {
+		for _, c := range chunks {
+			chunkPool.Put(c)
+		}
+	}()
+	var total int64
+	for {
+		if st, m := g.holdBody(a, bodyChunk); st != 0 {
+			return nil, held, st, m
+		}
+		held += bodyChunk
+		c := chunkPool.Get().(*[]byte)
+		chunks = append(chunks, c)
+		n, err := io.ReadFull(r.Body, *c)
+		total += int64(n)
+		if total > max {
+			return nil, held, http.StatusRequestEntityTooLarge, tooLarge
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
 		}
 		if err != nil {
-			return nil, held, http.StatusBadRequest, "steward gateway: read request body: " + readErr(err, g.limits.ReadTimeout)
+			st, m := fail(err)
+			return nil, held, st, m
 		}
 	}
+	buf := make([]byte, 0, total)
+	for _, c := range chunks {
+		k := int64(bodyChunk)
+		if rest := total - int64(len(buf)); rest < k {
+			k = rest
+		}
+		buf = append(buf, (*c)[:k]...)
+	}
+	return buf, held, 0, ""
 }
 
 func readErr(err error, limit time.Duration) string {
