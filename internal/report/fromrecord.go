@@ -69,6 +69,9 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 				Fingerprint: a.Fingerprint, Log: a.Log, Source: a.Source,
 			}
 			rep.Attempts = append(rep.Attempts, row)
+			if a.Status == StatusSkipped && strings.HasPrefix(a.Reason, "budget spent") {
+				rep.Spend.BudgetStopped = true
+			}
 			rep.Spend.USD += a.CostUSD
 			rep.Spend.InputTokens += a.InputTokens
 			rep.Spend.OutputTokens += a.OutputTokens
@@ -94,6 +97,9 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 	}
 	for i := range rep.Tasks {
 		rep.Tasks[i].Setpoint = last[rep.Tasks[i].Name]
+	}
+	if rep.Spend.BudgetUSD > 0 && rep.Spend.USD > rep.Spend.BudgetUSD {
+		rep.Spend.OverBudgetUSD = rep.Spend.USD - rep.Spend.BudgetUSD
 	}
 	return rep, nil
 }

@@ -94,6 +94,11 @@ type Spend struct {
 	OutputTokens int64   `json:"output_tokens"`
 	Requests     int64   `json:"requests"`
 	BudgetUSD    float64 `json:"budget_usd,omitempty"`
+	// OverBudgetUSD is what was spent past the budget: requests already in
+	// flight when it ran out (at most one request each, see docs/gateway.md).
+	OverBudgetUSD float64 `json:"over_budget_usd,omitempty"`
+	// BudgetStopped: the budget ran out and stopped the run (exit code 4).
+	BudgetStopped bool `json:"budget_stopped,omitempty"`
 }
 
 // RampPoint is one tend decision for one task (R6).

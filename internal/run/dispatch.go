@@ -107,14 +107,15 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 		})
 		l.publishSkipped(ids, fmt.Sprintf("early exit: attempt %d passed", a.Number))
 	}
-	// S5: when the budget is spent, no new attempt starts.
-	if b := l.opts.BudgetUSD; b > 0 && l.gw.Spent() >= b {
+	// S5: when the budget is spent, or the gateway refused a request the
+	// rest of it could not cover, no new attempt starts.
+	if b := l.opts.BudgetUSD; b > 0 && (l.gw.Spent() >= b || l.gw.BudgetRefusals() > 0) {
 		l.mu.Lock()
 		first := !l.spentStop
 		l.spentStop = true
 		l.mu.Unlock()
 		if first {
-			fmt.Fprintf(l.opts.Stderr, "steward: budget spent ($%.4f of $%.2f): no new attempts start\n", l.gw.Spent(), b)
+			fmt.Fprintf(l.opts.Stderr, "steward: budget spent ($%.4f of $%.2f; the gateway refuses model calls it cannot cover): no new attempts start\n", l.gw.Spent(), b)
 		}
 		l.cancelQueued(fmt.Sprintf("budget spent ($%.2f)", b))
 	}

@@ -258,6 +258,9 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 		rep.Partial = true
 		rep.Left = l.left
 	}
+	if l.spentStop {
+		rep.Spend.BudgetStopped = true
+	}
 	return &Result{Report: rep, Cancelled: status == "cancelled"}, nil
 }
 
@@ -292,7 +295,7 @@ func (l *launcher) startGateway(ctx context.Context, needed map[string][]*sandbo
 	gw, err := gateway.New(gateway.Config{
 		Upstream: m.Upstream, BaseURL: m.BaseURL, APIKey: key, MaxConnections: m.MaxConnections,
 		Prices: gateway.Prices{InputPerMTok: m.Prices.InputPerMTok, OutputPerMTok: m.Prices.OutputPerMTok},
-		Logger: l.opts.Stderr,
+		Logger: l.opts.Stderr, BudgetUSD: l.opts.BudgetUSD,
 	})
 	if err != nil {
 		return badInput("%s: model: %v", l.es.File, err)
