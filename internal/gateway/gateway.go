@@ -346,8 +346,9 @@ func (g *Gateway) Revoke(token string) {
 
 // Bind restricts a token to requests from the given remote addresses (the
 // network address of the sandbox it was issued to); from any other address
-// it gets 401. Binding again replaces the set. An unbound token works from
-// any address (local sandboxes, whose processes share the host's loopback).
+// it gets 401. Binding again adds to the set (a scorer's own container, a
+// retried attempt's new sandbox). An unbound token works from any address
+// (local sandboxes, whose processes share the host's loopback).
 func (g *Gateway) Bind(token string, addrs ...netip.Addr) error {
 	if len(addrs) == 0 {
 		return errors.New("bind token: no address given")
@@ -364,7 +365,7 @@ func (g *Gateway) Bind(token string, addrs ...netip.Addr) error {
 	if g.tokens[token] == nil {
 		return errors.New("bind token: the token is not issued or was revoked")
 	}
-	g.bound[token] = list
+	g.bound[token] = append(g.bound[token], list...)
 	return nil
 }
 

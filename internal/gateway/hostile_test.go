@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
@@ -454,5 +455,43 @@ func TestHostileSandboxIsBounded(t *testing.T) {
 	close(stop)
 	if p := <-peak; p > 160<<20 {
 		t.Fatalf("heap peaked at %d MiB under the hostile sandbox, want ≤ 160 MiB", p>>20)
+	}
+}
+
+// TestTokenBoundToAddress: a bound token works only from its addresses
+// (127.0.0.3 here); from another it gets 401 saying so; unbound tokens work
+// from anywhere; binding a revoked token fails.
+func TestTokenBoundToAddress(t *testing.T) {
+	up := newUpstream(t, "openai", func(n int64, w http.ResponseWriter, r *http.Request, body []byte) {
+		io.WriteString(w, chatOK)
+	})
+	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey})
+	bound, free := h.g.Issue("bound", nil), h.g.Issue("free", nil)
+	if err := h.g.Bind(bound, netip.MustParseAddr("127.0.0.3")); err != nil {
+		t.Fatal(err)
+	}
+	call := func(src, tok string) (int, string) {
+		req, _ := http.NewRequest("POST", h.url+"/v1/chat/completions", strings.NewReader(`{"model":"m"}`))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := clientFrom(src, 1).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	if st, b := call("127.0.0.3", bound); st != 200 {
+		t.Fatalf("bound token from its address: %d %s", st, b)
+	}
+	if st, b := call("127.0.0.4", bound); st != 401 || !strings.Contains(b, "belongs to another sandbox") {
+		t.Fatalf("bound token from another address: %d %s", st, b)
+	}
+	if st, b := call("127.0.0.4", free); st != 200 {
+		t.Fatalf("unbound token: %d %s", st, b)
+	}
+	h.g.Revoke(bound)
+	if err := h.g.Bind(bound, netip.MustParseAddr("127.0.0.3")); err == nil {
+		t.Fatal("bound a revoked token")
 	}
 }

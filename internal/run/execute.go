@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -176,7 +177,7 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 		}
 		l.runner = workers
 	} else {
-		l.runner = inProcess{newExecutor(&execEnv{p: l.p, specs: l.specs, providers: l.providers, taskProv: l.taskProv,
+		l.runner = inProcess{newExecutor(&execEnv{bind: l.bindToken, p: l.p, specs: l.specs, providers: l.providers, taskProv: l.taskProv,
 			gwURL: l.gwURL, runID: l.runID, exe: l.opts.Exe, model: l.es.Model.Name, stderr: l.opts.Stderr})}
 	}
 	tasksDone := make([]chan struct{}, len(l.p.Tasks))
@@ -504,4 +505,9 @@ func tail(b []byte, n int) string {
 		s = "…" + s[len(s)-n:]
 	}
 	return s
+}
+
+// bindToken binds an attempt's token to its sandbox's address (12.5).
+func (l *launcher) bindToken(_ context.Context, token string, ip netip.Addr) error {
+	return l.gw.Bind(token, ip)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -203,6 +204,16 @@ func (w *workerProc) read(out io.Reader) {
 		case "gateway":
 			url, err := w.l.gatewayFor(m.Listen, m.Host)
 			reply := wmsg{Op: "gateway_url", Provider: m.Provider, URL: url}
+			if err != nil {
+				reply.Err = err.Error()
+			}
+			_ = w.send(reply)
+		case "bind":
+			reply := wmsg{Op: "bound", Seq: m.Seq}
+			ip, err := netip.ParseAddr(m.Host)
+			if err == nil {
+				err = w.l.gw.Bind(m.Token, ip)
+			}
 			if err != nil {
 				reply.Err = err.Error()
 			}
@@ -423,6 +434,33 @@ func Worker(ctx context.Context, in io.Reader, out io.Writer, stderr io.Writer, 
 		return nil
 	}
 	x.fault = getenv("STEWARD_WORKER_FAULT")
+	// Token binding asks the supervisor, which holds the gateway.
+	var bindMu sync.Mutex
+	bindWait := map[int]chan string{}
+	bindSeq := 0
+	x.bind = func(ctx context.Context, token string, ip netip.Addr) error {
+		ch := make(chan string, 1)
+		bindMu.Lock()
+		bindSeq++
+		id := bindSeq
+		bindWait[id] = ch
+		bindMu.Unlock()
+		defer func() {
+			bindMu.Lock()
+			delete(bindWait, id)
+			bindMu.Unlock()
+		}()
+		send(wmsg{Op: "bind", Seq: id, Token: token, Host: ip.String()})
+		select {
+		case e := <-ch:
+			if e != "" {
+				return errors.New(e)
+			}
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("bind the gateway token: %w", ctx.Err())
+		}
+	}
 	ex := newExecutor(x)
 	send(wmsg{Op: "ready"})
 	bySeq := map[int]*plan.Attempt{}
@@ -450,6 +488,13 @@ func Worker(ctx context.Context, in io.Reader, out io.Writer, stderr io.Writer, 
 				row := ex.attempt(actx, a, token)
 				send(wmsg{Op: "result", Seq: seq, Row: &row})
 			}(m.Seq, m.Token)
+		case "bound":
+			bindMu.Lock()
+			ch := bindWait[m.Seq]
+			bindMu.Unlock()
+			if ch != nil {
+				ch <- m.Err
+			}
 		case "close_task":
 			go func(task int) { send(wmsg{Op: "closed", Task: task, OK: ex.closeTask(task)}) }(m.Task)
 		case "abort":

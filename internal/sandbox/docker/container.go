@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"path"
 	"sort"
 	"strconv"
@@ -130,7 +131,26 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		_ = sb.Close(ctx)
 		return nil, sandbox.InfraError(fmt.Errorf("start sandbox %s: %w", name, err))
 	}
+	ins, err := p.cli.ContainerInspect(ctx, resp.ID)
+	if err != nil {
+		_ = sb.Close(ctx)
+		return nil, sandbox.InfraError(fmt.Errorf("inspect sandbox %s: %w", name, err))
+	}
+	if ins.NetworkSettings != nil {
+		if ep := ins.NetworkSettings.Networks[netName]; ep != nil {
+			sb.ip, _ = netip.ParseAddr(ep.IPAddress)
+		}
+	}
 	return sb, nil
+}
+
+// GatewayPeer is the address the gateway sees this sandbox's connections
+// come from (its IP on its network), so that its token can be bound to it.
+// ok is false when that address is not visible: when Steward runs in a
+// container, the relay forwards every sandbox's connections from its own
+// address (see docs/security.md).
+func (s *Sandbox) GatewayPeer() (netip.Addr, bool) {
+	return s.ip, s.ip.IsValid() && !s.p.opts.InContainer
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -150,6 +170,7 @@ type Sandbox struct {
 	workdir string
 	net     *runNet // own network (network: isolated)
 	memory  int64
+	ip      netip.Addr // its address on its network: where its gateway connections come from
 
 	mu       sync.Mutex
 	ooms     int64 // oom_kill count last seen
