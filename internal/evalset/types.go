@@ -183,6 +183,10 @@ type Fleet struct {
 	TendInterval Duration `yaml:"tend_interval" json:"tend_interval"`
 	// Record is the record directory (default .steward beside the eval set).
 	Record string `yaml:"record" json:"record"`
+	// Secrets names environment variables whose values, like the model key,
+	// the gateway scrubs from every upstream answer and the run masks in
+	// what it records and prints.
+	Secrets []string `yaml:"secrets" json:"secrets,omitempty"`
 
 	// File is the _steward.yaml path it came from ("" if none).
 	File string `yaml:"-" json:"-"`

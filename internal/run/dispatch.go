@@ -130,5 +130,10 @@ func (l *launcher) scrub(s string) string {
 	if l.apiKey != "" {
 		s = strings.ReplaceAll(s, l.apiKey, "***")
 	}
+	for _, v := range l.secrets {
+		if len(v) >= 8 {
+			s = strings.ReplaceAll(s, v, "***")
+		}
+	}
 	return s
 }

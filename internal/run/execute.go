@@ -293,7 +293,15 @@ func (l *launcher) startGateway(ctx context.Context, needed map[string][]*sandbo
 			return badInput("%s: model.api_key_env: the environment variable %s is not set (the real key for the %s upstream)", l.es.File, env, m.Upstream)
 		}
 	}
+	var secrets []string
+	for _, name := range l.es.Fleet.Secrets {
+		if v := l.opts.Getenv(name); v != "" {
+			secrets = append(secrets, v)
+		}
+	}
+	l.secrets = secrets
 	gw, err := gateway.New(gateway.Config{
+		Secrets: secrets,
 		Upstream: m.Upstream, BaseURL: m.BaseURL, APIKey: key, MaxConnections: m.MaxConnections,
 		Prices: gateway.Prices{InputPerMTok: m.Prices.InputPerMTok, OutputPerMTok: m.Prices.OutputPerMTok},
 		Logger: l.opts.Stderr, BudgetUSD: l.opts.BudgetUSD,
