@@ -301,7 +301,7 @@ func (l *launcher) startGateway(ctx context.Context, needed map[string][]*sandbo
 	}
 	l.secrets = secrets
 	gw, err := gateway.New(gateway.Config{
-		Secrets: secrets,
+		Secrets:  secrets,
 		Upstream: m.Upstream, BaseURL: m.BaseURL, APIKey: key, MaxConnections: m.MaxConnections,
 		Prices: gateway.Prices{InputPerMTok: m.Prices.InputPerMTok, OutputPerMTok: m.Prices.OutputPerMTok},
 		Logger: l.opts.Stderr, BudgetUSD: l.opts.BudgetUSD,
