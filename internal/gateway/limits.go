@@ -18,7 +18,9 @@ import (
 type Limits struct {
 	// ConnsPerAddr is the most open connections from one remote address (one
 	// sandbox) [64]. Each HTTP/1.1 connection carries one request at a time,
-	// so it also bounds a sandbox's concurrent requests.
+	// so it also bounds a sandbox's concurrent requests. It does not apply to
+	// 127.0.0.1 and ::1, where every local sandbox (and nothing else) comes
+	// from: there only the global cap and the per-token caps hold.
 	ConnsPerAddr int
 	// Conns is the most open connections in all [4096].
 	Conns int
@@ -94,12 +96,17 @@ func (c *connLimiter) take(ip netip.Addr) (ok bool, global bool) {
 	if c.total > 0 && c.n >= c.total {
 		return false, true
 	}
-	if c.perAddr > 0 && c.open[ip] >= c.perAddr {
+	if c.perAddr > 0 && c.open[ip] >= c.perAddr && !sharedAddr(ip) {
 		return false, false
 	}
 	c.n++
 	c.open[ip]++
 	return true, false
+}
+
+// sharedAddr: the address every local sandbox connects from.
+func sharedAddr(ip netip.Addr) bool {
+	return ip == netip.AddrFrom4([4]byte{127, 0, 0, 1}) || ip == netip.IPv6Loopback()
 }
 
 func (c *connLimiter) put(ip netip.Addr) {
