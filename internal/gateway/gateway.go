@@ -280,6 +280,18 @@ func (g *Gateway) Controller() *Controller { return g.ctl }
 // Serve answers sandboxes on ln until ctx ends. It may be called for several
 // listeners; the connection caps hold across all of them.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	return g.serve(ctx, ln, false)
+}
+
+// ServeProxied is Serve for a listener only the in-container relay reaches:
+// every connection starts with a PROXY protocol v1 line naming the sandbox's
+// address, which then counts for the per-sandbox caps and token binding. A
+// connection without that line is closed.
+func (g *Gateway) ServeProxied(ctx context.Context, ln net.Listener) error {
+	return g.serve(ctx, ln, true)
+}
+
+func (g *Gateway) serve(ctx context.Context, ln net.Listener, proxied bool) error {
 	srv := &http.Server{
 		Handler: g, BaseContext: func(net.Listener) context.Context { return ctx },
 		// A client has this long for its headers, and for its whole request
@@ -293,7 +305,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       log.New(io.Discard, "", 0),
 	}
-	ln = g.conns.wrap(ln, g.limits.ReadHeaderTimeout)
+	ln = g.conns.wrap(ln, g.limits.ReadHeaderTimeout, proxied)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

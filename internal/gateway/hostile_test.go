@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -493,5 +494,78 @@ func TestTokenBoundToAddress(t *testing.T) {
 	h.g.Revoke(bound)
 	if err := h.g.Bind(bound, netip.MustParseAddr("127.0.0.3")); err == nil {
 		t.Fatal("bound a revoked token")
+	}
+}
+
+// TestProxiedListenerBindsTheRelayedSandbox: behind the in-container relay,
+// every connection names its sandbox in a PROXY line; token binding and the
+// per-sandbox connection cap use that address, and a connection without the
+// line gets nothing.
+func TestProxiedListenerBindsTheRelayedSandbox(t *testing.T) {
+	up := newUpstream(t, "openai", func(n int64, w http.ResponseWriter, r *http.Request, body []byte) {
+		io.WriteString(w, chatOK)
+	})
+	g, err := New(Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Limits: Limits{ConnsPerAddr: 2, ReadHeaderTimeout: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = g.ServeProxied(ctx, ln) }()
+	tok := g.Issue("relayed", nil)
+	if err := g.Bind(tok, netip.MustParseAddr("172.30.0.5")); err != nil {
+		t.Fatal(err)
+	}
+	open := func(proxy string) net.Conn {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		io.WriteString(c, proxy)
+		return c
+	}
+	ask := func(c net.Conn) (int, string) {
+		fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Length: 2\r\n\r\n{}", tok)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return 0, err.Error()
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	if st, b := ask(open("PROXY TCP4 172.30.0.5 172.30.0.1 40000 8750\r\n")); st != 200 {
+		t.Fatalf("from the bound sandbox: %d %s", st, b)
+	}
+	if st, b := ask(open("PROXY TCP4 172.30.0.6 172.30.0.1 40001 8750\r\n")); st != 401 || !strings.Contains(b, "another sandbox") {
+		t.Fatalf("from another sandbox: %d %s", st, b)
+	}
+	if st, _ := ask(open("")); st != 0 {
+		t.Fatalf("a connection without a PROXY line was answered: %d", st)
+	}
+	// The per-sandbox cap counts the relayed address: two held, the third refused.
+	open("PROXY TCP4 172.30.0.7 172.30.0.1 1 8750\r\n")
+	open("PROXY TCP4 172.30.0.7 172.30.0.1 2 8750\r\n")
+	// Wait until the server has read both lines (counted them for 172.30.0.7).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		g.conns.mu.Lock()
+		n := g.conns.open[netip.MustParseAddr("172.30.0.7")]
+		g.conns.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the relayed sandbox's connections counted: %d, want 2", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	c := open("PROXY TCP4 172.30.0.7 172.30.0.1 3 8750\r\n")
+	if st, b := ask(c); st != 429 || !strings.Contains(b, "too many open connections") {
+		t.Fatalf("third connection of one relayed sandbox: %d %s", st, b)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -104,6 +106,34 @@ func (c *connLimiter) take(ip netip.Addr) (ok bool, global bool) {
 	return true, false
 }
 
+// takeGlobal counts a connection whose address is not known yet.
+func (c *connLimiter) takeGlobal() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.total > 0 && c.n >= c.total {
+		return false
+	}
+	c.n++
+	return true
+}
+
+// takeAddr counts, for a connection already counted globally, its address.
+func (c *connLimiter) takeAddr(ip netip.Addr) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.perAddr > 0 && c.open[ip] >= c.perAddr && !sharedAddr(ip) {
+		return false
+	}
+	c.open[ip]++
+	return true
+}
+
+func (c *connLimiter) putGlobal() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n--
+}
+
 // sharedAddr: the address every local sandbox connects from.
 func sharedAddr(ip netip.Addr) bool {
 	return ip == netip.AddrFrom4([4]byte{127, 0, 0, 1}) || ip == netip.IPv6Loopback()
@@ -125,14 +155,15 @@ func (c *connLimiter) Open() int {
 	return c.n
 }
 
-func (c *connLimiter) wrap(ln net.Listener, grace time.Duration) net.Listener {
-	return &limitListener{Listener: ln, c: c, grace: grace}
+func (c *connLimiter) wrap(ln net.Listener, grace time.Duration, proxied bool) net.Listener {
+	return &limitListener{Listener: ln, c: c, grace: grace, proxied: proxied}
 }
 
 type limitListener struct {
 	net.Listener
-	c     *connLimiter
-	grace time.Duration
+	c       *connLimiter
+	grace   time.Duration
+	proxied bool // connections start with a PROXY protocol v1 line (the relay)
 }
 
 func remoteIP(a net.Addr) netip.Addr {
@@ -152,6 +183,13 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		conn, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
+		}
+		if l.proxied {
+			if !l.c.takeGlobal() {
+				l.refuse(conn, true)
+				continue
+			}
+			return &proxyConn{Conn: conn, l: l}, nil
 		}
 		ip := remoteIP(conn.RemoteAddr())
 		ok, global := l.c.take(ip)
@@ -199,6 +237,92 @@ func (l *limitListener) refuse(conn net.Conn, global bool) {
 	default:
 		conn.Close()
 	}
+}
+
+// proxyConn is a connection from the relay: its first line names the
+// sandbox it carries (PROXY protocol v1), read on the connection's own
+// goroutine when the server first asks for its remote address. The
+// sandbox's address then counts against the per-address cap.
+type proxyConn struct {
+	net.Conn
+	l      *limitListener
+	once   sync.Once
+	remote net.Addr
+	ip     netip.Addr
+	bad    bool
+	closed sync.Once
+}
+
+func (c *proxyConn) RemoteAddr() net.Addr {
+	c.once.Do(func() {
+		c.remote = c.Conn.RemoteAddr()
+		_ = c.Conn.SetReadDeadline(time.Now().Add(c.l.grace))
+		ap, err := readProxyLine(c.Conn)
+		_ = c.Conn.SetReadDeadline(time.Time{})
+		if err != nil {
+			c.bad = true
+			c.Conn.Close()
+			return
+		}
+		if !c.l.c.takeAddr(ap.Addr()) {
+			c.bad = true
+			c.l.refuse(c.Conn, false)
+			return
+		}
+		c.ip = ap.Addr()
+		c.remote = net.TCPAddrFromAddrPort(ap)
+	})
+	return c.remote
+}
+
+func (c *proxyConn) Read(b []byte) (int, error) {
+	c.RemoteAddr()
+	if c.bad {
+		return 0, net.ErrClosed
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *proxyConn) Close() error {
+	err := c.Conn.Close()
+	c.closed.Do(func() {
+		c.RemoteAddr() // settles ip; a no-op after the first call
+		if c.ip.IsValid() {
+			c.l.c.put(c.ip)
+		} else {
+			c.l.c.putGlobal()
+		}
+	})
+	return err
+}
+
+// readProxyLine reads a PROXY protocol v1 line ("PROXY TCP4 SRC DST SPORT
+// DPORT\r\n", at most 107 bytes) and returns the source address.
+func readProxyLine(r io.Reader) (netip.AddrPort, error) {
+	var line []byte
+	var b [1]byte
+	for len(line) < 107 {
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return netip.AddrPort{}, fmt.Errorf("read proxy line: %w", err)
+		}
+		line = append(line, b[0])
+		if b[0] == '\n' {
+			break
+		}
+	}
+	f := strings.Fields(strings.TrimRight(string(line), "\r\n"))
+	if len(f) != 6 || f[0] != "PROXY" || (f[1] != "TCP4" && f[1] != "TCP6") {
+		return netip.AddrPort{}, fmt.Errorf("read proxy line: not a PROXY v1 line: %q", line)
+	}
+	ip, err := netip.ParseAddr(f[2])
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("read proxy line: %w", err)
+	}
+	port, err := strconv.ParseUint(f[4], 10, 16)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("read proxy line: %w", err)
+	}
+	return netip.AddrPortFrom(ip.Unmap(), uint16(port)), nil
 }
 
 type limitConn struct {

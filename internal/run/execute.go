@@ -322,7 +322,7 @@ func (l *launcher) startGateway(ctx context.Context, needed map[string][]*sandbo
 		if err != nil {
 			return fmt.Errorf("find the gateway address for %s sandboxes: %w", name, err)
 		}
-		url, err := l.gatewayFor(addr.Listen, addr.Host)
+		url, err := l.gatewayFor(addr)
 		if err != nil {
 			return err
 		}

@@ -44,6 +44,7 @@ type wmsg struct {
 	Listen   string `json:"listen,omitempty"`
 	Host     string `json:"host,omitempty"`
 	URL      string `json:"url,omitempty"`
+	Proxied  bool   `json:"proxied,omitempty"`
 	Err      string `json:"err,omitempty"`
 }
 
@@ -202,7 +203,7 @@ func (w *workerProc) read(out io.Reader) {
 		}
 		switch m.Op {
 		case "gateway":
-			url, err := w.l.gatewayFor(m.Listen, m.Host)
+			url, err := w.l.gatewayFor(sandbox.GatewayAddr{Listen: m.Listen, Host: m.Host, Proxied: m.Proxied})
 			reply := wmsg{Op: "gateway_url", Provider: m.Provider, URL: url}
 			if err != nil {
 				reply.Err = err.Error()
@@ -355,7 +356,8 @@ func (p *workerPool) shutdown() {
 }
 
 // gatewayFor makes the gateway listen where a worker's sandboxes reach it.
-func (l *launcher) gatewayFor(listenAddr, host string) (string, error) {
+func (l *launcher) gatewayFor(addr sandbox.GatewayAddr) (string, error) {
+	listenAddr, host := addr.Listen, addr.Host
 	l.gwMu.Lock()
 	defer l.gwMu.Unlock()
 	key := listenAddr + "|" + host
@@ -369,7 +371,11 @@ func (l *launcher) gatewayFor(listenAddr, host string) (string, error) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	url := "http://" + net.JoinHostPort(host, strconv.Itoa(port))
 	l.gwListen[key] = url
-	go func() { _ = l.gw.Serve(l.gwCtx, ln) }()
+	if addr.Proxied {
+		go func() { _ = l.gw.ServeProxied(l.gwCtx, ln) }()
+	} else {
+		go func() { _ = l.gw.Serve(l.gwCtx, ln) }()
+	}
 	return url, nil
 }
 
@@ -553,7 +559,7 @@ func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, provide
 		if err != nil {
 			return nil, finalize, fmt.Errorf("find the gateway address for %s sandboxes: %w", name, err)
 		}
-		r, err := ask(wmsg{Op: "gateway", Provider: name, Listen: addr.Listen, Host: addr.Host})
+		r, err := ask(wmsg{Op: "gateway", Provider: name, Listen: addr.Listen, Host: addr.Host, Proxied: addr.Proxied})
 		if err != nil {
 			return nil, finalize, fmt.Errorf("ask for the gateway: %w", err)
 		}

@@ -145,12 +145,10 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 }
 
 // GatewayPeer is the address the gateway sees this sandbox's connections
-// come from (its IP on its network), so that its token can be bound to it.
-// ok is false when that address is not visible: when Steward runs in a
-// container, the relay forwards every sandbox's connections from its own
-// address (see docs/security.md).
+// come from (its IP on its network; through the in-container relay, the
+// address its PROXY line names), so that its token can be bound to it.
 func (s *Sandbox) GatewayPeer() (netip.Addr, bool) {
-	return s.ip, s.ip.IsValid() && !s.p.opts.InContainer
+	return s.ip, s.ip.IsValid()
 }
 
 func sortedKeys(m map[string]string) []string {
