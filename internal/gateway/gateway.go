@@ -76,7 +76,7 @@ type Config struct {
 	// max_tokens (0: 4096).
 	DefaultMaxTokens int64
 	// CutDrain is how long the gateway keeps reading an upstream answer
-	// whose client went away, to charge its usage (0: 60s); past it, the
+	// whose client went away, to charge its usage (0: 30s); past it, the
 	// request is charged its estimate.
 	CutDrain time.Duration
 	// Logger receives one line per notable event (retries, refusals); nil: none.
@@ -86,6 +86,10 @@ type Config struct {
 	// in-process mock handler for "mock").
 	Transport http.RoundTripper
 }
+
+// DefaultCutDrain is how long, by default, the gateway reads on an answer
+// whose client went away (Config.CutDrain).
+const DefaultCutDrain = 30 * time.Second
 
 // Usage is what an attempt (or the whole run) spent.
 type Usage struct {
@@ -238,7 +242,7 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.DefaultMaxTokens = 4096
 	}
 	if cfg.CutDrain <= 0 {
-		cfg.CutDrain = time.Minute
+		cfg.CutDrain = DefaultCutDrain
 	}
 	lim := cfg.Limits.withDefaults(cfg.MaxBodyBytes)
 	p := StewardPolicy()

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
@@ -57,8 +58,9 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 		fmt.Fprintf(l.opts.Stderr, "steward: %s: infrastructure error, retrying (%d of %d): %s\n", a.ID(l.p), try+1, retries, l.scrub(row.Reason))
 	}
 	l.gw.Revoke(token)
-	// Usage of a stream that just ended is charged after its last byte: wait for it.
-	dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Usage of a stream that just ended is charged after its last byte, and a
+	// stream the agent cut is read on for up to CutDrain: wait for it.
+	dctx, cancel := context.WithTimeout(context.Background(), gateway.DefaultCutDrain+10*time.Second)
 	_ = l.gw.Drain(dctx, gwID)
 	cancel()
 	if u, ok := l.gw.Usage(gwID); ok {
