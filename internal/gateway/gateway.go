@@ -169,6 +169,7 @@ type Gateway struct {
 	scrub_ *scrubber
 	limits Limits
 	conns  *connLimiter
+	rates  *rateBuckets
 
 	mu       sync.Mutex
 	tokens   map[string]*attempt
@@ -273,7 +274,7 @@ func New(cfg Config) (*Gateway, error) {
 		cfg: cfg, base: base, transport: tr, ctl: NewController(p, cfg.Clock),
 		clock: cfg.Clock, rnd: cfg.Rand,
 		scrub_: newScrubber(append([]string{cfg.APIKey}, cfg.Secrets...)...),
-		limits: lim, conns: newConnLimiter(lim.ConnsPerAddr, lim.Conns),
+		limits: lim, conns: newConnLimiter(lim.ConnsPerAddr, lim.Conns), rates: newRateBuckets(lim.BodyRate, cfg.MaxBodyBytes),
 		tokens: map[string]*attempt{}, bound: map[string][]netip.Addr{}, attempts: map[string]*attempt{},
 	}, nil
 }

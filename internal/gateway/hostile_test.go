@@ -289,7 +289,7 @@ func TestHostileSandboxIsBounded(t *testing.T) {
 	})
 	defer releaseOnce.Do(func() { close(release) })
 	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, MaxConnections: 200,
-		Limits: Limits{ReadTimeout: 500 * time.Millisecond, ReadHeaderTimeout: 2 * time.Second}})
+		Limits: Limits{ReadTimeout: 3 * time.Second, ReadHeaderTimeout: 2 * time.Second}})
 	hostile := h.g.Issue("att-hostile", nil)
 	polite := h.g.Issue("att-polite", nil)
 
@@ -567,5 +567,25 @@ func TestProxiedListenerBindsTheRelayedSandbox(t *testing.T) {
 	c := open("PROXY TCP4 172.30.0.7 172.30.0.1 3 8750\r\n")
 	if st, b := ask(c); st != 429 || !strings.Contains(b, "too many open connections") {
 		t.Fatalf("third connection of one relayed sandbox: %d %s", st, b)
+	}
+}
+
+// TestBodyRatePerSandbox: one body cap passes at once, then a sandbox's
+// bodies are read at the rate; another sandbox has its own bucket.
+func TestBodyRatePerSandbox(t *testing.T) {
+	r := newRateBuckets(1<<20, 8<<20) // 1 MiB/s after an 8 MiB burst
+	t0 := time.Unix(1000, 0)
+	a, b := netip.MustParseAddr("172.30.0.2"), netip.MustParseAddr("172.30.0.3")
+	if d := r.take(a, 8<<20, t0); d != 0 {
+		t.Fatalf("the burst waited %v", d)
+	}
+	if d := r.take(a, 1<<20, t0); d != time.Second {
+		t.Fatalf("1 MiB past the burst: wait %v, want 1s", d)
+	}
+	if d := r.take(b, 4<<20, t0); d != 0 {
+		t.Fatalf("another sandbox waited %v", d)
+	}
+	if d := r.take(a, 1<<20, t0.Add(3*time.Second)); d != 0 {
+		t.Fatalf("after refilling: wait %v", d)
 	}
 }

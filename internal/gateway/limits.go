@@ -35,6 +35,10 @@ type Limits struct {
 	// BodyBytes is the most request-body bytes buffered at once, all tokens
 	// together [256 MiB].
 	BodyBytes int64
+	// BodyRate is how many request-body bytes per second the gateway reads
+	// from one sandbox address, after a burst of one body cap [32 MiB/s]: a
+	// sandbox looping oversized bodies costs the gateway little CPU.
+	BodyRate int64
 	// ReadHeaderTimeout bounds reading a request's headers [10s].
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading a whole request, headers and body [60s].
@@ -61,6 +65,9 @@ func (l Limits) withDefaults(maxBody int64) Limits {
 	}
 	if l.BodyBytes == 0 {
 		l.BodyBytes = 256 << 20
+	}
+	if l.BodyRate == 0 {
+		l.BodyRate = 32 << 20
 	}
 	if l.ReadHeaderTimeout <= 0 {
 		l.ReadHeaderTimeout = 10 * time.Second
@@ -392,6 +399,11 @@ func (g *Gateway) readBody(r *http.Request, a *attempt) (b []byte, held int64, s
 	fail := func(err error) (int, string) {
 		return http.StatusBadRequest, "steward gateway: read request body: " + readErr(err, g.limits.ReadTimeout)
 	}
+	ip := remoteIP(addrString(r.RemoteAddr))
+	// pace spends n bytes of the sandbox's body rate, waiting when it is spent.
+	pace := func(n int) error {
+		return sleep(r.Context(), g.clock, g.rates.take(ip, n, g.clock.Now()))
+	}
 	if r.ContentLength >= 0 {
 		// Declared length: one exact buffer.
 		if st, m := g.holdBody(a, r.ContentLength); st != 0 {
@@ -399,9 +411,20 @@ func (g *Gateway) readBody(r *http.Request, a *attempt) (b []byte, held int64, s
 		}
 		held = r.ContentLength
 		buf := make([]byte, r.ContentLength)
-		if _, err := io.ReadFull(r.Body, buf); err != nil {
-			st, m := fail(err)
-			return nil, held, st, m
+		for off := 0; off < len(buf); {
+			end := off + bodyChunk
+			if end > len(buf) {
+				end = len(buf)
+			}
+			n, err := io.ReadFull(r.Body, buf[off:end])
+			off += n
+			if err == nil {
+				err = pace(n)
+			}
+			if err != nil {
+				st, m := fail(err)
+				return nil, held, st, m
+			}
 		}
 		return buf, held, 0, ""
 	}
@@ -425,6 +448,10 @@ func (g *Gateway) readBody(r *http.Request, a *attempt) (b []byte, held int64, s
 		if total > max {
 			return nil, held, http.StatusRequestEntityTooLarge, tooLarge
 		}
+		if perr := pace(n); perr != nil {
+			st, m := fail(perr)
+			return nil, held, st, m
+		}
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			break
 		}
@@ -444,10 +471,60 @@ func (g *Gateway) readBody(r *http.Request, a *attempt) (b []byte, held int64, s
 	return buf, held, 0, ""
 }
 
+// addrString wraps a "host:port" string as a net.Addr for remoteIP.
+type addrString string
+
+func (a addrString) Network() string { return "tcp" }
+func (a addrString) String() string  { return string(a) }
+
 func readErr(err error, limit time.Duration) string {
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		return fmt.Sprintf("the request did not arrive within %s", limit)
 	}
 	return err.Error()
+}
+
+// rateBuckets meter request-body bytes per sandbox address: a token bucket
+// holding up to burst bytes, refilled at rate bytes per second.
+type rateBuckets struct {
+	rate, burst float64
+	mu          sync.Mutex
+	b           map[netip.Addr]*bucket
+}
+
+type bucket struct {
+	level float64
+	at    time.Time
+}
+
+func newRateBuckets(rate, burst int64) *rateBuckets {
+	return &rateBuckets{rate: float64(rate), burst: float64(burst), b: map[netip.Addr]*bucket{}}
+}
+
+// take spends n bytes for ip and returns how long to wait before reading on.
+func (r *rateBuckets) take(ip netip.Addr, n int, now time.Time) time.Duration {
+	if r == nil || r.rate <= 0 || n <= 0 {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	bk := r.b[ip]
+	if bk == nil {
+		if len(r.b) > 100000 {
+			r.b = map[netip.Addr]*bucket{} // forget idle addresses rather than grow without bound
+		}
+		bk = &bucket{level: r.burst, at: now}
+		r.b[ip] = bk
+	}
+	bk.level += now.Sub(bk.at).Seconds() * r.rate
+	if bk.level > r.burst {
+		bk.level = r.burst
+	}
+	bk.at = now
+	bk.level -= float64(n)
+	if bk.level >= 0 {
+		return 0
+	}
+	return time.Duration(-bk.level / r.rate * float64(time.Second))
 }
