@@ -25,6 +25,7 @@ const (
 	ExitFailed    = 1   // some attempt failed, errored or was interrupted
 	ExitBadInput  = 2   // bad input: nothing ran
 	ExitInfra     = 3   // an infrastructure error (daemon, disk, upstream) stopped work
+	ExitBudget    = 4   // the --budget ran out and stopped the run (attempts skipped or refused)
 	ExitCancelled = 130 // cancelled by a signal; what finished is in the record
 )
 
@@ -152,6 +153,8 @@ func exitFor(r *report.Report, cancelled bool) int {
 		return ExitCancelled
 	case r.Counts.Infra > 0:
 		return ExitInfra
+	case r.Spend.BudgetStopped:
+		return ExitBudget
 	case r.Counts.Failed+r.Counts.Errored+r.Counts.Interrupted > 0:
 		return ExitFailed
 	}

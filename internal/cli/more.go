@@ -481,7 +481,7 @@ func modelSecrets(path string, env Env) []string {
 		}
 	}
 	if es, err := evalset.Load(path, evalset.LoadOptions{Getenv: env.Getenv}); err == nil {
-		for _, name := range append([]string{es.Model.APIKeyEnv}, es.SecretEnv...) {
+		for _, name := range append(append([]string{es.Model.APIKeyEnv}, es.SecretEnv...), es.Fleet.Secrets...) {
 			if v := env.Getenv(name); name != "" && v != "" {
 				out = append(out, v)
 			}

@@ -150,6 +150,19 @@ func decodeFleetFile(display, dir string, data []byte, f *Fleet, errs *Errors) {
 			f.Sources["transcripts"] = from(p)
 		}
 	}
+	if p, ok := set("secrets"); ok {
+		bad := false
+		for _, name := range got.Secrets {
+			if !envNameRE.MatchString(name) {
+				errAt("secrets", "%q is not an environment variable name (name the variable holding the secret, not the secret)", name)
+				bad = true
+			}
+		}
+		if !bad {
+			f.Secrets = got.Secrets
+			f.Sources["secrets"] = from(p)
+		}
+	}
 	if p, ok := set("record"); ok {
 		if strings.TrimSpace(got.Record) == "" {
 			errAt("record", "must name a directory")

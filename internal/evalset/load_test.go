@@ -703,3 +703,21 @@ func TestFleetTranscripts(t *testing.T) {
 		t.Errorf("bad env: %v", err)
 	}
 }
+
+// secrets: in _steward.yaml names variables whose values the gateway scrubs;
+// a value written instead of a name is refused at its line.
+func TestFleetSecrets(t *testing.T) {
+	dir := writeTree(t, map[string]string{
+		"steward.yaml":  okTask,
+		"_steward.yaml": "max_tasks: 1\nsecrets: [GH_PAT, DB_PASSWORD]\n",
+	})
+	f, err := LoadFleet(filepath.Join(dir, FleetFileName), nil, FleetOverrides{})
+	if err != nil || !reflect.DeepEqual(f.Secrets, []string{"GH_PAT", "DB_PASSWORD"}) || f.Sources["secrets"] != "_steward.yaml:2" {
+		t.Fatalf("secrets: %v from %q, %v", f.Secrets, f.Sources["secrets"], err)
+	}
+	bad := writeTree(t, map[string]string{"_steward.yaml": "secrets:\n  - OK_NAME\n  - ghp_abc123 value\n"})
+	_, err = LoadFleet(filepath.Join(bad, FleetFileName), nil, FleetOverrides{})
+	if err == nil || !strings.Contains(err.Error(), "_steward.yaml:1: secrets") || !strings.Contains(err.Error(), "not an environment variable name") {
+		t.Fatalf("bad secret name: %v", err)
+	}
+}

@@ -195,6 +195,10 @@ type Fleet struct {
 	// Transcripts is what the model gateway keeps of every model call:
 	// "full" (default), "metadata" (no content) or "off".
 	Transcripts string `yaml:"transcripts" json:"transcripts"`
+	// Secrets names environment variables whose values, like the model key,
+	// the gateway scrubs from every upstream answer and the run masks in
+	// what it records and prints.
+	Secrets []string `yaml:"secrets" json:"secrets,omitempty"`
 
 	// File is the _steward.yaml path it came from ("" if none).
 	File string `yaml:"-" json:"-"`

@@ -42,8 +42,6 @@ const callMetaBytes = 256
 // tokenPattern matches every gateway token (newToken's shape).
 var tokenPattern = regexp.MustCompile(`stw-[0-9a-f]{48}`)
 
-const redacted = "[redacted]"
-
 type capturer struct {
 	mode               string
 	attemptCap, runCap int64

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -57,8 +59,26 @@ type Config struct {
 	RetryBudget time.Duration
 	// BackoffBase and BackoffMax shape the exponential backoff (0: 1s and 60s).
 	BackoffBase, BackoffMax time.Duration
-	// MaxBodyBytes refuses larger request bodies with 413 (0: 32 MiB).
+	// MaxBodyBytes refuses larger request bodies with 413 (0: 8 MiB). A body
+	// is buffered whole (retries resend it; the budget estimate and the
+	// stream-usage injection read its JSON), so this bounds its memory.
 	MaxBodyBytes int64
+	// Limits bound what one sandbox (or all of them) can hold in the
+	// gateway; zero fields take their defaults (see Limits).
+	Limits Limits
+	// Secrets are further values scrubbed like the key from everything that
+	// goes back to a sandbox (values shorter than 8 bytes are ignored).
+	Secrets []string
+	// BudgetUSD > 0 is a hard cap on spend: a request whose estimated cost
+	// the remaining budget cannot cover is refused before it goes upstream.
+	BudgetUSD float64
+	// DefaultMaxTokens is the output estimate for a request that names no
+	// max_tokens (0: 4096).
+	DefaultMaxTokens int64
+	// CutDrain is how long the gateway keeps reading an upstream answer
+	// whose client went away, to charge its usage (0: 30s); past it, the
+	// request is charged its estimate.
+	CutDrain time.Duration
 	// Logger receives one line per notable event (retries, refusals); nil: none.
 	// The real key is scrubbed from everything written here.
 	Logger io.Writer
@@ -68,6 +88,10 @@ type Config struct {
 	// Capture says what transcripts of the attempts' calls to keep (capture.go).
 	Capture Capture
 }
+
+// DefaultCutDrain is how long, by default, the gateway reads on an answer
+// whose client went away (Config.CutDrain).
+const DefaultCutDrain = 30 * time.Second
 
 // Usage is what an attempt (or the whole run) spent.
 type Usage struct {
@@ -85,15 +109,18 @@ type attempt struct {
 	usage    Usage
 	inflight int
 	idle     chan struct{} // closed when inflight drops to 0; nil while idle
+	bodyMem  int64         // request body bytes buffered for this attempt now
 }
 
-func (a *attempt) begin() {
+// begin counts a request in; it returns how many are in flight with it.
+func (a *attempt) begin() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.inflight == 0 {
 		a.idle = make(chan struct{})
 	}
 	a.inflight++
+	return a.inflight
 }
 
 func (a *attempt) end() {
@@ -141,10 +168,19 @@ type Gateway struct {
 	clock     Clock
 	rnd       func() float64
 
+	scrub_ *scrubber
+	limits Limits
+	conns  *connLimiter
+	rates  *rateBuckets
+
 	mu       sync.Mutex
 	tokens   map[string]*attempt
+	bound    map[string][]netip.Addr // token -> the only remote addresses it works from
 	attempts map[string]*attempt
 	totals   Usage
+	reserved float64 // USD held by requests in flight (hard budget)
+	refused  int64   // requests refused for the budget
+	bodyMem  int64   // request body bytes buffered now, all attempts
 	win      struct{ retries, requests, errors int }
 	logMu    sync.Mutex
 	capt     *capturer // transcripts (capture.go)
@@ -198,8 +234,21 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.BackoffMax = time.Minute
 	}
 	if cfg.MaxBodyBytes == 0 {
-		cfg.MaxBodyBytes = 32 << 20
+		cfg.MaxBodyBytes = 8 << 20
 	}
+	if cfg.MaxBodyBytes < 0 {
+		return nil, fmt.Errorf("create gateway: max body bytes %d is negative", cfg.MaxBodyBytes)
+	}
+	if cfg.BudgetUSD < 0 {
+		return nil, fmt.Errorf("create gateway: budget %g is negative", cfg.BudgetUSD)
+	}
+	if cfg.DefaultMaxTokens <= 0 {
+		cfg.DefaultMaxTokens = 4096
+	}
+	if cfg.CutDrain <= 0 {
+		cfg.CutDrain = DefaultCutDrain
+	}
+	lim := cfg.Limits.withDefaults(cfg.MaxBodyBytes)
 	p := StewardPolicy()
 	if cfg.Policy != nil {
 		p = *cfg.Policy
@@ -227,16 +276,44 @@ func New(cfg Config) (*Gateway, error) {
 	return &Gateway{
 		cfg: cfg, base: base, transport: tryRecorder{tr}, ctl: NewController(p, cfg.Clock), capt: newCapturer(cfg),
 		clock: cfg.Clock, rnd: cfg.Rand,
-		tokens: map[string]*attempt{}, attempts: map[string]*attempt{},
+		scrub_: newScrubber(append([]string{cfg.APIKey}, cfg.Secrets...)...),
+		limits: lim, conns: newConnLimiter(lim.ConnsPerAddr, lim.Conns), rates: newRateBuckets(lim.BodyRate, cfg.MaxBodyBytes),
+		tokens: map[string]*attempt{}, bound: map[string][]netip.Addr{}, attempts: map[string]*attempt{},
 	}, nil
 }
 
 // Controller returns the gateway's connection controller.
 func (g *Gateway) Controller() *Controller { return g.ctl }
 
-// Serve answers sandboxes on ln until ctx ends. It may be called for several listeners.
+// Serve answers sandboxes on ln until ctx ends. It may be called for several
+// listeners; the connection caps hold across all of them.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: g, ReadHeaderTimeout: 30 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	return g.serve(ctx, ln, false)
+}
+
+// ServeProxied is Serve for a listener only the in-container relay reaches:
+// every connection starts with a PROXY protocol v1 line naming the sandbox's
+// address, which then counts for the per-sandbox caps and token binding. A
+// connection without that line is closed.
+func (g *Gateway) ServeProxied(ctx context.Context, ln net.Listener) error {
+	return g.serve(ctx, ln, true)
+}
+
+func (g *Gateway) serve(ctx context.Context, ln net.Listener, proxied bool) error {
+	srv := &http.Server{
+		Handler: g, BaseContext: func(net.Listener) context.Context { return ctx },
+		// A client has this long for its headers, and for its whole request
+		// (headers and body) however slowly it trickles: the deadlines are set
+		// once per request and reading does not extend them.
+		ReadHeaderTimeout: g.limits.ReadHeaderTimeout,
+		ReadTimeout:       g.limits.ReadTimeout,
+		// Responses may stream for many minutes: instead of one WriteTimeout,
+		// every write gets its own deadline (Limits.WriteStall).
+		IdleTimeout:    g.limits.IdleTimeout,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       log.New(io.Discard, "", 0),
+	}
+	ln = g.conns.wrap(ln, g.limits.ReadHeaderTimeout, proxied)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -284,12 +361,57 @@ func (g *Gateway) Revoke(token string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.tokens, token)
+	delete(g.bound, token)
 }
 
-func (g *Gateway) lookup(token string) *attempt {
+// Bind restricts a token to requests from the given remote addresses (the
+// network address of the sandbox it was issued to); from any other address
+// it gets 401. Binding again adds to the set (a scorer's own container, a
+// retried attempt's new sandbox). An unbound token works from any address
+// (local sandboxes, whose processes share the host's loopback).
+func (g *Gateway) Bind(token string, addrs ...netip.Addr) error {
+	if len(addrs) == 0 {
+		return errors.New("bind token: no address given")
+	}
+	list := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		if !a.IsValid() {
+			return errors.New("bind token: invalid address")
+		}
+		list = append(list, a.Unmap())
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.tokens[token]
+	if g.tokens[token] == nil {
+		return errors.New("bind token: the token is not issued or was revoked")
+	}
+	g.bound[token] = append(g.bound[token], list...)
+	return nil
+}
+
+// lookup finds a token's attempt; bad reports a token used from an address
+// it is not bound to.
+func (g *Gateway) lookup(token, remote string) (a *attempt, bad bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	a = g.tokens[token]
+	if a == nil {
+		return nil, false
+	}
+	if allowed, ok := g.bound[token]; ok {
+		ap, err := netip.ParseAddrPort(remote)
+		if err != nil {
+			return nil, true
+		}
+		ip := ap.Addr().Unmap()
+		for _, x := range allowed {
+			if x == ip {
+				return a, false
+			}
+		}
+		return nil, true
+	}
+	return a, false
 }
 
 // Usage returns an attempt's usage by token or attempt id.
@@ -344,6 +466,41 @@ func (g *Gateway) Totals() Usage {
 
 // Spent is the total cost in USD so far (S5: the runner stops new attempts from it).
 func (g *Gateway) Spent() float64 { return g.Totals().CostUSD }
+
+// BudgetRefusals is how many requests the hard budget refused so far.
+func (g *Gateway) BudgetRefusals() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.refused
+}
+
+// reserve holds cost for a request about to go upstream; false when the
+// budget cannot cover it with what is spent and held already.
+func (g *Gateway) reserve(cost float64) bool {
+	if g.cfg.BudgetUSD <= 0 {
+		return true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.totals.CostUSD+g.reserved+cost > g.cfg.BudgetUSD || g.totals.CostUSD >= g.cfg.BudgetUSD {
+		g.refused++
+		return false
+	}
+	g.reserved += cost
+	return true
+}
+
+func (g *Gateway) unreserve(cost float64) {
+	if g.cfg.BudgetUSD <= 0 {
+		return
+	}
+	g.mu.Lock()
+	g.reserved -= cost
+	if g.reserved < 1e-12 {
+		g.reserved = 0
+	}
+	g.mu.Unlock()
+}
 
 // Window returns and resets the per-window signals.
 func (g *Gateway) Window() Signals {
@@ -407,20 +564,10 @@ func (g *Gateway) charge(a *attempt, in, out int64, failed bool) {
 	}
 }
 
-// scrub removes the real key from s.
-func (g *Gateway) scrub(s string) string {
-	if g.cfg.APIKey == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, g.cfg.APIKey, "[redacted]")
-}
+// scrub removes the real key and the secrets from s.
+func (g *Gateway) scrub(s string) string { return g.scrub_.string(s) }
 
-func (g *Gateway) scrubBytes(b []byte) []byte {
-	if g.cfg.APIKey == "" {
-		return b
-	}
-	return []byte(g.scrub(string(b)))
-}
+func (g *Gateway) scrubBytes(b []byte) []byte { return g.scrub_.bytes(b) }
 
 func (g *Gateway) logf(format string, args ...any) {
 	if g.cfg.Logger == nil {

@@ -29,10 +29,27 @@ func route(method, path string) (ok, body bool) {
 	case "/v1/models":
 		return method == http.MethodGet, false
 	}
-	if strings.HasPrefix(path, "/v1/models/") && !strings.Contains(path[len("/v1/models/"):], "/") && len(path) > len("/v1/models/") {
+	if id, ok := strings.CutPrefix(path, "/v1/models/"); ok && modelID(id) {
 		return method == http.MethodGet, false
 	}
 	return false, false
+}
+
+// modelID accepts what model ids are made of ("gpt-4o", "claude-3-5-haiku-20241022",
+// "ft:gpt-4o-mini:org:name:id"): no separators, no dot segments.
+func modelID(id string) bool {
+	if id == "" || len(id) > 256 || id[0] == '.' {
+		return false
+	}
+	for _, c := range []byte(id) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '-' || c == '_' || c == '.' || c == ':' || c == '@' || c == '+':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func (g *Gateway) format(r *http.Request) wireFormat {
@@ -48,6 +65,11 @@ func (g *Gateway) format(r *http.Request) wireFormat {
 // writeError answers in the wire format the client speaks. Messages never
 // carry the real key.
 func (g *Gateway) writeError(w http.ResponseWriter, f wireFormat, status int, typ, code, msg string) {
+	g.writeErrorRetry(w, f, status, typ, code, msg, false)
+}
+
+// writeErrorRetry is writeError; retry lets the SDKs retry after a second.
+func (g *Gateway) writeErrorRetry(w http.ResponseWriter, f wireFormat, status int, typ, code, msg string, retry bool) {
 	msg = g.scrub(msg)
 	var body any
 	if f == formatAnthropic {
@@ -62,10 +84,21 @@ func (g *Gateway) writeError(w http.ResponseWriter, f wireFormat, status int, ty
 	b, _ := json.Marshal(body)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("X-Should-Retry", "false")
+	if retry {
+		h.Set("Retry-After", "1")
+	} else {
+		h.Set("X-Should-Retry", "false")
+	}
 	h.Set("Content-Length", fmt.Sprint(len(b)))
+	g.writeDeadline(w)
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// writeDeadline gives the next write to the client WriteStall to complete:
+// a client that stops reading is dropped instead of holding the request.
+func (g *Gateway) writeDeadline(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(g.limits.WriteStall))
 }
 
 func bearer(r *http.Request) string {
@@ -87,6 +120,11 @@ var hopHeaders = map[string]bool{
 // ServeHTTP is the gateway's handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f := g.format(r)
+	if why := badPath(r); why != "" {
+		g.writeError(w, f, http.StatusBadRequest, "invalid_request_error", "invalid_path",
+			"steward gateway: refused path: "+why)
+		return
+	}
 	ok, hasBody := route(r.Method, r.URL.Path)
 	if !ok {
 		if known, _ := route(http.MethodPost, r.URL.Path); known || r.URL.Path == "/v1/models" {
@@ -103,40 +141,48 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := bearer(r)
-	a := g.lookup(tok)
-	if a != nil {
-		a.begin()
-		defer a.end()
-	}
+	a, wrongAddr := g.lookup(tok, r.RemoteAddr)
 	if a == nil {
 		typ := "invalid_request_error"
 		if f == formatAnthropic {
 			typ = "authentication_error"
 		}
 		msg := "steward gateway: missing attempt token (send it as Authorization: Bearer or x-api-key)"
-		if tok != "" {
+		switch {
+		case wrongAddr:
+			msg = "steward gateway: this token belongs to another sandbox and is not valid from this address"
+			g.logf("refused a token from %s: it is bound to another sandbox", r.RemoteAddr)
+		case tok != "":
 			msg = "steward gateway: this token is not valid or its attempt has ended"
 		}
 		g.writeError(w, f, http.StatusUnauthorized, typ, "invalid_api_key", msg)
 		return
 	}
+	n := a.begin()
+	defer a.end()
+	if lim := g.limits.RequestsPerToken; lim > 0 && n > lim {
+		g.writeBusy(w, f, fmt.Sprintf("steward gateway: this attempt already has %d requests in the gateway (the most one attempt may have at once); wait for one to finish", lim))
+		return
+	}
 	var body []byte
 	var injected bool
 	if hasBody {
-		lr := http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)
-		b, err := io.ReadAll(lr)
-		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				typ := "invalid_request_error"
-				if f == formatAnthropic {
-					typ = "request_too_large"
-				}
-				g.writeError(w, f, http.StatusRequestEntityTooLarge, typ, "request_too_large",
-					fmt.Sprintf("steward gateway: request body is larger than %d bytes", g.cfg.MaxBodyBytes))
-				return
+		b, held, status, msg := g.readBody(r, a)
+		defer g.releaseBody(a, held)
+		switch status {
+		case 0:
+		case http.StatusRequestEntityTooLarge:
+			typ := "invalid_request_error"
+			if f == formatAnthropic {
+				typ = "request_too_large"
 			}
-			g.writeError(w, f, http.StatusBadRequest, "invalid_request_error", "", "steward gateway: read request body: "+err.Error())
+			g.writeError(w, f, status, typ, "request_too_large", msg)
+			return
+		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+			g.writeBusyStatus(w, f, status, msg)
+			return
+		default:
+			g.writeError(w, f, status, "invalid_request_error", "", msg)
 			return
 		}
 		if err := checkJSONObject(b); err != nil {
@@ -145,13 +191,59 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		body, injected = injectStreamUsage(r.URL.Path, b)
 	}
+	est := g.estimate(r.URL.Path, body)
+	if !g.reserve(est.cost) {
+		g.refuseBudget(w, f, a, est)
+		return
+	}
+	defer g.unreserve(est.cost)
 	g.mu.Lock()
 	g.win.requests++
 	g.mu.Unlock()
 	w, r, call := g.captureBegin(w, r, a, body, injected)
-	in, out, failed := g.forward(w, r, f, a, body, injected)
+	in, out, failed := g.forward(w, r, f, a, body, injected, est)
 	g.charge(a, in, out, failed)
 	g.captureEnd(call, in, out)
+}
+
+// badPath refuses paths that could mean something else to the upstream
+// than to the route check: any percent-encoding (%2e, %2f, %5c, double
+// encoding), backslashes, dot segments, empty segments and control bytes.
+// No route the gateway forwards needs any of them.
+func badPath(r *http.Request) string {
+	raw := r.URL.EscapedPath()
+	if r.URL.RawPath != "" {
+		raw = r.URL.RawPath
+	}
+	if r.RequestURI != "" && r.RequestURI != "*" {
+		if p, _, _ := strings.Cut(r.RequestURI, "?"); strings.HasPrefix(p, "/") {
+			raw = p
+		}
+	}
+	switch {
+	case !strings.HasPrefix(raw, "/"):
+		return "the path must start with /"
+	case strings.Contains(raw, "%"):
+		return "percent-encoded characters are not allowed in the path"
+	case strings.Contains(raw, "\\"):
+		return "backslashes are not allowed in the path"
+	case strings.Contains(raw, "//"):
+		return "empty path segments are not allowed"
+	}
+	for _, seg := range strings.Split(raw[1:], "/") {
+		if seg == "." || seg == ".." {
+			return "dot segments are not allowed in the path"
+		}
+	}
+	for _, c := range []byte(raw) {
+		if c < 0x21 || c == 0x7f {
+			return "control characters are not allowed in the path"
+		}
+	}
+	if raw != r.URL.Path {
+		return "the path is not in canonical form"
+	}
+	return ""
 }
 
 // checkJSONObject accepts a body that is one valid JSON object.
@@ -295,9 +387,27 @@ func (g *Gateway) backoff(n int, retryAfter time.Duration) time.Duration {
 
 const maxErrorBody = 1 << 20
 
+// upstreamContext is the context of the upstream exchange. It outlives the
+// client: the provider bills a request whether or not its client stayed to
+// the end, so when the client goes away the gateway keeps reading the answer
+// (for its usage) for CutDrain, then gives up.
+func (g *Gateway) upstreamContext(client context.Context) (context.Context, context.CancelFunc) {
+	up, cancel := context.WithCancel(context.WithoutCancel(client))
+	stop := context.AfterFunc(client, func() {
+		t := time.NewTimer(g.cfg.CutDrain)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-up.Done():
+		}
+	})
+	return up, func() { stop(); cancel() }
+}
+
 // forward sends the request upstream with retries and writes the answer.
 // It returns the tokens to charge and whether the agent saw an error.
-func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, a *attempt, body []byte, injected bool) (in, out int64, failed bool) {
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, a *attempt, body []byte, injected bool, est estimate) (in, out int64, failed bool) {
 	ctx := r.Context()
 	a.mu.Lock()
 	hooks := a.hooks
@@ -313,8 +423,10 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 		}
 		t.RetryOf(prev)
 		prev = t
-		req, err := g.newUpstreamRequest(ctx, r, body)
+		upCtx, upDone := g.upstreamContext(ctx)
+		req, err := g.newUpstreamRequest(upCtx, r, body)
 		if err != nil {
+			upDone()
 			g.ctl.Done(t, OutcomeCancelled, RateInfo{})
 			g.writeError(w, f, http.StatusInternalServerError, "api_error", "", "steward gateway: "+err.Error())
 			return 0, 0, true
@@ -328,9 +440,13 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 			reason   string
 		)
 		if err != nil {
+			upDone()
 			if ctx.Err() != nil {
+				// The client left while the upstream worked on its request,
+				// which did not answer within CutDrain: the provider may bill
+				// it, so it is charged its estimate.
 				g.ctl.Done(t, OutcomeCancelled, RateInfo{})
-				return 0, 0, true
+				return est.in, est.out, true
 			}
 			g.ctl.Done(t, OutcomeError, RateInfo{})
 			status = http.StatusBadGateway
@@ -338,9 +454,21 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 		} else {
 			info = ParseRateInfo(resp.Header, g.clock.Now())
 		}
+		if err == nil && resp.StatusCode >= 300 && resp.StatusCode < 400 && resp.StatusCode != http.StatusNotModified {
+			// Redirects are never followed, and never passed on: their
+			// Location (or body) could carry anything back to the sandbox.
+			resp.Body.Close()
+			upDone()
+			g.ctl.Done(t, OutcomeError, info)
+			g.logf("attempt %s: upstream answered a redirect (%d); not followed", a.id, resp.StatusCode)
+			g.writeError(w, f, http.StatusBadGateway, "api_error", "upstream_redirect",
+				fmt.Sprintf("steward gateway: the upstream answered with a redirect (%d), which the gateway does not follow", resp.StatusCode))
+			return 0, 0, true
+		}
 		if err == nil && !retryableStatus(resp.StatusCode) {
 			var retry bool
-			in, out, failed, retry = g.relay(w, resp, f, t, info, injected)
+			in, out, failed, retry = g.relay(w, resp, f, t, info, injected, ctx, est)
+			upDone()
 			if !retry {
 				return in, out, failed
 			}
@@ -351,6 +479,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 		} else if err == nil {
 			lastBody, _ = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 			resp.Body.Close()
+			upDone()
 			status, lastHdr = resp.StatusCode, resp.Header
 			if status == http.StatusTooManyRequests {
 				if why, spend := spendLimit(resp.Header, lastBody); spend {
@@ -375,9 +504,10 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 		if try >= g.cfg.RetryLimit || g.cfg.RetryLimit < 0 || waited+d > g.cfg.RetryBudget {
 			g.logf("attempt %s: %s; retries exhausted after %d tries", a.id, reason, try+1)
 			if lastHdr != nil {
-				copyHeaders(w.Header(), lastHdr)
+				g.copyHeaders(w.Header(), lastHdr)
 				w.Header().Del("Content-Length")
 				w.Header().Set("X-Should-Retry", "false")
+				g.writeDeadline(w)
 				w.WriteHeader(status)
 				_, _ = w.Write(g.scrubBytes(lastBody))
 			} else {
@@ -410,34 +540,85 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 	}
 }
 
-func copyHeaders(dst, src http.Header) {
+// dropResponse are upstream headers never passed to a sandbox.
+var dropResponse = map[string]bool{
+	"Content-Length": true, "Content-Encoding": true, "Location": true, "Content-Location": true,
+	"Set-Cookie": true, "Set-Cookie2": true, "Refresh": true, "Link": true,
+}
+
+// copyHeaders copies an upstream answer's headers for the sandbox, with the
+// key and the secrets scrubbed from every value.
+func (g *Gateway) copyHeaders(dst, src http.Header) {
 	for k, vs := range src {
-		if hopHeaders[k] || k == "Content-Length" || k == "Content-Encoding" {
+		if hopHeaders[k] || dropResponse[k] || g.scrub_.contains(k) {
 			continue
 		}
-		dst[k] = vs
+		out := make([]string, len(vs))
+		for i, v := range vs {
+			out[i] = g.scrub(v)
+		}
+		dst[k] = out
 	}
 }
 
 // relay writes a final (non-retried) upstream response to the client. When
 // the response broke before anything reached the client, retry is true and
-// nothing was written.
-func (g *Gateway) relay(w http.ResponseWriter, resp *http.Response, f wireFormat, t *Ticket, info RateInfo, injected bool) (in, out int64, failed, retry bool) {
+// nothing was written. Every byte is scrubbed of the key and the secrets,
+// whatever the status; a secret split across reads is still caught. When the
+// client goes away mid-answer, the rest is read (for CutDrain at most) to
+// charge its usage; an answer whose usage never came is charged the estimate.
+func (g *Gateway) relay(w http.ResponseWriter, resp *http.Response, f wireFormat, t *Ticket, info RateInfo, injected bool, client context.Context, est estimate) (in, out int64, failed, retry bool) {
 	defer resp.Body.Close()
 	m := &usageMeter{}
 	failed = resp.StatusCode >= 400
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		// The gateway scrubs plain bytes only; it never asks for an encoding
+		// it does not decode (the transport decodes gzip itself).
+		g.ctl.Done(t, OutcomeError, info)
+		g.writeError(w, f, http.StatusBadGateway, "api_error", "upstream_encoding",
+			fmt.Sprintf("steward gateway: the upstream answered with a content encoding (%s) the gateway did not ask for", ce))
+		return 0, 0, true, false
+	}
+	// charged: what a cut answer costs.
+	charged := func(complete bool) (int64, int64) {
+		if complete && m.seen {
+			return m.in, m.out
+		}
+		i, o := m.in, m.out
+		if est.in > i {
+			i = est.in
+		}
+		if est.out > o {
+			o = est.out
+		}
+		return i, o
+	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		start := func() {
-			copyHeaders(w.Header(), resp.Header)
+			g.copyHeaders(w.Header(), resp.Header)
+			g.writeDeadline(w)
 			w.WriteHeader(resp.StatusCode)
 		}
-		wrote, rerr, werr := copySSE(w, resp.Body, m, injected, start)
+		sw := &scrubWriter{w: w, z: streamScrubber{s: g.scrub_}, g: g}
+		wrote, rerr, werr := copySSE(sw, resp.Body, m, injected, start)
+		if werr == nil && rerr == nil {
+			werr = sw.finish()
+		}
+		if werr != nil || (rerr != nil && client.Err() != nil) {
+			// The client went away (or stopped reading); copySSE read on to
+			// the stream's end or to CutDrain, for the usage.
+			g.ctl.Done(t, OutcomeOK, info)
+			i, o := charged(rerr == nil)
+			g.logf("a client left a stream before its end; charged %d input and %d output tokens", i, o)
+			return i, o, true, false
+		}
 		if rerr != nil {
 			g.ctl.Done(t, OutcomeError, info)
 			if !wrote {
 				return 0, 0, false, true
 			}
 			// The stream already started: it cannot be retried. The client sees it end.
+			_ = sw.finish()
 			g.logf("upstream stream broke after it started: %v", rerr)
 			return m.in, m.out, true, false
 		}
@@ -446,23 +627,66 @@ func (g *Gateway) relay(w http.ResponseWriter, resp *http.Response, f wireFormat
 		}
 		info.Tokens = m.in + m.out
 		g.ctl.Done(t, OutcomeOK, info)
-		return m.in, m.out, failed || werr != nil, false
+		return m.in, m.out, failed, false
 	}
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		g.ctl.Done(t, OutcomeError, info)
+		if client.Err() != nil {
+			i, o := charged(false)
+			return i, o, true, false
+		}
 		return 0, 0, false, true
 	}
-	if failed {
-		b = g.scrubBytes(b)
-	} else {
+	if !failed {
 		m.observe(b)
 	}
+	b = g.scrubBytes(b)
 	info.Tokens = m.in + m.out
 	g.ctl.Done(t, OutcomeOK, info)
-	copyHeaders(w.Header(), resp.Header)
+	g.copyHeaders(w.Header(), resp.Header)
 	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+	g.writeDeadline(w)
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(b)
 	return m.in, m.out, failed, false
+}
+
+// scrubWriter passes an event stream to the client through a stream
+// scrubber, each write with its own deadline.
+type scrubWriter struct {
+	w http.ResponseWriter
+	z streamScrubber
+	g *Gateway
+}
+
+func (s *scrubWriter) Header() http.Header { return s.w.Header() }
+func (s *scrubWriter) WriteHeader(c int)   { s.w.WriteHeader(c) }
+func (s *scrubWriter) Write(p []byte) (int, error) {
+	out := s.z.write(p)
+	if len(out) > 0 {
+		s.g.writeDeadline(s.w)
+		if _, err := s.w.Write(out); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+func (s *scrubWriter) Flush() {
+	s.g.writeDeadline(s.w)
+	_ = http.NewResponseController(s.w).Flush()
+}
+
+// finish writes what the scrubber held back at the end of the stream.
+func (s *scrubWriter) finish() error {
+	out := s.z.flush()
+	if len(out) == 0 {
+		return nil
+	}
+	s.g.writeDeadline(s.w)
+	if _, err := s.w.Write(out); err != nil {
+		return err
+	}
+	s.Flush()
+	return nil
 }

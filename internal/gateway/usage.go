@@ -91,7 +91,10 @@ func msgUsage(h usageHolder) *usageFields {
 // each, reading usage from data lines. When dropUsageOnly is set, the
 // usage-only chunk (which the gateway asked for, not the client) is left out.
 // start runs once before the first byte is written. It returns whether
-// anything was written, and the read or write error that ended the copy.
+// anything was written, and the read error that ended the copy (nil: the
+// stream reached its end) and the first write error. After a write error
+// (the client went away) it reads on without writing, for the usage: the
+// provider bills the whole answer.
 func copySSE(w http.ResponseWriter, r io.Reader, m *usageMeter, dropUsageOnly bool, start func()) (wrote bool, readErr, writeErr error) {
 	fl, _ := w.(http.Flusher)
 	br := bufio.NewReaderSize(r, 32<<10)
@@ -100,7 +103,7 @@ func copySSE(w http.ResponseWriter, r io.Reader, m *usageMeter, dropUsageOnly bo
 		if len(event) == 0 {
 			return nil
 		}
-		skip := false
+		skip := writeErr != nil
 		if len(data) > 0 && m != nil {
 			if m.observe(data) && dropUsageOnly {
 				skip = true
@@ -111,6 +114,7 @@ func copySSE(w http.ResponseWriter, r io.Reader, m *usageMeter, dropUsageOnly bo
 				start()
 			}
 			if _, err := w.Write(event); err != nil {
+				event, data = event[:0], data[:0]
 				return err
 			}
 			wrote = true
@@ -136,8 +140,8 @@ func copySSE(w http.ResponseWriter, r io.Reader, m *usageMeter, dropUsageOnly bo
 			event = append(event, line...)
 			trimmed := bytes.TrimRight(line, "\r\n")
 			if len(trimmed) == 0 {
-				if werr := emit(); werr != nil {
-					return wrote, nil, werr
+				if werr := emit(); werr != nil && writeErr == nil {
+					writeErr = werr
 				}
 			} else if bytes.HasPrefix(trimmed, []byte("data:")) {
 				d := bytes.TrimPrefix(trimmed[5:], []byte(" "))
@@ -148,13 +152,13 @@ func copySSE(w http.ResponseWriter, r io.Reader, m *usageMeter, dropUsageOnly bo
 			}
 		}
 		if err != nil {
-			if werr := emit(); werr != nil {
-				return wrote, nil, werr
+			if werr := emit(); werr != nil && writeErr == nil {
+				writeErr = werr
 			}
 			if err == io.EOF {
-				return wrote, nil, nil
+				return wrote, nil, writeErr
 			}
-			return wrote, err, nil
+			return wrote, err, writeErr
 		}
 	}
 }

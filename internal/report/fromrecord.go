@@ -87,6 +87,9 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 				rep.Spend.SavedOutputTokens += a.OutputTokens
 				continue
 			}
+			if a.Status == StatusSkipped && strings.HasPrefix(a.Reason, "budget spent") {
+				rep.Spend.BudgetStopped = true
+			}
 			rep.Spend.USD += a.CostUSD
 			rep.Spend.InputTokens += a.InputTokens
 			rep.Spend.OutputTokens += a.OutputTokens
@@ -112,6 +115,9 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 	}
 	for i := range rep.Tasks {
 		rep.Tasks[i].Setpoint = last[rep.Tasks[i].Name]
+	}
+	if rep.Spend.BudgetUSD > 0 && rep.Spend.USD > rep.Spend.BudgetUSD {
+		rep.Spend.OverBudgetUSD = rep.Spend.USD - rep.Spend.BudgetUSD
 	}
 	return rep, nil
 }

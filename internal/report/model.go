@@ -117,6 +117,11 @@ type Spend struct {
 	SavedUSD          float64 `json:"saved_usd,omitempty"`
 	SavedInputTokens  int64   `json:"saved_input_tokens,omitempty"`
 	SavedOutputTokens int64   `json:"saved_output_tokens,omitempty"`
+	// OverBudgetUSD is what was spent past the budget: requests already in
+	// flight when it ran out (at most one request each, see docs/gateway.md).
+	OverBudgetUSD float64 `json:"over_budget_usd,omitempty"`
+	// BudgetStopped: the budget ran out and stopped the run (exit code 4).
+	BudgetStopped bool `json:"budget_stopped,omitempty"`
 }
 
 // RampPoint is one tend decision for one task (R6).

@@ -269,6 +269,12 @@ func formatSpend(s Spend) string {
 	out := formatUSD(s.USD)
 	if s.BudgetUSD > 0 {
 		out += " of " + formatUSD(s.BudgetUSD) + " budget"
+		if over := s.USD - s.BudgetUSD; over > 0 {
+			out += " (over by " + formatUSD(over) + ": requests in flight when it ran out)"
+		}
+		if s.BudgetStopped {
+			out += ", which stopped the run"
+		}
 	}
 	out += " · " + formatCount(s.InputTokens) + " input tokens · " + formatCount(s.OutputTokens) +
 		" output tokens · " + strconv.FormatInt(s.Requests, 10) + " requests"

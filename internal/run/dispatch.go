@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
@@ -93,8 +94,9 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 		fmt.Fprintf(l.opts.Stderr, "steward: %s: infrastructure error, retrying (%d of %d): %s\n", a.ID(l.p), try+1, retries, l.scrub(row.Reason))
 	}
 	l.gw.Revoke(token)
-	// Usage of a stream that just ended is charged after its last byte: wait for it.
-	dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Usage of a stream that just ended is charged after its last byte, and a
+	// stream the agent cut is read on for up to CutDrain: wait for it.
+	dctx, cancel := context.WithTimeout(context.Background(), gateway.DefaultCutDrain+10*time.Second)
 	_ = l.gw.Drain(dctx, gwID)
 	cancel()
 	if u, ok := l.gw.Usage(gwID); ok {
@@ -144,14 +146,15 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 		})
 		l.publishSkipped(ids, fmt.Sprintf("early exit: attempt %d passed", a.Number))
 	}
-	// S5: when the budget is spent, no new attempt starts.
-	if b := l.opts.BudgetUSD; b > 0 && l.gw.Spent() >= b {
+	// S5: when the budget is spent, or the gateway refused a request the
+	// rest of it could not cover, no new attempt starts.
+	if b := l.opts.BudgetUSD; b > 0 && (l.gw.Spent() >= b || l.gw.BudgetRefusals() > 0) {
 		l.mu.Lock()
 		first := !l.spentStop
 		l.spentStop = true
 		l.mu.Unlock()
 		if first {
-			fmt.Fprintf(l.opts.Stderr, "steward: budget spent ($%.4f of $%.2f): no new attempts start\n", l.gw.Spent(), b)
+			fmt.Fprintf(l.opts.Stderr, "steward: budget spent ($%.4f of $%.2f; the gateway refuses model calls it cannot cover): no new attempts start\n", l.gw.Spent(), b)
 		}
 		l.cancelQueued(fmt.Sprintf("budget spent ($%.2f)", b))
 	}
@@ -172,6 +175,11 @@ func (l *launcher) finishItem(id int) {
 func (l *launcher) scrub(s string) string {
 	if l.apiKey != "" {
 		s = strings.ReplaceAll(s, l.apiKey, "***")
+	}
+	for _, v := range l.secrets {
+		if len(v) >= 8 {
+			s = strings.ReplaceAll(s, v, "***")
+		}
 	}
 	return s
 }

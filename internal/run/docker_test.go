@@ -46,8 +46,19 @@ func needDocker(t *testing.T) {
 // An attempt in a real Docker sandbox reaches the model gateway with its
 // token, while the real key is absent from its environment, its files, the
 // record, the logs and the report.
+//
+// Each attempt's token is bound to its container's address (12.5): the
+// agent's own calls must still go through, in process and from workers.
 func TestDockerAgentReachesGatewayKeyNeverLeaks(t *testing.T) {
 	needDocker(t)
+	for _, workers := range []bool{false, true} {
+		t.Run(map[bool]string{false: "in-process", true: "workers"}[workers], func(t *testing.T) {
+			dockerAgentKeyNeverLeaks(t, workers)
+		})
+	}
+}
+
+func dockerAgentKeyNeverLeaks(t *testing.T, workers bool) {
 	const key = "sk-real-key-d0cker-7f3a91"
 	fp := fakeprovider.New(fakeprovider.Config{APIKey: key})
 	ctx := context.Background()
@@ -94,7 +105,7 @@ tasks:
 	}
 	var stderr bytes.Buffer
 	res, err := Launch(ctx, Options{
-		EvalSet: es, Providers: dockerFactory{t}, Stderr: &syncWriter{w: &stderr}, Exe: buildSteward(t),
+		EvalSet: es, Providers: dockerFactory{t}, Stderr: &syncWriter{w: &stderr}, Exe: buildSteward(t), Workers: workers,
 		Getenv: func(k string) string {
 			if k == "TEST_REAL_KEY" {
 				return key

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,6 +61,14 @@ type execEnv struct {
 	// started, when set, is told an attempt's sandbox exists and it executes
 	// (the one definition of running: panel, tend, the ramp's saturation).
 	started func(seq int)
+	// bind restricts an attempt's gateway token to its sandbox's address.
+	bind func(ctx context.Context, token string, ip netip.Addr) error
+}
+
+// gatewayPeer is a sandbox whose connections to the gateway come from an
+// address the gateway sees (Docker: the container's IP on its network).
+type gatewayPeer interface {
+	GatewayPeer() (netip.Addr, bool)
 }
 
 func newExecutor(x *execEnv) *executor {
@@ -125,6 +134,15 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) r
 	healthy := true
 	defer func() { e.put(key, a.Task, sb, healthy) }()
 	defer e.collectArtifacts(ctx, sb, a) // before the sandbox goes back or away
+	// The token works only from this sandbox's address, bound before the
+	// sandbox ever sees it.
+	if gp, ok := sb.(gatewayPeer); ok && l.bind != nil {
+		if ip, ok := gp.GatewayPeer(); ok {
+			if err := l.bind(ctx, token, ip); err != nil {
+				return classify(sandbox.InfraError(err), "bind the gateway token to the sandbox")
+			}
+		}
+	}
 
 	// Sample files and setup.
 	files, err := sampleFiles(a.Sample)

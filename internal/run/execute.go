@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -157,7 +158,7 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 		}
 		l.runner = workers
 	} else {
-		l.runner = inProcess{newExecutor(&execEnv{p: l.p, specs: l.specs, providers: l.providers, taskProv: l.taskProv,
+		l.runner = inProcess{newExecutor(&execEnv{bind: l.bindToken, p: l.p, specs: l.specs, providers: l.providers, taskProv: l.taskProv,
 			gwURL: l.gwURL, runID: l.runID, exe: l.opts.Exe, model: l.es.Model.Name, modelSettings: modelSettings(l.es), stderr: l.opts.Stderr,
 			started: l.started})}
 	}
@@ -240,6 +241,9 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 	if status == "cancelled" {
 		rep.Partial = true
 		rep.Left = l.left
+	}
+	if l.spentStop {
+		rep.Spend.BudgetStopped = true
 	}
 	return &Result{Report: rep, Cancelled: status == "cancelled"}, nil
 }
@@ -348,10 +352,19 @@ func (l *launcher) startGateway(ctx context.Context, needed map[string][]*sandbo
 			return badInput("%s: model.api_key_env: the environment variable %s is not set (the real key for the %s upstream)", l.es.File, env, m.Upstream)
 		}
 	}
+	var secrets []string
+	// Secrets are named in the eval set (secret_env) or in _steward.yaml (secrets).
+	for _, name := range append(append([]string{}, l.es.SecretEnv...), l.es.Fleet.Secrets...) {
+		if v := l.opts.Getenv(name); v != "" {
+			secrets = append(secrets, v)
+		}
+	}
+	l.secrets = secrets
 	gw, err := gateway.New(gateway.Config{
+		Secrets:  secrets,
 		Upstream: m.Upstream, BaseURL: m.BaseURL, APIKey: key, MaxConnections: m.MaxConnections,
 		Prices: gateway.Prices{InputPerMTok: m.Prices.InputPerMTok, OutputPerMTok: m.Prices.OutputPerMTok},
-		Logger: l.opts.Stderr, Capture: l.captureConfig(),
+		Logger: l.opts.Stderr, Capture: l.captureConfig(), BudgetUSD: l.opts.BudgetUSD,
 	})
 	if err != nil {
 		return badInput("%s: model: %v", l.es.File, err)
@@ -368,7 +381,7 @@ func (l *launcher) startGateway(ctx context.Context, needed map[string][]*sandbo
 		if err != nil {
 			return fmt.Errorf("find the gateway address for %s sandboxes: %w", name, err)
 		}
-		url, err := l.gatewayFor(addr.Listen, addr.Host)
+		url, err := l.gatewayFor(addr)
 		if err != nil {
 			return err
 		}
@@ -576,4 +589,9 @@ func tail(b []byte, n int) string {
 		s = "…" + s[len(s)-n:]
 	}
 	return s
+}
+
+// bindToken binds an attempt's token to its sandbox's address (12.5).
+func (l *launcher) bindToken(_ context.Context, token string, ip netip.Addr) error {
+	return l.gw.Bind(token, ip)
 }

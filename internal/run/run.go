@@ -126,6 +126,7 @@ type launcher struct {
 	left      []string
 	hold      string
 	apiKey    string
+	secrets   []string // values of the fleet's secrets: masked like the key
 	onFinish  func()
 	panelLast string
 	seqIndex  map[int]*plan.Attempt

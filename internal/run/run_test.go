@@ -245,11 +245,22 @@ tasks:
 `)
 	exe := buildSteward(t)
 	r := launchSet(t, path, func(o *Options) { o.BudgetUSD = 1; o.Exe = exe })
-	if got := statuses(r.rep); got != "1:p 2:s 3:s" {
+	// At $1 a token, the first call's estimate (its size and the default
+	// max_tokens) is far over the $1 budget: the gateway refuses it (the hard
+	// cap), the attempt fails, and the rest never start.
+	if got := statuses(r.rep); got != "1:f 2:s 3:s" && got != "1:e 2:s 3:s" {
 		t.Fatalf("budget %s\n%s", got, r.stderr)
 	}
-	if r.rep.Spend.USD < 1 {
-		t.Fatalf("spend %v", r.rep.Spend)
+	if r.rep.Spend.USD > 1 || !r.rep.Spend.BudgetStopped || r.rep.Spend.OverBudgetUSD != 0 {
+		t.Fatalf("spend %+v", r.rep.Spend)
+	}
+	if !strings.Contains(r.stderr, "budget spent") {
+		t.Fatalf("no reason on stderr:\n%s", r.stderr)
+	}
+	for _, a := range r.rep.Attempts[1:] {
+		if !strings.HasPrefix(a.Reason, "budget spent") {
+			t.Fatalf("skipped without the reason: %+v", a)
+		}
 	}
 }
 

@@ -16,7 +16,7 @@ var secretEnv = []string{"GITHUB_TOKEN", "INPUT_GITHUB-TOKEN", "INPUT_GITHUB_TOK
 // captureConfig is what the gateway keeps of the attempts' model calls
 // (the fleet setting transcripts).
 func (l *launcher) captureConfig() gateway.Capture {
-	c := gateway.Capture{Mode: l.es.Fleet.Transcripts}
+	c := gateway.Capture{Mode: l.es.Fleet.Transcripts, Secrets: append([]string{}, l.secrets...)}
 	for _, name := range secretEnv {
 		if v := l.opts.Getenv(name); v != "" {
 			c.Secrets = append(c.Secrets, v)

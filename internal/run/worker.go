@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -48,6 +49,7 @@ type wmsg struct {
 	Listen   string `json:"listen,omitempty"`
 	Host     string `json:"host,omitempty"`
 	URL      string `json:"url,omitempty"`
+	Proxied  bool   `json:"proxied,omitempty"`
 	Err      string `json:"err,omitempty"`
 }
 
@@ -250,8 +252,18 @@ func (w *workerProc) read(out io.Reader) {
 		}
 		switch m.Op {
 		case "gateway":
-			url, err := w.l.gatewayFor(m.Listen, m.Host)
+			url, err := w.l.gatewayFor(sandbox.GatewayAddr{Listen: m.Listen, Host: m.Host, Proxied: m.Proxied})
 			reply := wmsg{Op: "gateway_url", Provider: m.Provider, URL: url}
+			if err != nil {
+				reply.Err = err.Error()
+			}
+			_ = w.send(reply)
+		case "bind":
+			reply := wmsg{Op: "bound", Seq: m.Seq}
+			ip, err := netip.ParseAddr(m.Host)
+			if err == nil {
+				err = w.l.gw.Bind(m.Token, ip)
+			}
 			if err != nil {
 				reply.Err = err.Error()
 			}
@@ -453,7 +465,8 @@ func (p *workerPool) shutdown() {
 }
 
 // gatewayFor makes the gateway listen where a worker's sandboxes reach it.
-func (l *launcher) gatewayFor(listenAddr, host string) (string, error) {
+func (l *launcher) gatewayFor(addr sandbox.GatewayAddr) (string, error) {
+	listenAddr, host := addr.Listen, addr.Host
 	l.gwMu.Lock()
 	defer l.gwMu.Unlock()
 	key := listenAddr + "|" + host
@@ -467,7 +480,11 @@ func (l *launcher) gatewayFor(listenAddr, host string) (string, error) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	url := "http://" + net.JoinHostPort(host, strconv.Itoa(port))
 	l.gwListen[key] = url
-	go func() { _ = l.gw.Serve(l.gwCtx, ln) }()
+	if addr.Proxied {
+		go func() { _ = l.gw.ServeProxied(l.gwCtx, ln) }()
+	} else {
+		go func() { _ = l.gw.Serve(l.gwCtx, ln) }()
+	}
 	return url, nil
 }
 
@@ -618,6 +635,33 @@ func Worker(ctx context.Context, in io.Reader, out io.Writer, stderr io.Writer, 
 	}
 	x.fault = getenv("STEWARD_WORKER_FAULT")
 	x.started = func(seq int) { send(wmsg{Op: "started", Seq: seq}) }
+	// Token binding asks the supervisor, which holds the gateway.
+	var bindMu sync.Mutex
+	bindWait := map[int]chan string{}
+	bindSeq := 0
+	x.bind = func(ctx context.Context, token string, ip netip.Addr) error {
+		ch := make(chan string, 1)
+		bindMu.Lock()
+		bindSeq++
+		id := bindSeq
+		bindWait[id] = ch
+		bindMu.Unlock()
+		defer func() {
+			bindMu.Lock()
+			delete(bindWait, id)
+			bindMu.Unlock()
+		}()
+		send(wmsg{Op: "bind", Seq: id, Token: token, Host: ip.String()})
+		select {
+		case e := <-ch:
+			if e != "" {
+				return errors.New(e)
+			}
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("bind the gateway token: %w", ctx.Err())
+		}
+	}
 	ex := newExecutor(x)
 	send(wmsg{Op: "ready"})
 	bySeq := map[int]*plan.Attempt{}
@@ -651,6 +695,13 @@ func Worker(ctx context.Context, in io.Reader, out io.Writer, stderr io.Writer, 
 				row := ex.attempt(actx, a, token)
 				send(wmsg{Op: "result", Seq: seq, Row: &row, Artifacts: ex.takeArtifacts(seq)})
 			}(m.Seq, m.Token)
+		case "bound":
+			bindMu.Lock()
+			ch := bindWait[m.Seq]
+			bindMu.Unlock()
+			if ch != nil {
+				ch <- m.Err
+			}
 		case "close_task":
 			wg.Add(1)
 			go func(task int) {
@@ -730,7 +781,7 @@ func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, provide
 		if err != nil {
 			return nil, finalize, fmt.Errorf("find the gateway address for %s sandboxes: %w", name, err)
 		}
-		r, err := ask(wmsg{Op: "gateway", Provider: name, Listen: addr.Listen, Host: addr.Host})
+		r, err := ask(wmsg{Op: "gateway", Provider: name, Listen: addr.Listen, Host: addr.Host, Proxied: addr.Proxied})
 		if err != nil {
 			return nil, finalize, fmt.Errorf("ask for the gateway: %w", err)
 		}

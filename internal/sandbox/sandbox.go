@@ -95,6 +95,9 @@ type Capacity struct {
 type GatewayAddr struct {
 	Listen string // e.g. "127.0.0.1:0"
 	Host   string // host sandboxes dial, e.g. "127.0.0.1" or "172.30.0.1"
+	// Proxied: connections arrive through a relay, each starting with a
+	// PROXY protocol v1 line naming the sandbox's address.
+	Proxied bool
 }
 
 // Provider makes sandboxes.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"path"
 	"sort"
 	"strconv"
@@ -130,7 +131,24 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		_ = sb.Close(ctx)
 		return nil, sandbox.InfraError(fmt.Errorf("start sandbox %s: %w", name, err))
 	}
+	ins, err := p.cli.ContainerInspect(ctx, resp.ID)
+	if err != nil {
+		_ = sb.Close(ctx)
+		return nil, sandbox.InfraError(fmt.Errorf("inspect sandbox %s: %w", name, err))
+	}
+	if ins.NetworkSettings != nil {
+		if ep := ins.NetworkSettings.Networks[netName]; ep != nil {
+			sb.ip, _ = netip.ParseAddr(ep.IPAddress)
+		}
+	}
 	return sb, nil
+}
+
+// GatewayPeer is the address the gateway sees this sandbox's connections
+// come from (its IP on its network; through the in-container relay, the
+// address its PROXY line names), so that its token can be bound to it.
+func (s *Sandbox) GatewayPeer() (netip.Addr, bool) {
+	return s.ip, s.ip.IsValid()
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -150,6 +168,7 @@ type Sandbox struct {
 	workdir string
 	net     *runNet // own network (network: isolated)
 	memory  int64
+	ip      netip.Addr // its address on its network: where its gateway connections come from
 
 	mu       sync.Mutex
 	ooms     int64 // oom_kill count last seen

@@ -25,7 +25,9 @@ const RelayArg = "__relay"
 // RunRelay listens on listen and copies every connection to and from target,
 // until ctx ends. It is what the relay container runs when Steward itself is in
 // a container: the relay sits on the host's network, on the run network's
-// gateway address, and forwards to Steward's container.
+// gateway address, and forwards to Steward's container. Each forwarded
+// connection starts with a PROXY protocol v1 line naming the sandbox's
+// address, so the gateway can bind tokens and count connections per sandbox.
 func RunRelay(ctx context.Context, listen, target string, log io.Writer) error {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", listen)
@@ -59,6 +61,9 @@ func RunRelay(ctx context.Context, listen, target string, log io.Writer) error {
 				return
 			}
 			defer u.Close()
+			if _, err := io.WriteString(u, ProxyLine(c.RemoteAddr(), c.LocalAddr())); err != nil {
+				return
+			}
 			done := make(chan struct{}, 2)
 			go func() { _, _ = io.Copy(u, c); closeWrite(u); done <- struct{}{} }()
 			go func() { _, _ = io.Copy(c, u); closeWrite(c); done <- struct{}{} }()
@@ -66,6 +71,17 @@ func RunRelay(ctx context.Context, listen, target string, log io.Writer) error {
 			<-done
 		}()
 	}
+}
+
+// ProxyLine is the PROXY protocol v1 line for a connection from src to dst.
+func ProxyLine(src, dst net.Addr) string {
+	s, _ := netip.ParseAddrPort(src.String())
+	d, _ := netip.ParseAddrPort(dst.String())
+	fam := "TCP4"
+	if !s.Addr().Unmap().Is4() {
+		fam = "TCP6"
+	}
+	return fmt.Sprintf("PROXY %s %s %s %d %d\r\n", fam, s.Addr().Unmap(), d.Addr().Unmap(), s.Port(), d.Port())
 }
 
 func closeWrite(c net.Conn) {
@@ -129,7 +145,7 @@ func (p *Provider) startRelay(ctx context.Context, n *runNet) (sandbox.GatewayAd
 		p.mu.Lock()
 		p.relayID = id
 		p.mu.Unlock()
-		return sandbox.GatewayAddr{Listen: net.JoinHostPort(selfIP.String(), ps), Host: n.Gateway.String()}, nil
+		return sandbox.GatewayAddr{Listen: net.JoinHostPort(selfIP.String(), ps), Host: n.Gateway.String(), Proxied: true}, nil
 	}
 	return sandbox.GatewayAddr{}, fmt.Errorf("start gateway relay: %w", lastErr)
 }

@@ -6,9 +6,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -69,11 +71,18 @@ func sibling(ctx context.Context, image string) error {
 		return err
 	}
 	defer ln.Close()
+	// The relay starts every connection with a PROXY line naming the sandbox.
+	from := make(chan string, 1)
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			select {
+			case from <- strings.TrimSpace(line):
+			default:
 			}
 			fmt.Fprintln(c, "hello-from-steward-in-a-container")
 			c.Close()
@@ -93,6 +102,12 @@ func sibling(ctx context.Context, image string) error {
 	fmt.Printf("sandbox read %q (exit %d, stderr %q)\n", got, res.ExitCode, res.Stderr)
 	if got != "hello-from-steward-in-a-container" {
 		return fmt.Errorf("sandbox did not reach the gateway")
+	}
+	ip, _ := sb.(interface{ GatewayPeer() (netip.Addr, bool) }).GatewayPeer()
+	line := <-from
+	fmt.Printf("relay announced %q; sandbox address %s\n", line, ip)
+	if !strings.HasPrefix(line, "PROXY TCP4 "+ip.String()+" ") {
+		return fmt.Errorf("the relay did not name the sandbox's address %s: %q", ip, line)
 	}
 	return nil
 }
