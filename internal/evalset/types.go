@@ -121,10 +121,17 @@ type Sandbox struct {
 
 // Scorer judges an attempt. Exactly one of Command or Match.
 type Scorer struct {
-	// Command runs in the sandbox after the agent with STEWARD_ANSWER and
-	// STEWARD_TARGET set; exit 0 passes, or it prints JSON
+	// Command runs after the agent's processes are gone, in a sandbox of its
+	// own (docker: a fresh container of the task's image) holding a copy of
+	// the agent's workdir, with STEWARD_ANSWER, STEWARD_TARGET and
+	// STEWARD_SCORER_DIR set; exit 0 passes, or it prints JSON
 	// {"passed":bool,"score":number,"explanation":string} as its last line.
 	Command string `yaml:"command" json:"command"`
+	// Files are copied only into the scorer's sandbox, under
+	// STEWARD_SCORER_DIR (never into the agent's): destination -> source, as
+	// Task.Files. Scripts that grade belong here, not in Task.Files, which
+	// the agent can rewrite.
+	Files map[string]string `yaml:"files" json:"files"`
 	// Match compares the answer with the sample's target: exact, includes, regex, numeric.
 	Match string `yaml:"match" json:"match"`
 	// IgnoreCase applies to exact and includes.

@@ -558,6 +558,10 @@ func (v *validator) scorer(i int, t *Task) {
 	if cmd && sc.IgnoreCase {
 		v.errf(tp+".scorer.ignore_case", "applies to scorer.match only; a scorer command decides for itself")
 	}
+	if len(sc.Files) > 0 && !cmd {
+		v.errf(tp+".scorer.files", "applies to scorer.command only")
+	}
+	v.files(tp+".scorer.files", sc.Files)
 	if cmd || len(t.Samples) == 0 {
 		return
 	}

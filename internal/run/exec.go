@@ -158,6 +158,11 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) r
 		}
 		return finish(report.StatusErrored, r)
 	}
+	// Nothing the agent started may run on while it is judged (see grade.go).
+	if err := sb.Settle(ctx); err != nil {
+		healthy = false
+		return classify(err, "stop the agent's processes")
+	}
 	answer := strings.TrimSpace(string(res.Stdout))
 	if b, err := sb.CopyOut(ctx, "answer.txt"); err == nil {
 		answer = strings.TrimSpace(string(b))
@@ -277,25 +282,7 @@ func sampleFiles(s *evalset.Sample) ([]sandbox.File, error) {
 func (e *executor) score(ctx context.Context, sb sandbox.Sandbox, t *evalset.Task, s *evalset.Sample, answer string, env map[string]string, deadline time.Time, logb *strings.Builder) (bool, float64, string, error) {
 	targets := s.Targets()
 	if t.Scorer.Command != "" {
-		senv := map[string]string{}
-		for k, v := range env {
-			senv[k] = v
-		}
-		senv["STEWARD_ANSWER"] = answer
-		if len(targets) > 0 {
-			senv["STEWARD_TARGET"] = targets[0]
-		}
-		tj, _ := json.Marshal(targets)
-		senv["STEWARD_TARGETS"] = string(tj)
-		res, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: t.Scorer.Command, Env: senv, Timeout: time.Until(deadline), MaxOutput: 256 << 10})
-		logb.WriteString(section("scorer", res))
-		if err != nil {
-			return false, 0, "", err
-		}
-		if res.TimedOut || res.OOMKilled {
-			return false, 0, "", errors.New(execProblem("scorer", res, t))
-		}
-		return judgeScorerOutput(res.ExitCode, res.Stdout)
+		return e.runScorer(ctx, sb, t, targets, answer, env, deadline, logb)
 	}
 	ok, expl, err := Match(t.Scorer.Match, t.Scorer.IgnoreCase, answer, targets)
 	if err != nil {

@@ -75,7 +75,19 @@ type Sandbox interface {
 	CopyOut(ctx context.Context, path string) ([]byte, error)
 	Exec(ctx context.Context, spec ExecSpec) (ExecResult, error)
 	// Reset empties the workdir between attempts of a reused sandbox (D2).
+	// It settles the sandbox first: nothing a past attempt started runs on.
 	Reset(ctx context.Context) error
+	// Settle ends every process the sandbox's commands started, and anything
+	// those left running (a background job, a process that left its group or
+	// session), and checks that none is left. Files stay. Only Reset may run
+	// commands in a settled sandbox again.
+	Settle(ctx context.Context) error
+	// Grader returns the sandbox the scorer runs in, for a settled sandbox:
+	// it holds this sandbox's workdir (docker: a copy in a fresh container of
+	// the same image, so nothing the agent changed outside the workdir counts),
+	// and files copied to scorerDir (absolute in the grader), a directory the
+	// agent's sandbox never held. The caller closes the grader.
+	Grader(ctx context.Context, files []File) (grader Sandbox, scorerDir string, err error)
 	// Close removes the sandbox and everything it holds. It must work with a cancelled parent ctx.
 	Close(ctx context.Context) error
 }

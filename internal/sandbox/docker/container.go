@@ -125,7 +125,7 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		}
 		return fail(sandbox.InfraError(fmt.Errorf("create sandbox for task %s: %w", spec.Task, err)))
 	}
-	sb := &Sandbox{p: p, id: resp.ID, name: name, workdir: workdir, net: ownNet, memory: mem}
+	sb := &Sandbox{p: p, id: resp.ID, name: name, workdir: workdir, net: ownNet, memory: mem, spec: spec}
 	if err := p.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 		_ = sb.Close(ctx)
 		return nil, sandbox.InfraError(fmt.Errorf("start sandbox %s: %w", name, err))
@@ -150,8 +150,10 @@ type Sandbox struct {
 	workdir string
 	net     *runNet // own network (network: isolated)
 	memory  int64
+	spec    sandbox.Spec // what Grader makes a fresh container of
 
 	mu       sync.Mutex
+	stopped  bool  // settled: the container is stopped until Reset starts it
 	ooms     int64 // oom_kill count last seen
 	closed   bool
 	closeErr error
@@ -498,6 +500,12 @@ func (s *Sandbox) Reset(ctx context.Context) error {
 }
 
 func (s *Sandbox) reset(ctx context.Context) error {
+	if err := s.Settle(ctx); err != nil {
+		return fmt.Errorf("reset sandbox: %w", err)
+	}
+	if err := s.restart(ctx); err != nil {
+		return fmt.Errorf("reset sandbox: %w", err)
+	}
 	script := killAllScript + `; cd / && rm -rf -- "$STEWARD_WD" && mkdir -p -- "$STEWARD_WD"`
 	ec, err := s.p.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
 		Cmd: []string{"/bin/sh", "-c", script}, Env: []string{"STEWARD_WD=" + s.workdir},

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -71,6 +72,9 @@ func (p *Provider) Finalize(ctx context.Context) error { return nil }
 
 // Create makes a workdir.
 func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if err := becomeSubreaper(); err != nil {
+		return nil, sandbox.InfraError(fmt.Errorf("create local sandbox: %w", err))
+	}
 	dir, err := os.MkdirTemp(p.opts.BaseDir, "steward-"+safe(spec.Task)+"-")
 	if err != nil {
 		return nil, sandbox.InfraError(fmt.Errorf("create local sandbox: %w", err))
@@ -99,6 +103,10 @@ type box struct {
 	id, root, work, tmp, path string
 	pgids                     string
 	spec                      sandbox.Spec
+
+	mu sync.Mutex
+	// sessions are the session ids of the commands this sandbox ran since it last settled.
+	sessions []int
 }
 
 func (b *box) ID() string      { return b.id }
@@ -198,21 +206,36 @@ func (b *box) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResu
 	if spec.Stdin != nil {
 		cmd.Stdin = bytes.NewReader(spec.Stdin)
 	}
-	// Setpgid: a timeout kills the whole group. Pdeathsig: if the process that
-	// runs the sandbox (a worker) dies, the command dies with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Setsid: a session (and process group) of its own, so a timeout kills the
+	// whole group and Settle finds whatever left the group. Pdeathsig: if the
+	// process that runs the sandbox (a worker) dies, the command dies with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	liveMu.Lock()
+	err := cmd.Start()
+	if err == nil {
+		live[cmd.Process.Pid] = true
+	}
+	liveMu.Unlock()
+	if err != nil {
 		return sandbox.ExecResult{}, sandbox.InfraError(fmt.Errorf("exec in %s: %w", b.id, err))
 	}
+	b.mu.Lock()
+	b.sessions = append(b.sessions, cmd.Process.Pid)
+	b.mu.Unlock()
 	if b.pgids != "" {
 		mark := filepath.Join(b.pgids, fmt.Sprint(cmd.Process.Pid))
 		_ = os.WriteFile(mark, nil, 0o644)
 		defer os.Remove(mark)
 	}
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
+	go func() {
+		err := cmd.Wait()
+		liveMu.Lock()
+		delete(live, cmd.Process.Pid)
+		liveMu.Unlock()
+		done <- err
+	}()
 	select {
 	case err = <-done:
 	case <-ctx.Done():
@@ -220,8 +243,10 @@ func (b *box) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResu
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		err = <-done
 	}
-	// Whatever the outcome, nothing of the group outlives the command.
+	// Whatever the outcome, nothing of the group, the session or what escaped
+	// them outlives the command.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = settle(context.WithoutCancel(ctx), map[int]bool{cmd.Process.Pid: true})
 	res := sandbox.ExecResult{
 		Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(),
 		Truncated: stdout.truncated || stderr.truncated, Duration: time.Since(start),
@@ -249,6 +274,9 @@ func (b *box) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResu
 }
 
 func (b *box) Reset(ctx context.Context) error {
+	if err := b.Settle(ctx); err != nil {
+		return err
+	}
 	for _, d := range []string{b.work, b.tmp} {
 		entries, err := os.ReadDir(d)
 		if err != nil {

@@ -1,0 +1,124 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/errdefs"
+
+	"github.com/steward-evals/steward/internal/sandbox"
+)
+
+// ScorerDir is where Grader puts the scorer's files in the grading container.
+const ScorerDir = "/opt/steward/scorer"
+
+// Settle stops the container: killing its init ends its PID namespace, and
+// the kernel kills every process in it, whatever the agent did (a background
+// job, setsid, a replaced /bin/sh, a process that ignores signals). The
+// container's files stay; Reset starts it again for the next attempt.
+func (s *Sandbox) Settle(ctx context.Context) error {
+	s.mu.Lock()
+	stopped := s.stopped
+	s.mu.Unlock()
+	if stopped {
+		return nil
+	}
+	// Register the wait before the kill so that the stop cannot be missed.
+	waitCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	okc, errc := s.p.cli.ContainerWait(waitCtx, s.id, container.WaitConditionNotRunning)
+	if err := s.p.cli.ContainerKill(ctx, s.id, "KILL"); err != nil && !errdefs.IsConflict(err) {
+		return sandbox.InfraError(fmt.Errorf("stop sandbox %s: %w", s.name, err))
+	}
+	select {
+	case <-okc:
+	case err := <-errc:
+		return sandbox.InfraError(fmt.Errorf("stop sandbox %s: %w", s.name, err))
+	case <-ctx.Done():
+		return sandbox.InfraError(fmt.Errorf("stop sandbox %s: %w", s.name, ctx.Err()))
+	}
+	ins, err := s.p.cli.ContainerInspect(ctx, s.id)
+	if err != nil {
+		return sandbox.InfraError(fmt.Errorf("stop sandbox %s: %w", s.name, err))
+	}
+	if ins.State != nil && (ins.State.Running || ins.State.Paused || ins.State.Restarting) {
+		return sandbox.InfraError(fmt.Errorf("stop sandbox %s: still %s after SIGKILL", s.name, ins.State.Status))
+	}
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	return nil
+}
+
+// restart starts a settled container again. Its memory cgroup is new, so the
+// OOM counter starts over.
+func (s *Sandbox) restart(ctx context.Context) error {
+	s.mu.Lock()
+	stopped := s.stopped
+	s.mu.Unlock()
+	if !stopped {
+		return nil
+	}
+	if err := s.p.cli.ContainerStart(ctx, s.id, container.StartOptions{}); err != nil {
+		return sandbox.InfraError(fmt.Errorf("start sandbox %s again: %w", s.name, err))
+	}
+	s.mu.Lock()
+	s.stopped, s.ooms = false, 0
+	s.mu.Unlock()
+	return nil
+}
+
+// Grader makes the scorer's sandbox: a fresh container of the same image and
+// limits, with this (settled) sandbox's workdir copied in through the archive
+// API and the scorer's files under ScorerDir. Nothing the agent changed
+// outside its workdir (its /bin/sh, a scorer script it rewrote elsewhere, a
+// process it left) exists there.
+func (s *Sandbox) Grader(ctx context.Context, files []sandbox.File) (sandbox.Sandbox, string, error) {
+	if err := s.Settle(ctx); err != nil {
+		return nil, "", err
+	}
+	gsb, err := s.p.Create(ctx, s.spec)
+	if err != nil {
+		return nil, "", fmt.Errorf("create the scorer's sandbox: %w", err)
+	}
+	g := gsb.(*Sandbox)
+	fail := func(err error) (sandbox.Sandbox, string, error) {
+		_ = g.Close(ctx)
+		return nil, "", err
+	}
+	if err := s.copyWorkdir(ctx, g); err != nil {
+		return fail(err)
+	}
+	placed := make([]sandbox.File, len(files))
+	for i, f := range files {
+		placed[i] = f
+		if !path.IsAbs(f.Path) {
+			placed[i].Path = path.Join(ScorerDir, f.Path)
+		}
+	}
+	if err := g.CopyIn(ctx, placed); err != nil {
+		return fail(fmt.Errorf("copy the scorer's files: %w", err))
+	}
+	return g, ScorerDir, nil
+}
+
+// copyWorkdir streams this sandbox's workdir into g's, container to
+// container, without holding it in memory.
+func (s *Sandbox) copyWorkdir(ctx context.Context, g *Sandbox) error {
+	rc, _, err := s.p.cli.CopyFromContainer(ctx, s.id, s.workdir)
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return nil // the agent removed its workdir: the scorer gets the image's
+		}
+		return sandbox.InfraError(fmt.Errorf("copy the workdir out of sandbox %s: %w", s.name, err))
+	}
+	defer rc.Close()
+	// The archive names the workdir by its base name; it lands in the parent.
+	if err := s.p.cli.CopyToContainer(ctx, g.id, path.Dir(g.workdir), io.NopCloser(rc), container.CopyToContainerOptions{}); err != nil {
+		return sandbox.InfraError(fmt.Errorf("copy the workdir into the scorer's sandbox %s: %w", g.name, err))
+	}
+	return nil
+}
