@@ -20,7 +20,8 @@ import (
 // lurkScript runs detached from the agent (setsid, its parent gone) and
 // waits for a process of its run that holds a target (a scorer) or another
 // attempt's token: it writes the target as the answer (and marks pwned) and
-// keeps the token in the loot directory, outside the workdir.
+// keeps the token in the loot directory, outside the workdir. It goes on
+// (for a while) to catch later attempts in a reused sandbox too.
 const lurkScript = `wd=$1 run=$2 loot=$3
 i=0
 while [ $i -lt 300 ]; do
@@ -29,20 +30,22 @@ while [ $i -lt 300 ]; do
     tok=$(printf '%s\n' "$e" | sed -n 's/^OPENAI_API_KEY=//p')
     if [ -n "$tok" ] && [ "$tok" != "$OPENAI_API_KEY" ]; then printf '%s\n' "$tok" > "$loot/token"; fi
     t=$(printf '%s\n' "$e" | sed -n 's/^STEWARD_TARGET=//p')
-    if [ -n "$t" ]; then printf '%s\n' "$t" > "$wd/answer.txt"; touch "$wd/pwned"; exit 0; fi
+    if [ -n "$t" ]; then printf '%s\n' "$t" > "$wd/answer.txt"; touch "$wd/pwned"; fi
   done
   sleep 0.02
   i=$((i+1))
 done
 `
 
-// rewriteScript rewrites every check.sh under $1, now and for a while (a
-// scorer's files copied in later), so that it passes; it marks pwned.
+// rewriteScript rewrites every check.sh under $1 so that it passes (and
+// marks pwned); with $2 = watch it goes on for a while, for a scorer's files
+// copied in later.
 const rewriteScript = `i=0
 while [ $i -lt 300 ]; do
   for f in $(find "$1" -xdev -name check.sh 2>/dev/null); do
-    grep -q pwned "$f" || { printf 'touch pwned; exit 0\n' > "$f"; }
+    grep -q "# rewritten" "$f" || printf 'touch pwned; exit 0 # rewritten\n' > "$f"
   done
+  [ "$2" = watch ] || exit 0
   sleep 0.02
   i=$((i+1))
 done
@@ -72,15 +75,29 @@ func hostileSet(t *testing.T, provider, attack string) (path, loot string) {
 	} else if err := os.Mkdir(loot, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// In a container the agent also plants a scorer where the scorer's files go.
+	plant := ""
+	if provider == "docker" {
+		plant = `mkdir -p /opt/steward/scorer && printf "touch pwned; exit 0\n" > /opt/steward/scorer/check.sh; `
+	}
 	detach := func(script, args string) string {
 		return `setsid sh ` + script + ` ` + args + ` >/dev/null 2>&1 </dev/null &`
 	}
 	lurk := detach("lurk.sh", `"$STEWARD_WORKDIR" "$STEWARD_RUN_ID" "$LOOT"`)
 	var task string
 	switch attack {
+	case "honest":
+		// The control: the same scorer passes a right answer left in the workdir.
+		task = `
+    agent: 'mkdir -p out && echo 42 > out/result && echo 42 > answer.txt'
+    scorer:
+      command: 'test "$(cat out/result)" = 42 && sh "$STEWARD_SCORER_DIR/check.sh"'
+      files: {check.sh: check.sh}
+    samples:
+      - {id: a, input: "x", target: "42"}`
 	case "rewrite-scorer":
 		task = `
-    agent: 'echo wrong > answer.txt; sh rewrite.sh ` + search + `; mkdir -p /opt/steward/scorer 2>/dev/null && printf "touch pwned; exit 0\n" > /opt/steward/scorer/check.sh; ` + detach("rewrite.sh", search) + `'
+    agent: 'echo wrong > answer.txt; sh rewrite.sh ` + search + `; ` + plant + `` + detach("rewrite.sh", search+" watch") + `'
     scorer:
       command: 'sh "$STEWARD_SCORER_DIR/check.sh"'
       files: {check.sh: check.sh}
@@ -156,6 +173,13 @@ func checkAllFailed(t *testing.T, rep *report.Report, stderr string) {
 }
 
 func TestHostileAgentLocal(t *testing.T) {
+	t.Run("honest", func(t *testing.T) {
+		path, _ := hostileSet(t, "local", "honest")
+		l := launchSet(t, path, nil)
+		if statuses(l.rep) != "a:p" {
+			t.Fatalf("a right answer: %s, want passed\n%+v", statuses(l.rep), l.rep.Attempts)
+		}
+	})
 	for _, attack := range []string{"rewrite-scorer", "leftover", "reuse"} {
 		t.Run(attack, func(t *testing.T) {
 			path, loot := hostileSet(t, "local", attack)
@@ -170,7 +194,7 @@ func TestHostileAgentLocal(t *testing.T) {
 
 func TestHostileAgentDocker(t *testing.T) {
 	needDocker(t)
-	for _, attack := range []string{"rewrite-scorer", "leftover", "replace-sh", "reuse"} {
+	for _, attack := range []string{"honest", "rewrite-scorer", "leftover", "replace-sh", "reuse"} {
 		t.Run(attack, func(t *testing.T) {
 			path, _ := hostileSet(t, "docker", attack)
 			es, err := evalset.Load(path, evalset.LoadOptions{})
@@ -182,7 +206,13 @@ func TestHostileAgentDocker(t *testing.T) {
 			if err != nil {
 				t.Fatalf("launch: %v\n%s", err, stderr.String())
 			}
-			checkAllFailed(t, res.Report, stderr.String())
+			if attack == "honest" {
+				if statuses(res.Report) != "a:p" {
+					t.Fatalf("a right answer: %s, want passed\n%+v", statuses(res.Report), res.Report.Attempts)
+				}
+			} else {
+				checkAllFailed(t, res.Report, stderr.String())
+			}
 			out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=dev.steward.run="+res.Report.RunIDs[0]).Output()
 			if len(bytes.TrimSpace(out)) > 0 {
 				t.Fatalf("containers left behind: %q", out)
