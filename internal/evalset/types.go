@@ -20,6 +20,16 @@ type EvalSet struct {
 	// Fleet holds the settings from _steward.yaml beside File, after
 	// environment variables and flags were applied.
 	Fleet Fleet `yaml:"-" json:"-"`
+
+	// snap holds every files: source (task, sample, scorer) as read once at
+	// Load, by absolute path: what is fingerprinted and copied into sandboxes
+	// is what was validated, whatever happens to the files later.
+	snap map[string]snapFile
+}
+
+type snapFile struct {
+	data []byte
+	mode int64
 }
 
 // Model names the upstream the gateway forwards to.

@@ -416,6 +416,10 @@ func (v *validator) files(fp string, files map[string]string) {
 			v.errf(kp, "%s", msg)
 			continue
 		}
+		if err := v.snapshot(abs); err != nil {
+			v.errf(kp, "%s: %v", src, err)
+			continue
+		}
 		files[dest] = abs
 	}
 }

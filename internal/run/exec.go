@@ -116,7 +116,7 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) r
 	defer func() { e.put(key, a.Task, sb, healthy) }()
 
 	// Sample files and setup.
-	files, err := sampleFiles(a.Sample)
+	files, err := sampleFiles(l.p.EvalSet, a.Sample)
 	if err != nil {
 		healthy = false
 		return finish(report.StatusErrored, "sample files: "+err.Error())
@@ -266,10 +266,10 @@ func inputStrings(in any) (text, js string) {
 	return string(b), string(b)
 }
 
-func sampleFiles(s *evalset.Sample) ([]sandbox.File, error) {
+func sampleFiles(es *evalset.EvalSet, s *evalset.Sample) ([]sandbox.File, error) {
 	var out []sandbox.File
 	for dst, src := range s.Files {
-		data, err := evalset.FileData(src)
+		data, _, err := es.FileData(src)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", dst, err)
 		}
@@ -409,11 +409,11 @@ func (e *executor) get(ctx context.Context, a *plan.Attempt, key string) (sandbo
 	}
 	var files []sandbox.File
 	for dst, src := range t.Files {
-		b, err := os.ReadFile(src)
+		b, mode, err := l.p.EvalSet.FileData(src)
 		if err != nil {
 			return fail(fmt.Errorf("task file %s: %w", dst, err))
 		}
-		files = append(files, sandbox.File{Path: dst, Data: b, Mode: fileMode(src)})
+		files = append(files, sandbox.File{Path: dst, Data: b, Mode: mode})
 	}
 	if l.taskProv[a.Task] != "local" && l.exe != "" && mentionsSteward(t) {
 		b, err := os.ReadFile(l.exe)
@@ -451,13 +451,6 @@ func (e *executor) hasBin(sb sandbox.Sandbox) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.bins[sb]
-}
-
-func fileMode(p string) int64 {
-	if fi, err := os.Stat(p); err == nil {
-		return int64(fi.Mode().Perm())
-	}
-	return 0o644
 }
 
 // put returns a sandbox to its pool (reset) or removes it. It runs before

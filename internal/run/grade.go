@@ -64,11 +64,11 @@ func (e *executor) runScorer(ctx context.Context, sb sandbox.Sandbox, t *evalset
 func (e *executor) scorerFiles(t *evalset.Task, sb sandbox.Sandbox) ([]sandbox.File, error) {
 	var files []sandbox.File
 	for dst, src := range t.Scorer.Files {
-		data, err := evalset.FileData(src)
+		data, mode, err := e.x.p.EvalSet.FileData(src)
 		if err != nil {
 			return nil, fmt.Errorf("scorer file %s: %w", dst, err)
 		}
-		files = append(files, sandbox.File{Path: dst, Data: data, Mode: fileMode(src)})
+		files = append(files, sandbox.File{Path: dst, Data: data, Mode: mode})
 	}
 	if e.hasBin(sb) && strings.Contains(t.Scorer.Command, "STEWARD_BIN") {
 		b, err := os.ReadFile(e.x.exe)

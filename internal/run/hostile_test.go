@@ -11,6 +11,7 @@ import (
 
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/sandbox/local"
 )
 
 // Hostile agents that try to change their own verdict (docs/security.md,
@@ -218,5 +219,46 @@ func TestHostileAgentDocker(t *testing.T) {
 				t.Fatalf("containers left behind: %q", out)
 			}
 		})
+	}
+}
+
+// A task's and a sample's files are copied from what was read at load: a
+// symlink swapped in afterwards (pointing out of the eval set directory) is
+// never followed, neither for the fingerprint nor for the copy.
+func TestFilesComeFromTheLoadSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	secret := write(t, t.TempDir(), "secret.txt", "SECRET")
+	given := write(t, dir, "given.txt", "G")
+	data := write(t, dir, "data.txt", "D")
+	path := write(t, dir, "steward.yaml", `
+tasks:
+  - name: files
+    sandbox: {provider: local}
+    files: {given.txt: given.txt}
+    agent: 'printf "%s%s" "$(cat given.txt)" "$(cat data.txt)"'
+    scorer: {match: exact}
+    samples:
+      - {id: a, input: "x", target: "GD", files: {data.txt: data.txt}}
+`)
+	es, err := evalset.Load(path, evalset.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{given, data} {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(secret, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var stderr bytes.Buffer
+	res, err := Launch(context.Background(), Options{EvalSet: es, Providers: factory{&counting{Provider: local.New(local.Options{BaseDir: t.TempDir()})}}, Stderr: &syncWriter{w: &stderr}})
+	if err != nil {
+		t.Fatalf("launch: %v\n%s", err, stderr.String())
+	}
+	a := res.Report.Attempts[0]
+	if a.Status != report.StatusPassed || strings.Contains(a.Answer, "SECRET") {
+		t.Fatalf("status %s answer %q reason %q: the swapped symlink was followed", a.Status, a.Answer, a.Reason)
 	}
 }
