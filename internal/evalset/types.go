@@ -117,6 +117,11 @@ type Sandbox struct {
 	Image    string `yaml:"image" json:"image"`
 	// Build is a directory holding a Dockerfile (relative to the eval set dir); built once per run, cached by content hash.
 	Build string `yaml:"build" json:"build"`
+	// BuildNetwork is the network of Build's RUN steps: "none" (default) or
+	// "default" (Docker's build network, which reaches the outside world).
+	BuildNetwork string `yaml:"build_network" json:"build_network"`
+	// Disk bounds what a docker sandbox can write (default 1g); see docs/docker.md.
+	Disk Bytes `yaml:"disk" json:"disk"`
 	// CPUs per sandbox (default 1), Memory per sandbox (default "512m"), PIDs limit (default 256).
 	CPUs   float64 `yaml:"cpus" json:"cpus"`
 	Memory Bytes   `yaml:"memory" json:"memory"`

@@ -191,6 +191,8 @@ func execProblem(what string, res sandbox.ExecResult, t *evalset.Task) string {
 		return fmt.Sprintf("%s ran out of memory (limit %s)", what, t.Sandbox.Memory)
 	case res.TimedOut:
 		return fmt.Sprintf("%s timed out (task timeout %s)", what, t.Timeout)
+	case res.DiskFull:
+		return fmt.Sprintf("%s exceeded the sandbox's disk quota (disk %s): disk quota exceeded", what, t.Sandbox.Disk)
 	case res.ExitCode != 0:
 		return fmt.Sprintf("%s exited %d: %s", what, res.ExitCode, tail(res.Stderr, 300))
 	}

@@ -111,8 +111,11 @@ func hostileSet(t *testing.T, provider, attack string) (path, loot string) {
     samples:
       - {id: a, input: "x", target: "42"}`
 	case "replace-sh":
+		// Where the engine bounds disk by a read-only root (disk.go) the
+		// replacement fails; where it does not, the grader is a fresh
+		// container. Either way the scorer runs the image's /bin/sh.
 		task = `
-    agent: 'echo wrong > answer.txt; rm -f /bin/sh && printf "#!/bin/busybox sh\necho {\\\"passed\\\": true, \\\"score\\\": 1}\n" > /bin/sh && chmod 755 /bin/sh'
+    agent: 'echo wrong > answer.txt; { rm -f /bin/sh && printf "#!/bin/busybox sh\necho {\\\"passed\\\": true, \\\"score\\\": 1}\n" > /bin/sh && chmod 755 /bin/sh; } 2>/dev/null; true'
     scorer: {command: '` + waitThenCheck + `'}
     samples:
       - {id: a, input: "x", target: "42"}`
@@ -260,5 +263,35 @@ tasks:
 	a := res.Report.Attempts[0]
 	if a.Status != report.StatusPassed || strings.Contains(a.Answer, "SECRET") {
 		t.Fatalf("status %s answer %q reason %q: the swapped symlink was followed", a.Status, a.Answer, a.Reason)
+	}
+}
+
+// An agent that writes past its sandbox's disk quota errors its attempt with
+// that reason (docs/docker.md).
+func TestDockerDiskQuotaErrorsAttempt(t *testing.T) {
+	needDocker(t)
+	dir := t.TempDir()
+	busyboxImage(t, dir)
+	path := write(t, dir, "steward.yaml", `
+tasks:
+  - name: disk
+    sandbox: {provider: docker, build: image, memory: 128m, disk: 8m}
+    agent: 'dd if=/dev/zero of=big bs=1M count=64 && echo 42'
+    scorer: {match: exact}
+    samples:
+      - {id: a, input: "x", target: "42"}
+`)
+	es, err := evalset.Load(path, evalset.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	res, err := Launch(context.Background(), Options{EvalSet: es, Providers: dockerFactory{t}, Stderr: &syncWriter{w: &stderr}})
+	if err != nil {
+		t.Fatalf("launch: %v\n%s", err, stderr.String())
+	}
+	a := res.Report.Attempts[0]
+	if a.Status != report.StatusErrored || !strings.Contains(a.Reason, "disk quota exceeded") || !strings.Contains(a.Reason, "8m") {
+		t.Fatalf("status %s reason %q, want errored: disk quota exceeded", a.Status, a.Reason)
 	}
 }

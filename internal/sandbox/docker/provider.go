@@ -103,6 +103,7 @@ type Provider struct {
 	gateway  *sandbox.GatewayAddr
 	relayID  string
 	selfNets []string // run networks Steward's container was connected to
+	diskMode int32    // how disk quotas are enforced (disk.go), learned at the first Create
 }
 
 type runNet struct {
@@ -238,7 +239,7 @@ func (p *Provider) Prepare(ctx context.Context, specs []*sandbox.Spec) error {
 			return fmt.Errorf("prepare task %s: unknown network %q (want gateway, bridge or isolated)", s.Task, s.Network)
 		}
 		if s.Build != "" {
-			ref, err := p.buildImage(ctx, s.Build, s.Task)
+			ref, err := p.buildImage(ctx, s.Build, s.Task, s.BuildNetwork)
 			if err != nil {
 				return fmt.Errorf("prepare task %s: %w", s.Task, err)
 			}

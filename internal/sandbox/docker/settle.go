@@ -13,17 +13,55 @@ import (
 )
 
 // ScorerDir is where Grader puts the scorer's files in the grading container.
-const ScorerDir = "/opt/steward/scorer"
+const ScorerDir = BinDir + "/scorer"
 
-// Settle stops the container: killing its init ends its PID namespace, and
-// the kernel kills every process in it, whatever the agent did (a background
-// job, setsid, a replaced /bin/sh, a process that ignores signals). The
-// container's files stay; Reset starts it again for the next attempt.
+// runState is where a sandbox's container is in its life.
+type runState int
+
+const (
+	running runState = iota
+	frozen           // settled: paused until Grader or Reset stops it
+	stopped          // killed; Reset starts it again
+)
+
+// Settle freezes every process of the container at once (the cgroup
+// freezer, from outside: nothing in the sandbox can resist or notice it), so
+// that the workdir can be read while nothing changes it. Grader then copies
+// the workdir out and kills every process (stop); Reset kills and starts the
+// container again. A settled container runs no command until Reset.
 func (s *Sandbox) Settle(ctx context.Context) error {
 	s.mu.Lock()
-	stopped := s.stopped
+	state := s.state
 	s.mu.Unlock()
-	if stopped {
+	if state != running {
+		return nil
+	}
+	if err := s.p.cli.ContainerPause(ctx, s.id); err != nil && !errdefs.IsConflict(err) {
+		return sandbox.InfraError(fmt.Errorf("freeze sandbox %s: %w", s.name, err))
+	}
+	ins, err := s.p.cli.ContainerInspect(ctx, s.id)
+	if err != nil {
+		return sandbox.InfraError(fmt.Errorf("freeze sandbox %s: %w", s.name, err))
+	}
+	if ins.State != nil && ins.State.Running && !ins.State.Paused {
+		return sandbox.InfraError(fmt.Errorf("freeze sandbox %s: still running after pause", s.name))
+	}
+	s.mu.Lock()
+	s.state = frozen
+	s.mu.Unlock()
+	return nil
+}
+
+// stop kills the container's init, which ends its PID namespace: the kernel
+// kills every process in it, whatever the agent did (a background job,
+// setsid, a replaced /bin/sh, a process that ignores signals). A frozen
+// container is killed as it is. Files on its writable layer stay; tmpfs
+// mounts (disk.go) are emptied.
+func (s *Sandbox) stop(ctx context.Context) error {
+	s.mu.Lock()
+	state := s.state
+	s.mu.Unlock()
+	if state == stopped {
 		return nil
 	}
 	// Register the wait before the kill so that the stop cannot be missed.
@@ -48,25 +86,22 @@ func (s *Sandbox) Settle(ctx context.Context) error {
 		return sandbox.InfraError(fmt.Errorf("stop sandbox %s: still %s after SIGKILL", s.name, ins.State.Status))
 	}
 	s.mu.Lock()
-	s.stopped = true
+	s.state = stopped
 	s.mu.Unlock()
 	return nil
 }
 
-// restart starts a settled container again. Its memory cgroup is new, so the
-// OOM counter starts over.
+// restart kills every process of the container and starts it again. Its
+// memory cgroup is new, so the OOM counter starts over.
 func (s *Sandbox) restart(ctx context.Context) error {
-	s.mu.Lock()
-	stopped := s.stopped
-	s.mu.Unlock()
-	if !stopped {
-		return nil
+	if err := s.stop(ctx); err != nil {
+		return err
 	}
 	if err := s.p.cli.ContainerStart(ctx, s.id, container.StartOptions{}); err != nil {
 		return sandbox.InfraError(fmt.Errorf("start sandbox %s again: %w", s.name, err))
 	}
 	s.mu.Lock()
-	s.stopped, s.ooms = false, 0
+	s.state, s.ooms = running, 0
 	s.mu.Unlock()
 	return nil
 }
@@ -92,6 +127,11 @@ func (s *Sandbox) Grader(ctx context.Context, files []sandbox.File) (sandbox.San
 	if err := s.copyWorkdir(ctx, g); err != nil {
 		return fail(err)
 	}
+	// The copy is taken: now every process of the agent's sandbox ends
+	// before the scorer starts.
+	if err := s.stop(ctx); err != nil {
+		return fail(err)
+	}
 	placed := make([]sandbox.File, len(files))
 	for i, f := range files {
 		placed[i] = f
@@ -108,7 +148,7 @@ func (s *Sandbox) Grader(ctx context.Context, files []sandbox.File) (sandbox.San
 // copyWorkdir streams this sandbox's workdir into g's, container to
 // container, without holding it in memory.
 func (s *Sandbox) copyWorkdir(ctx context.Context, g *Sandbox) error {
-	rc, _, err := s.p.cli.CopyFromContainer(ctx, s.id, s.workdir)
+	rc, _, err := s.p.cli.CopyFromContainer(ctx, s.id, s.workdir+"/.")
 	if err != nil {
 		if errdefs.IsNotFound(err) {
 			return nil // the agent removed its workdir: the scorer gets the image's
@@ -116,8 +156,8 @@ func (s *Sandbox) copyWorkdir(ctx context.Context, g *Sandbox) error {
 		return sandbox.InfraError(fmt.Errorf("copy the workdir out of sandbox %s: %w", s.name, err))
 	}
 	defer rc.Close()
-	// The archive names the workdir by its base name; it lands in the parent.
-	if err := s.p.cli.CopyToContainer(ctx, g.id, path.Dir(g.workdir), io.NopCloser(rc), container.CopyToContainerOptions{}); err != nil {
+	// The archive holds the workdir's contents ("./…"); it lands in g's workdir.
+	if err := s.p.cli.CopyToContainer(ctx, g.id, g.workdir, io.NopCloser(rc), container.CopyToContainerOptions{}); err != nil {
 		return sandbox.InfraError(fmt.Errorf("copy the workdir into the scorer's sandbox %s: %w", g.name, err))
 	}
 	return nil

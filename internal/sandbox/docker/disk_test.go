@@ -1,0 +1,103 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+)
+
+// An agent that writes past its disk quota fails with the quota used up,
+// and nothing of what it wrote reaches the host's disk.
+func TestDiskQuota(t *testing.T) {
+	r := newRun(t, nil)
+	s := spec(t, "disk")
+	s.Disk = 8 << 20
+	prepare(t, r, &s)
+	ctx := context.Background()
+	sb := mustCreate(t, r, s)
+	// 64 MiB into the workdir, /tmp and the root: each write stops at its quota or fails.
+	for _, target := range []string{"big", "/tmp/big", "/big"} {
+		res := mustExec(t, sb, `dd if=/dev/zero of=`+target+` bs=1M count=64`)
+		if res.ExitCode == 0 {
+			t.Fatalf("writing 64 MiB to %s with an 8 MiB quota succeeded: %+v", target, res)
+		}
+		if target != "/big" && !res.DiskFull {
+			t.Errorf("writing past the quota to %s is not reported as a full disk: exit %d stderr %q", target, res.ExitCode, res.Stderr)
+		}
+	}
+	res := mustExec(t, sb, `ls -l big; df -k . /tmp`)
+	t.Logf("%s", res.Stdout)
+	// The host holds none of it: the container's writable layer stays small.
+	ins, _, err := r.P.cli.ContainerInspectWithRaw(ctx, sb.ID(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ins.SizeRw == nil || *ins.SizeRw > 1<<20 {
+		t.Fatalf("the sandbox wrote %v bytes to the host's disk", ins.SizeRw)
+	}
+	// A command that stays within the quota is not flagged.
+	if res := mustExec(t, sb, `rm -f big /tmp/big; dd if=/dev/zero of=small bs=1M count=1 && false`); res.DiskFull {
+		t.Fatalf("a failing command within the quota was reported as a full disk")
+	}
+}
+
+// build: steps reach no network unless the task asks for it.
+func TestBuildHasNoNetwork(t *testing.T) {
+	r := newRun(t, nil)
+	ctx := context.Background()
+	bridge, err := r.P.cli.NetworkInspect(ctx, "bridge", network.InspectOptions{})
+	if err != nil || len(bridge.IPAM.Config) == 0 {
+		t.Fatalf("inspect the default bridge: %v", err)
+	}
+	// A server the build could reach over Docker's default build network,
+	// listening only on the host side of the default bridge.
+	gw := bridge.IPAM.Config[0].Gateway
+	if gw == "" { // the default bridge's gateway is the first address of its subnet
+		pfx, err := netip.ParsePrefix(bridge.IPAM.Config[0].Subnet)
+		if err != nil {
+			t.Fatalf("default bridge subnet: %v", err)
+		}
+		gw = pfx.Masked().Addr().Next().String()
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(gw, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "reached") })}
+	go srv.Serve(ln)
+	defer srv.Close()
+	build := func(network, note string) error {
+		dir := t.TempDir()
+		// busybox's nc, not its wget (which crashes in the static build).
+		df := fmt.Sprintf("FROM %s\n# %s %s\nRUN printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 5 %s %d | grep -q reached\n", testImage(t), note, randomID(4), gw, ln.Addr().(*net.TCPAddr).Port)
+		if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(df), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		defer cancel()
+		ref, err := r.P.buildImage(cctx, dir, "net", network)
+		if err == nil {
+			rememberImage(ref)
+		}
+		return err
+	}
+	if err := build("", "default none"); err == nil || !strings.Contains(err.Error(), "returned a non-zero code") {
+		t.Fatalf("a build step reached the network without build_network: %v", err)
+	}
+	// The control: asked for, the same step reaches it.
+	if err := build(BuildNetworkDefault, "asked"); err != nil {
+		t.Fatalf("build_network: default: %v", err)
+	}
+}
+
+var _ = container.ListOptions{}
