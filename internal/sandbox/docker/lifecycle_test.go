@@ -150,6 +150,9 @@ func TestHardening(t *testing.T) {
 	if hc.StorageOpt["size"] == "" && (!hc.ReadonlyRootfs || len(hc.Mounts) == 0) {
 		t.Fatalf("no disk quota: storage opt %v, read-only root %v, mounts %v", hc.StorageOpt, hc.ReadonlyRootfs, hc.Mounts)
 	}
+	if hc.Init == nil || !*hc.Init || hc.LogConfig.Type != "none" {
+		t.Fatalf("init %v, log driver %q: want Docker's init and no container log", hc.Init, hc.LogConfig.Type)
+	}
 	if strings.Join(hc.CapDrop, ",") != "ALL" || strings.TrimPrefix(strings.Join(hc.CapAdd, ","), "CAP_") != "CHOWN" || strings.Join(hc.SecurityOpt, ",") != "no-new-privileges" {
 		t.Fatalf("caps/secopts: %v %v %v", hc.CapDrop, hc.CapAdd, hc.SecurityOpt)
 	}
