@@ -533,13 +533,19 @@ func (s *Sandbox) Reset(ctx context.Context) error {
 }
 
 func (s *Sandbox) reset(ctx context.Context) error {
-	if err := s.restart(ctx); err != nil {
+	if err := s.quiesce(ctx); err != nil {
 		return fmt.Errorf("reset sandbox: %w", err)
 	}
-	if s.roots != nil {
-		return nil // the restart mounted a fresh, empty workdir and /tmp
+	s.mu.Lock()
+	state := s.state
+	s.mu.Unlock()
+	if state == stopped {
+		// Something the last attempt left could only be ended by stopping
+		// the container, which emptied its tmpfs paths: not reused.
+		return sandbox.InfraError(fmt.Errorf("reset sandbox %s: a process of the last attempt survived the kill; the sandbox was stopped and is not reused", s.name))
 	}
-	script := killAllScript + `; cd / && rm -rf -- "$STEWARD_WD" && mkdir -p -- "$STEWARD_WD"`
+	// The workdir may be a mount point (disk.go): it stays, emptied.
+	script := `cd / && { rm -rf -- "$STEWARD_WD" 2>/dev/null; mkdir -p -- "$STEWARD_WD" && cd -- "$STEWARD_WD" && [ -z "$(ls -A)" ]; }`
 	ec, err := s.p.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
 		Cmd: []string{"/bin/sh", "-c", script}, Env: []string{"STEWARD_WD=" + s.workdir},
 		AttachStdout: true, AttachStderr: true,

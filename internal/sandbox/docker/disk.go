@@ -68,6 +68,27 @@ func applyDisk(mode int32, hc *container.HostConfig, disk int64, workdir string,
 	return roots
 }
 
+// guessDiskMode reads the storage driver: drivers that never take the
+// storage option go straight to tmpfs mode; those that always do take it;
+// overlay2 on xfs takes it only with pquota, which the first Create finds out.
+func (p *Provider) guessDiskMode(ctx context.Context) int32 {
+	info, err := p.cli.Info(ctx)
+	if err != nil {
+		return diskUnknown
+	}
+	switch info.Driver {
+	case "btrfs", "zfs", "devicemapper", "windowsfilter":
+		return diskStorageOpt
+	case "overlay2":
+		for _, kv := range info.DriverStatus {
+			if kv[0] == "Backing Filesystem" && kv[1] == "xfs" {
+				return diskUnknown
+			}
+		}
+	}
+	return diskTmpfs
+}
+
 // storageOptUnsupported tells the daemon's refusal of --storage-opt size=.
 func storageOptUnsupported(err error) bool {
 	m := strings.ToLower(err.Error())
@@ -78,6 +99,10 @@ func storageOptUnsupported(err error) bool {
 // engine takes it and the tmpfs layout elsewhere (learned once per provider).
 func (p *Provider) createWithDisk(ctx context.Context, cfg *container.Config, hc *container.HostConfig, nc *network.NetworkingConfig, name string, disk int64, workdir string, labels map[string]string) (container.CreateResponse, []string, error) {
 	mode := atomic.LoadInt32(&p.diskMode)
+	if mode == diskUnknown {
+		mode = p.guessDiskMode(ctx)
+		atomic.StoreInt32(&p.diskMode, mode)
+	}
 	if mode == diskUnknown || mode == diskStorageOpt {
 		h := *hc
 		applyDisk(diskStorageOpt, &h, disk, workdir, labels)

@@ -101,3 +101,36 @@ func TestBuildHasNoNetwork(t *testing.T) {
 }
 
 var _ = container.ListOptions{}
+
+// Between attempts of a reused sandbox no process of the last attempt is
+// left, however it hid, while what the task's setup wrote outside the
+// workdir stays and the workdir is emptied.
+func TestResetEndsEveryProcess(t *testing.T) {
+	r := newRun(t, nil)
+	s := spec(t, "reset")
+	prepare(t, r, &s)
+	ctx := context.Background()
+	sb := mustCreate(t, r, s)
+	mustExec(t, sb, `echo setup > /tmp/setup-state`)
+	res := mustExec(t, sb, `echo x > left.txt
+setsid sh -c 'sleep 1000' >/dev/null 2>&1 </dev/null &
+(trap "" TERM HUP INT; exec sleep 1001) >/dev/null 2>&1 </dev/null &
+sh -c 'sh -c "sleep 1002" & exit' >/dev/null 2>&1 </dev/null
+echo started`)
+	if n, err := sb.strays(ctx); err != nil || n < 3 {
+		t.Fatalf("the attempt's processes are not visible: %d %v (%s)", n, err, res.Stdout)
+	}
+	if err := sb.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := sb.strays(ctx); err != nil || n != 0 {
+		t.Fatalf("%d processes of the last attempt survived Reset (%v)", n, err)
+	}
+	res = mustExec(t, sb, `cat /tmp/setup-state; ls -A`)
+	if string(res.Stdout) != "setup\n" {
+		t.Fatalf("after Reset: %q (want the setup's file kept and an empty workdir)", res.Stdout)
+	}
+}

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/errdefs"
@@ -20,15 +23,15 @@ type runState int
 
 const (
 	running runState = iota
-	frozen           // settled: paused until Grader or Reset stops it
-	stopped          // killed; Reset starts it again
+	frozen           // settled: paused until Grader or Reset quiesces it
+	stopped          // killed as a whole: not reused
 )
 
 // Settle freezes every process of the container at once (the cgroup
-// freezer, from outside: nothing in the sandbox can resist or notice it), so
-// that the workdir can be read while nothing changes it. Grader then copies
-// the workdir out and kills every process (stop); Reset kills and starts the
-// container again. A settled container runs no command until Reset.
+// freezer, applied from outside: nothing in the sandbox can resist or notice
+// it), so that the answer and the workdir are read while nothing changes
+// them. Grader and Reset then end every process (quiesce); Close removes it
+// all. A settled container runs no command until Reset.
 func (s *Sandbox) Settle(ctx context.Context) error {
 	s.mu.Lock()
 	state := s.state
@@ -50,6 +53,87 @@ func (s *Sandbox) Settle(ctx context.Context) error {
 	s.state = frozen
 	s.mu.Unlock()
 	return nil
+}
+
+// quiesce ends every process in the container but its init and idle shell
+// (Steward's own), keeping the container and its files (the task's setup
+// stays for the next attempt of a reused sandbox). It kills from inside
+// (killAllScript) and checks from outside, with the daemon's process list,
+// which nothing in the container can fake. When anything else is left (the
+// agent replaced the shell that kills, or keeps forking) the container is
+// stopped, which kills everything: the kernel ends a PID namespace with its
+// init.
+func (s *Sandbox) quiesce(ctx context.Context) error {
+	s.mu.Lock()
+	state := s.state
+	s.mu.Unlock()
+	if state == stopped {
+		return nil
+	}
+	if state == frozen {
+		if err := s.p.cli.ContainerUnpause(ctx, s.id); err != nil && !errdefs.IsConflict(err) {
+			return sandbox.InfraError(fmt.Errorf("unfreeze sandbox %s: %w", s.name, err))
+		}
+		s.mu.Lock()
+		s.state = running
+		s.mu.Unlock()
+	}
+	for try := 0; try < 3; try++ {
+		_, _ = s.run(ctx, killAllScript)
+		left, err := s.strays(ctx)
+		if err == nil && left == 0 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(try+1) * 100 * time.Millisecond):
+		}
+	}
+	return s.stop(ctx)
+}
+
+// strays counts the container's processes other than its init and the idle
+// shell (init's oldest child), from the daemon's view (ps on the host).
+func (s *Sandbox) strays(ctx context.Context) (int, error) {
+	ins, err := s.p.cli.ContainerInspect(ctx, s.id)
+	if err != nil || ins.State == nil || !ins.State.Running {
+		return 0, fmt.Errorf("inspect sandbox %s: %v", s.name, err)
+	}
+	top, err := s.p.cli.ContainerTop(ctx, s.id, []string{"-eo", "pid,ppid"})
+	if err != nil {
+		return 0, err
+	}
+	initPID := strconv.Itoa(ins.State.Pid)
+	pidCol, ppidCol := -1, -1
+	for i, t := range top.Titles {
+		switch strings.ToUpper(t) {
+		case "PID":
+			pidCol = i
+		case "PPID":
+			ppidCol = i
+		}
+	}
+	if pidCol < 0 || ppidCol < 0 {
+		return 0, fmt.Errorf("unexpected process list titles %v", top.Titles)
+	}
+	children := 0
+	others := 0
+	for _, p := range top.Processes {
+		if len(p) <= pidCol || len(p) <= ppidCol {
+			continue
+		}
+		switch {
+		case p[pidCol] == initPID:
+		case p[ppidCol] == initPID && children == 0:
+			children++ // the idle shell; a second child of init is a stray
+		default:
+			others++
+		}
+	}
+	return others, nil
 }
 
 // stop kills the container's init, which ends its PID namespace: the kernel
@@ -91,21 +175,6 @@ func (s *Sandbox) stop(ctx context.Context) error {
 	return nil
 }
 
-// restart kills every process of the container and starts it again. Its
-// memory cgroup is new, so the OOM counter starts over.
-func (s *Sandbox) restart(ctx context.Context) error {
-	if err := s.stop(ctx); err != nil {
-		return err
-	}
-	if err := s.p.cli.ContainerStart(ctx, s.id, container.StartOptions{}); err != nil {
-		return sandbox.InfraError(fmt.Errorf("start sandbox %s again: %w", s.name, err))
-	}
-	s.mu.Lock()
-	s.state, s.ooms = running, 0
-	s.mu.Unlock()
-	return nil
-}
-
 // Grader makes the scorer's sandbox: a fresh container of the same image and
 // limits, with this (settled) sandbox's workdir copied in through the archive
 // API and the scorer's files under ScorerDir. Nothing the agent changed
@@ -129,7 +198,7 @@ func (s *Sandbox) Grader(ctx context.Context, files []sandbox.File) (sandbox.San
 	}
 	// The copy is taken: now every process of the agent's sandbox ends
 	// before the scorer starts.
-	if err := s.stop(ctx); err != nil {
+	if err := s.quiesce(ctx); err != nil {
 		return fail(err)
 	}
 	placed := make([]sandbox.File, len(files))
