@@ -134,3 +134,30 @@ echo started`)
 		t.Fatalf("after Reset: %q (want the setup's file kept and an empty workdir)", res.Stdout)
 	}
 }
+
+// When the kill from inside does not work (an agent replaced the shell it
+// runs in, where the root is writable), the daemon's process list shows
+// what is left: the container is stopped, which ends every process, and the
+// sandbox is not reused.
+func TestQuiesceStopsWhatTheKillMissed(t *testing.T) {
+	r := newRun(t, nil)
+	s := spec(t, "quiesce")
+	prepare(t, r, &s)
+	ctx := context.Background()
+	sb := mustCreate(t, r, s)
+	mustExec(t, sb, `setsid sh -c 'exec sleep 1000' >/dev/null 2>&1 </dev/null & echo started`)
+	saved := quiesceScript
+	quiesceScript = "true" // the "kill" does nothing
+	defer func() { quiesceScript = saved }()
+	if err := sb.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err := sb.Reset(ctx)
+	if err == nil || !strings.Contains(err.Error(), "not reused") {
+		t.Fatalf("Reset with a process left: %v, want the sandbox refused for reuse", err)
+	}
+	ins, err := r.P.cli.ContainerInspect(ctx, sb.ID())
+	if err != nil || ins.State.Running {
+		t.Fatalf("the container still runs (%v): its processes were not ended", err)
+	}
+}

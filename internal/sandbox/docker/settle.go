@@ -79,7 +79,7 @@ func (s *Sandbox) quiesce(ctx context.Context) error {
 		s.mu.Unlock()
 	}
 	for try := 0; try < 3; try++ {
-		_, _ = s.run(ctx, killAllScript)
+		_, _ = s.run(ctx, quiesceScript)
 		left, err := s.strays(ctx)
 		if err == nil && left == 0 {
 			return nil
@@ -94,6 +94,10 @@ func (s *Sandbox) quiesce(ctx context.Context) error {
 	}
 	return s.stop(ctx)
 }
+
+// quiesceScript is what quiesce runs inside; tests replace it to play an
+// agent that replaced the shell it runs in.
+var quiesceScript = killAllScript
 
 // strays counts the container's processes other than its init and the idle
 // shell (init's oldest child), from the daemon's view (ps on the host).
