@@ -31,6 +31,9 @@ const (
 	diskUnknown int32 = iota
 	diskStorageOpt
 	diskTmpfs
+	// diskNone (tests only) leaves the root writable and unbounded, as on an
+	// engine whose storage option is not enforced, to test what holds then.
+	diskNone
 )
 
 // tmpfsPaths are the writable scratch paths of a tmpfs-mode sandbox.
@@ -99,6 +102,10 @@ func storageOptUnsupported(err error) bool {
 // engine takes it and the tmpfs layout elsewhere (learned once per provider).
 func (p *Provider) createWithDisk(ctx context.Context, cfg *container.Config, hc *container.HostConfig, nc *network.NetworkingConfig, name string, disk int64, workdir string, labels map[string]string) (container.CreateResponse, []string, error) {
 	mode := atomic.LoadInt32(&p.diskMode)
+	if mode == diskNone {
+		resp, err := p.cli.ContainerCreate(ctx, cfg, hc, nc, nil, name)
+		return resp, nil, err
+	}
 	if mode == diskUnknown {
 		mode = p.guessDiskMode(ctx)
 		atomic.StoreInt32(&p.diskMode, mode)

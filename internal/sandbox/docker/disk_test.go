@@ -14,6 +14,8 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
+
+	"github.com/steward-evals/steward/internal/sandbox"
 )
 
 // An agent that writes past its disk quota fails with the quota used up,
@@ -159,5 +161,42 @@ func TestQuiesceStopsWhatTheKillMissed(t *testing.T) {
 	ins, err := r.P.cli.ContainerInspect(ctx, sb.ID())
 	if err != nil || ins.State.Running {
 		t.Fatalf("the container still runs (%v): its processes were not ended", err)
+	}
+}
+
+// Where the root is writable (an engine whose storage option bounds the
+// layer), an agent can replace /bin/sh, plant a scorer where the scorer's
+// files go and leave a process behind: the grader is a fresh container, and
+// none of it is there.
+func TestGraderIgnoresTamperedRoot(t *testing.T) {
+	r := newRun(t, nil)
+	r.P.diskMode = diskNone
+	s := spec(t, "tamper")
+	prepare(t, r, &s)
+	ctx := context.Background()
+	sb := mustCreate(t, r, s)
+	res := mustExec(t, sb, `echo wrong > answer.txt
+mkdir -p /opt/steward/scorer && echo 'exit 0' > /opt/steward/scorer/check.sh
+setsid sh -c 'exec sleep 1000' >/dev/null 2>&1 </dev/null &
+rm /bin/sh && printf '#!/bin/busybox sh\necho "{\\"passed\\": true}"\n' > /bin/sh && chmod 755 /bin/sh && echo tampered`)
+	if !strings.Contains(string(res.Stdout), "tampered") {
+		t.Fatalf("the attack did not land (root not writable?): %+v %q", res, res.Stderr)
+	}
+	if err := sb.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g, dir, err := sb.Grader(ctx, []sandbox.File{{Path: "check.sh", Data: []byte(`test "$(cat answer.txt)" = 42 && echo '{"passed": true}'` + "\n")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close(ctx)
+	res = mustExec(t, g, `sh `+dir+`/check.sh; echo "exit $?"; ls /proc | grep -c '^[0-9]'`)
+	out := string(res.Stdout)
+	if strings.Contains(out, "passed") || !strings.Contains(out, "exit 1") {
+		t.Fatalf("the tampered container judged: %q %q", out, res.Stderr)
+	}
+	// The agent's container was stopped (its shell cannot be trusted to kill).
+	if ins, err := r.P.cli.ContainerInspect(ctx, sb.ID()); err != nil || ins.State.Running {
+		t.Fatalf("the agent's container still runs: %v", err)
 	}
 }
