@@ -40,7 +40,15 @@ func (s *Sandbox) Settle(ctx context.Context) error {
 		return nil
 	}
 	if err := s.p.cli.ContainerPause(ctx, s.id); err != nil && !errdefs.IsConflict(err) {
-		return sandbox.InfraError(fmt.Errorf("freeze sandbox %s: %w", s.name, err))
+		// No freezer (rootless Docker on cgroup v1): kill from inside and
+		// check from outside instead, keeping the files (no stop).
+		if ctx.Err() != nil {
+			return sandbox.InfraError(fmt.Errorf("freeze sandbox %s: %w", s.name, err))
+		}
+		if kerr := s.killInside(ctx); kerr != nil {
+			return sandbox.InfraError(fmt.Errorf("freeze sandbox %s: %v; then: %w", s.name, err, kerr))
+		}
+		return nil
 	}
 	ins, err := s.p.cli.ContainerInspect(ctx, s.id)
 	if err != nil {
@@ -78,12 +86,23 @@ func (s *Sandbox) quiesce(ctx context.Context) error {
 		s.state = running
 		s.mu.Unlock()
 	}
+	if s.killInside(ctx) == nil {
+		return nil
+	}
+	return s.stop(ctx)
+}
+
+// killInside kills every process but init and the idle shell from inside,
+// and checks the daemon's process list until none is left (a few rounds).
+func (s *Sandbox) killInside(ctx context.Context) error {
+	left := 0
 	for try := 0; try < 3; try++ {
 		_, _ = s.run(ctx, quiesceScript)
-		left, err := s.strays(ctx)
-		if err == nil && left == 0 {
+		n, err := s.strays(ctx)
+		if err == nil && n == 0 {
 			return nil
 		}
+		left = n
 		if ctx.Err() != nil {
 			break
 		}
@@ -92,7 +111,7 @@ func (s *Sandbox) quiesce(ctx context.Context) error {
 		case <-time.After(time.Duration(try+1) * 100 * time.Millisecond):
 		}
 	}
-	return s.stop(ctx)
+	return fmt.Errorf("%d processes left in sandbox %s after the kill", left, s.name)
 }
 
 // quiesceScript is what quiesce runs inside; tests replace it to play an
