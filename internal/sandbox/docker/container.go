@@ -30,6 +30,13 @@ const idleScript = "while read -r _; do :; done"
 
 // Create makes and starts a sandbox for spec (after Prepare).
 func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	return p.create(ctx, spec, true)
+}
+
+// create makes and starts a sandbox; seed copies what the image holds at
+// the workdir into a tmpfs workdir (disk.go), as Docker does for a volume
+// (a grader gets the agent's workdir instead).
+func (p *Provider) create(ctx context.Context, spec sandbox.Spec, seed bool) (sandbox.Sandbox, error) {
 	if spec.Image == "" {
 		return nil, fmt.Errorf("create sandbox for task %s: no image (was Prepare called?)", spec.Task)
 	}
@@ -133,6 +140,12 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	if err := p.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 		_ = sb.Close(ctx)
 		return nil, sandbox.InfraError(fmt.Errorf("start sandbox %s: %w", name, err))
+	}
+	if seed && roots != nil {
+		if err := p.seedWorkdir(ctx, spec.Image, sb); err != nil {
+			_ = sb.Close(ctx)
+			return nil, err
+		}
 	}
 	return sb, nil
 }

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"strconv"
@@ -10,6 +11,9 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/errdefs"
+
+	"github.com/steward-evals/steward/internal/sandbox"
 )
 
 // DefaultDisk bounds what a sandbox can write when its spec sets no disk.
@@ -178,4 +182,68 @@ func relTo(root, full string) string {
 		return strings.TrimPrefix(full, "/")
 	}
 	return strings.TrimPrefix(strings.TrimPrefix(full, root), "/")
+}
+
+// seedWorkdir copies what the image holds at the workdir into sb's tmpfs
+// workdir volume (Docker copies an image's files into an ordinary volume,
+// not into one with tmpfs options). It reads them from a template: a
+// container of the image, created and removed around the copy, never
+// started. An image whose workdir is empty is remembered and costs nothing
+// after its first sandbox.
+func (p *Provider) seedWorkdir(ctx context.Context, image string, sb *Sandbox) error {
+	key := image + "\x00" + sb.workdir
+	p.tplMu.Lock()
+	empty := p.emptyWorkdir[key]
+	p.tplMu.Unlock()
+	if empty {
+		return nil
+	}
+	resp, err := p.cli.ContainerCreate(ctx, &container.Config{
+		Image: image, Cmd: []string{"/bin/sh"}, Entrypoint: []string{}, Labels: p.labels(sb.spec.Task, "template", nil),
+	}, &container.HostConfig{NetworkMode: "none", LogConfig: container.LogConfig{Type: "none"}}, nil, nil, sb.name+"-template")
+	if err != nil {
+		return sandbox.InfraError(fmt.Errorf("create a template container of %s: %w", image, err))
+	}
+	defer func() {
+		cctx, cancel := cleanupCtx(ctx)
+		_ = p.removeContainer(cctx, resp.ID)
+		cancel()
+	}()
+	markEmpty := func() {
+		p.tplMu.Lock()
+		if p.emptyWorkdir == nil {
+			p.emptyWorkdir = map[string]bool{}
+		}
+		p.emptyWorkdir[key] = true
+		p.tplMu.Unlock()
+	}
+	rc, _, err := p.cli.CopyFromContainer(ctx, resp.ID, sb.workdir+"/.")
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			markEmpty() // the image has no such directory
+			return nil
+		}
+		return sandbox.InfraError(fmt.Errorf("read the image's workdir %s: %w", sb.workdir, err))
+	}
+	defer rc.Close()
+	// The archive starts with the directory's own header; a second block of
+	// zeros right after it is the end: the directory is empty.
+	br := bufio.NewReaderSize(rc, 64<<10)
+	if head, _ := br.Peek(1024); len(head) < 1024 || allZero(head[512:]) {
+		markEmpty()
+		return nil
+	}
+	if err := p.cli.CopyToContainer(ctx, sb.id, sb.workdir, br, container.CopyToContainerOptions{}); err != nil {
+		return fmt.Errorf("copy the image's workdir %s into sandbox %s (does it fit the disk quota?): %w", sb.workdir, sb.name, err)
+	}
+	return nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

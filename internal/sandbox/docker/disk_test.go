@@ -200,3 +200,39 @@ rm /bin/sh && printf '#!/bin/busybox sh\necho "{\\"passed\\": true}"\n' > /bin/s
 		t.Fatalf("the agent's container still runs: %v", err)
 	}
 }
+
+// What the image holds at the workdir is there in a sandbox whose workdir is
+// a tmpfs volume, as in an ordinary container; the grader holds the agent's
+// workdir only (a file the agent removed does not come back).
+func TestImageWorkdirSeeded(t *testing.T) {
+	r := newRun(t, nil)
+	ctx := context.Background()
+	dir := t.TempDir()
+	df := fmt.Sprintf("FROM %s\nRUN mkdir -p /work/sub && echo baked > /work/hello.txt && echo deep > /work/sub/deep.txt\nWORKDIR /work\n", testImage(t))
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(df), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := r.P.buildImage(ctx, dir, "seed", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rememberImage(ref)
+	s := spec(t, "seed")
+	s.Image = ref
+	sb := mustCreate(t, r, s)
+	res := mustExec(t, sb, `cat hello.txt sub/deep.txt; rm hello.txt; echo new > new.txt`)
+	if string(res.Stdout) != "baked\ndeep\n" {
+		t.Fatalf("the image's workdir is not in the sandbox: %q %q", res.Stdout, res.Stderr)
+	}
+	if err := sb.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g, _, err := sb.Grader(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close(ctx)
+	if res := mustExec(t, g, `ls -A | tr '\n' ' '`); string(res.Stdout) != "new.txt sub " {
+		t.Fatalf("the grader's workdir: %q, want the agent's (new.txt sub)", res.Stdout)
+	}
+}

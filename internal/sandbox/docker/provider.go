@@ -104,6 +104,9 @@ type Provider struct {
 	relayID  string
 	selfNets []string // run networks Steward's container was connected to
 	diskMode int32    // how disk quotas are enforced (disk.go), learned at the first Create
+
+	tplMu        sync.Mutex
+	emptyWorkdir map[string]bool // image and workdir with nothing to seed (disk.go)
 }
 
 type runNet struct {

@@ -207,7 +207,7 @@ func (s *Sandbox) Grader(ctx context.Context, files []sandbox.File) (sandbox.San
 	if err := s.Settle(ctx); err != nil {
 		return nil, "", err
 	}
-	gsb, err := s.p.Create(ctx, s.spec)
+	gsb, err := s.p.create(ctx, s.spec, false)
 	if err != nil {
 		return nil, "", fmt.Errorf("create the scorer's sandbox: %w", err)
 	}
