@@ -21,7 +21,19 @@ const (
 	maxAliasNodes = 500_000
 	// maxDepth bounds nesting (and so recursion) while decoding.
 	maxDepth = 64
+	// minDecodedBytes and decodedPerFileByte bound the text a document may
+	// decode to: the larger of 16 MiB and 10 bytes per byte of the file. A
+	// few thousand aliases of one large string stay under maxAliasNodes but
+	// would decode to gigabytes that every later step (fingerprints, sample
+	// environments) pays for; they are refused while decoding.
+	minDecodedBytes    = 16 << 20
+	decodedPerFileByte = 10
 )
+
+// decodedLimit is the decoded-bytes budget of a file of n bytes.
+func decodedLimit(n int) int64 {
+	return max(int64(minDecodedBytes), int64(n)*decodedPerFileByte)
+}
 
 // pos is where a value was written.
 type pos struct {
@@ -45,6 +57,12 @@ type decoder struct {
 	bad   map[string]bool
 	nodes int
 	limit int // node budget; see maxAliasNodes
+	// bytes counts the scalar text decoded so far (aliases counted each time
+	// they are used); byteLimit bounds it (0 = no bound), see decodedLimit.
+	bytes, byteLimit int64
+	// via is the alias the node being visited was reached through (for the
+	// position of a message), set by resolve and consumed by visit.
+	via   *yaml.Node
 	depth int
 	blown bool
 }
@@ -76,14 +94,31 @@ func (d *decoder) visit(n *yaml.Node, field string) bool {
 		d.errNode(n, field, "aliases expand to more than %d extra values (an alias bomb?): write the values out or share less", maxAliasNodes)
 		return false
 	}
+	at := n
+	if d.via != nil {
+		at, d.via = d.via, nil
+	}
+	if n != nil && n.Kind == yaml.ScalarNode {
+		d.bytes += int64(len(n.Value))
+		if d.byteLimit > 0 && d.bytes > d.byteLimit {
+			d.blown = true
+			d.errNode(at, field, "the document decodes to more than %d bytes of text (aliases of large values repeat them; an alias bomb?): write the values out or share less", d.byteLimit)
+			return false
+		}
+	}
 	return true
 }
 
 // resolve follows aliases.
 func (d *decoder) resolve(n *yaml.Node, field string) *yaml.Node {
+	var via *yaml.Node
+	defer func() { d.via = via }()
 	for hops := 0; n != nil && n.Kind == yaml.AliasNode; hops++ {
 		if !d.visit(n, field) {
 			return nil
+		}
+		if via == nil {
+			via = n
 		}
 		if n.Alias == nil || hops > maxDepth {
 			d.errNode(n, field, "alias *%s cannot be resolved", n.Value)

@@ -91,6 +91,7 @@ func decodeFleetFile(display, dir string, data []byte, f *Fleet, errs *Errors) {
 	d := newDecoder(display, errs)
 	doc := parseYAML(display, data, errs)
 	d.limit = countNodes(doc) + maxAliasNodes
+	d.byteLimit = decodedLimit(len(data))
 	root := d.resolve(doc, "")
 	if root == nil || isNull(root) {
 		return // an empty file keeps the defaults

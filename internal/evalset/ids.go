@@ -137,6 +137,21 @@ func (s *Sample) InputJSON() string {
 	return string(b)
 }
 
+// FileData returns the bytes of a files: source: inline content for a data
+// URL, else the file as it was read at Load (see snapshot), with its
+// permission bits. Sources that Load did not read are refused.
+func (es *EvalSet) FileData(src string) ([]byte, int64, error) {
+	if strings.HasPrefix(src, "data:") {
+		b, err := parseDataURL(src)
+		return b, 0o644, err
+	}
+	f, ok := es.snap[src]
+	if !ok {
+		return nil, 0, fmt.Errorf("%s was not read when the eval set was loaded", src)
+	}
+	return f.data, f.mode, nil
+}
+
 // FileData returns the bytes a files entry's source stands for: inline
 // content for a data URL ("data:,text" or "data:text/plain;base64,SGk="),
 // else the file at src (absolute after Load).

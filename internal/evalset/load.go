@@ -203,6 +203,7 @@ func parseEvalSet(display, abs string, data []byte, errs *Errors) *EvalSet {
 	d := newDecoder(display, errs)
 	doc := parseYAML(display, data, errs)
 	d.limit = countNodes(doc) + maxAliasNodes
+	d.byteLimit = decodedLimit(len(data))
 	root := d.resolve(doc, "")
 	switch {
 	case doc == nil && errs.Len() == 0:

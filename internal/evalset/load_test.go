@@ -721,3 +721,24 @@ func TestFleetSecrets(t *testing.T) {
 		t.Fatalf("bad secret name: %v", err)
 	}
 }
+
+// One large string aliased thousands of times stays under the node budget
+// but would decode to gigabytes: it is refused while decoding, with the
+// file and line of the alias that crossed the byte budget.
+func TestAliasAmplificationBoundedByBytes(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("tasks:\n  - name: t\n    agent: x\n    scorer: {match: exact}\n    samples:\n")
+	b.WriteString("      - {input: &big \"" + strings.Repeat("A", 1<<20) + "\", target: \"1\"}\n")
+	for i := 1; i < 5000; i++ {
+		b.WriteString("      - {input: *big, target: \"1\"}\n")
+	}
+	dir := writeTree(t, map[string]string{"steward.yaml": b.String()})
+	got := problems(t, dir, LoadOptions{})
+	if len(got) == 0 {
+		t.Fatal("an eval set that decodes to 5 GB was accepted")
+	}
+	// Sample 0 (line 6) holds the anchor; the 16 MiB budget is crossed by the 16th copy (sample 15, line 21).
+	if len(got) != 1 || !strings.Contains(got[0], "steward.yaml:21:") || !strings.Contains(got[0], "tasks[0].samples[15].input") || !strings.Contains(got[0], "decodes to more than") {
+		t.Fatalf("got %v", got)
+	}
+}

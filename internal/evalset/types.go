@@ -25,6 +25,16 @@ type EvalSet struct {
 	// Fleet holds the settings from _steward.yaml beside File, after
 	// environment variables and flags were applied.
 	Fleet Fleet `yaml:"-" json:"-"`
+
+	// snap holds every files: source (task, sample, scorer) as read once at
+	// Load, by absolute path: what is fingerprinted and copied into sandboxes
+	// is what was validated, whatever happens to the files later.
+	snap map[string]snapFile
+}
+
+type snapFile struct {
+	data []byte
+	mode int64
 }
 
 // Model names the upstream the gateway forwards to.
@@ -116,6 +126,11 @@ type Sandbox struct {
 	Image    string `yaml:"image" json:"image"`
 	// Build is a directory holding a Dockerfile (relative to the eval set dir); built once per run, cached by content hash.
 	Build string `yaml:"build" json:"build"`
+	// BuildNetwork is the network of Build's RUN steps: "none" (default) or
+	// "default" (Docker's build network, which reaches the outside world).
+	BuildNetwork string `yaml:"build_network" json:"build_network"`
+	// Disk bounds what a docker sandbox can write (default 1g); see docs/docker.md.
+	Disk Bytes `yaml:"disk" json:"disk"`
 	// CPUs per sandbox (default 1), Memory per sandbox (default "512m"), PIDs limit (default 256).
 	CPUs   float64 `yaml:"cpus" json:"cpus"`
 	Memory Bytes   `yaml:"memory" json:"memory"`
@@ -130,10 +145,17 @@ type Sandbox struct {
 
 // Scorer judges an attempt. Exactly one of Command or Match.
 type Scorer struct {
-	// Command runs in the sandbox after the agent with STEWARD_ANSWER and
-	// STEWARD_TARGET set; exit 0 passes, or it prints JSON
+	// Command runs after the agent's processes are gone, in a sandbox of its
+	// own (docker: a fresh container of the task's image) holding a copy of
+	// the agent's workdir, with STEWARD_ANSWER, STEWARD_TARGET and
+	// STEWARD_SCORER_DIR set; exit 0 passes, or it prints JSON
 	// {"passed":bool,"score":number,"explanation":string} as its last line.
 	Command string `yaml:"command" json:"command"`
+	// Files are copied only into the scorer's sandbox, under
+	// STEWARD_SCORER_DIR (never into the agent's): destination -> source, as
+	// Task.Files. Scripts that grade belong here, not in Task.Files, which
+	// the agent can rewrite.
+	Files map[string]string `yaml:"files" json:"files"`
 	// Match compares the answer with the sample's target: exact, includes, regex, numeric.
 	Match string `yaml:"match" json:"match"`
 	// IgnoreCase applies to exact and includes.

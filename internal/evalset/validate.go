@@ -16,6 +16,7 @@ const (
 	DefaultAttempts = 1
 	DefaultTimeout  = 10 * time.Minute
 	DefaultMemory   = Bytes(512 << 20)
+	DefaultDisk     = Bytes(1 << 30)
 	DefaultCPUs     = 1.0
 	DefaultPIDs     = 256
 	DefaultNetwork  = "gateway"
@@ -28,6 +29,7 @@ const (
 	// MaxRetries bounds retries; MinMemory is the smallest sandbox memory.
 	MaxRetries = 10
 	MinMemory  = Bytes(6 << 20)
+	MinDisk    = Bytes(1 << 20)
 )
 
 // Allowed values of the enumerated settings.
@@ -373,6 +375,21 @@ func (v *validator) sandbox(sp string, s *Sandbox) {
 	} else {
 		s.Memory = DefaultMemory
 	}
+	if v.has(sp + ".disk") {
+		if s.Disk < MinDisk {
+			v.errf(sp+".disk", "%s is below the minimum %s", s.Disk, MinDisk)
+		}
+	} else {
+		s.Disk = DefaultDisk
+	}
+	switch s.BuildNetwork {
+	case "", "none", "default":
+		if s.BuildNetwork != "" && s.Build == "" {
+			v.errf(sp+".build_network", "applies to build: only")
+		}
+	default:
+		v.errf(sp+".build_network", "%s", badEnum("build_network", s.BuildNetwork, []string{"none", "default"}))
+	}
 	if v.has(sp + ".pids") {
 		if s.PIDs < 1 {
 			v.errf(sp+".pids", "must be at least 1, got %d", s.PIDs)
@@ -427,6 +444,10 @@ func (v *validator) files(fp string, files map[string]string) {
 		abs, msg := v.inside(src)
 		if msg != "" {
 			v.errf(kp, "%s", msg)
+			continue
+		}
+		if err := v.snapshot(abs); err != nil {
+			v.errf(kp, "%s: %v", src, err)
 			continue
 		}
 		files[dest] = abs
@@ -571,6 +592,10 @@ func (v *validator) scorer(i int, t *Task) {
 	if cmd && sc.IgnoreCase {
 		v.errf(tp+".scorer.ignore_case", "applies to scorer.match only; a scorer command decides for itself")
 	}
+	if len(sc.Files) > 0 && !cmd {
+		v.errf(tp+".scorer.files", "applies to scorer.command only")
+	}
+	v.files(tp+".scorer.files", sc.Files)
 	if cmd || len(t.Samples) == 0 {
 		return
 	}

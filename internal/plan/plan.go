@@ -215,18 +215,40 @@ func taskFingerprint(es *evalset.EvalSet, t *evalset.Task) (string, error) {
 	}
 	files := map[string]string{}
 	for dst, src := range t.Files {
-		h, err := hashFile(src)
+		h, err := hashSource(es, src)
 		if err != nil {
 			return "", err
 		}
 		files[dst] = h
 	}
 	sb := t.Sandbox
-	return hashJSON(map[string]any{
+	parts := map[string]any{
 		"provider": sb.Provider, "cpus": sb.CPUs, "memory": sb.Memory, "pids": sb.PIDs, "network": sb.Network,
 		"cap_add": sb.CapAdd, "workdir": sb.Workdir, "setup": t.Setup, "agent": t.Agent, "scorer": t.Scorer,
 		"timeout": t.Timeout, "env": env, "files": files, "host": t.Host, "sandbox_reuse": t.SandboxReuse,
-	}), nil
+	}
+	if len(t.Scorer.Files) > 0 {
+		sf := map[string]string{}
+		for dst, src := range t.Scorer.Files {
+			h, err := hashSource(es, src)
+			if err != nil {
+				return "", err
+			}
+			sf[dst] = h
+		}
+		parts["scorer_files"] = sf
+	}
+	return hashJSON(parts), nil
+}
+
+// hashSource hashes a files: source as it was read at load.
+func hashSource(es *evalset.EvalSet, src string) (string, error) {
+	b, _, err := es.FileData(src)
+	if err != nil {
+		return "", fmt.Errorf("fingerprint %s: %w", src, err)
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:16]), nil
 }
 
 func attemptFingerprint(parts map[string]string, n int, task, sample string) string {
@@ -291,7 +313,7 @@ func sampleFingerprint(es *evalset.EvalSet, t *evalset.Task, s *evalset.Sample) 
 			files[dst] = hashJSON(src)
 			continue
 		}
-		h, err := hashFile(src)
+		h, err := hashSource(es, src)
 		if err != nil {
 			return "", err
 		}

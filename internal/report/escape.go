@@ -122,9 +122,40 @@ var mdReplacer = strings.NewReplacer(
 func MD(s string, n int) string {
 	parts := strings.Split(truncate(clean(s, "\n"), n), "\n")
 	for i, p := range parts {
-		parts[i] = mdReplacer.Replace(p)
+		parts[i] = noAutolinks(mdReplacer.Replace(p))
 	}
 	return strings.Join(parts, "<br>")
+}
+
+// noAutolinks breaks what GitHub would turn into a link by itself (GFM's
+// extended autolinks: "www." and "scheme://" in any case) with a zero-width
+// space, which the reader does not see. GitHub finds autolinks in the
+// decoded text, so a character reference would not stop them. E-mail
+// addresses (also after mailto: or xmpp:) are broken by the zero-width
+// space mdReplacer puts after every "@".
+func noAutolinks(s string) string {
+	if !strings.Contains(s, "://") && !containsFold(s, "www.") {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == ':' && strings.HasPrefix(s[i+1:], "//"):
+			b.WriteString(":\u200b")
+		case (s[i] == 'w' || s[i] == 'W') && i+4 <= len(s) && strings.EqualFold(s[i:i+4], "www."):
+			b.WriteString(s[i : i+3])
+			b.WriteString("\u200b.")
+			i += 3
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
+}
+
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), sub)
 }
 
 // markerKey escapes a part of the sticky comment's marker so that it stays one

@@ -145,7 +145,7 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) r
 	}
 
 	// Sample files and setup.
-	files, err := sampleFiles(a.Sample)
+	files, err := sampleFiles(l.p.EvalSet, a.Sample)
 	if err != nil {
 		healthy = false
 		return finish(report.StatusErrored, "sample files: "+err.Error())
@@ -187,13 +187,18 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) r
 		}
 		return finish(report.StatusErrored, r)
 	}
+	// Nothing the agent started may run on while it is judged (see grade.go).
+	if err := sb.Settle(ctx); err != nil {
+		healthy = false
+		return classify(err, "stop the agent's processes")
+	}
 	answer := strings.TrimSpace(string(res.Stdout))
 	if b, err := sb.CopyOut(ctx, "answer.txt"); err == nil {
 		answer = strings.TrimSpace(string(b))
 	}
 	row.Answer = truncate(answer, 8<<10)
 	// The scorer.
-	passed, score, expl, serr := e.score(ctx, sb, t, a.Sample, answer, env, deadline, &logb)
+	passed, score, expl, serr := e.score(ctx, sb, t, a.Sample, answer, env, token, deadline, &logb)
 	row.Log = tail([]byte(logb.String()), 16<<10)
 	if serr != nil {
 		if errors.Is(serr, sandbox.ErrInfra) || ctx.Err() != nil {
@@ -215,6 +220,8 @@ func execProblem(what string, res sandbox.ExecResult, t *evalset.Task) string {
 		return fmt.Sprintf("%s ran out of memory (limit %s)", what, t.Sandbox.Memory)
 	case res.TimedOut:
 		return fmt.Sprintf("%s timed out (task timeout %s)", what, t.Timeout)
+	case res.DiskFull:
+		return fmt.Sprintf("%s exceeded the sandbox's disk quota (disk %s): disk quota exceeded", what, t.Sandbox.Disk)
 	case res.ExitCode != 0:
 		return fmt.Sprintf("%s exited %d: %s", what, res.ExitCode, tail(res.Stderr, 300))
 	}
@@ -293,10 +300,10 @@ func inputStrings(in any) (text, js string) {
 	return string(b), string(b)
 }
 
-func sampleFiles(s *evalset.Sample) ([]sandbox.File, error) {
+func sampleFiles(es *evalset.EvalSet, s *evalset.Sample) ([]sandbox.File, error) {
 	var out []sandbox.File
 	for dst, src := range s.Files {
-		data, err := evalset.FileData(src)
+		data, _, err := es.FileData(src)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", dst, err)
 		}
@@ -306,28 +313,10 @@ func sampleFiles(s *evalset.Sample) ([]sandbox.File, error) {
 }
 
 // score judges the answer: a scorer command in the sandbox, or a target match.
-func (e *executor) score(ctx context.Context, sb sandbox.Sandbox, t *evalset.Task, s *evalset.Sample, answer string, env map[string]string, deadline time.Time, logb *strings.Builder) (bool, float64, string, error) {
+func (e *executor) score(ctx context.Context, sb sandbox.Sandbox, t *evalset.Task, s *evalset.Sample, answer string, env map[string]string, token string, deadline time.Time, logb *strings.Builder) (bool, float64, string, error) {
 	targets := s.Targets()
 	if t.Scorer.Command != "" {
-		senv := map[string]string{}
-		for k, v := range env {
-			senv[k] = v
-		}
-		senv["STEWARD_ANSWER"] = answer
-		if len(targets) > 0 {
-			senv["STEWARD_TARGET"] = targets[0]
-		}
-		tj, _ := json.Marshal(targets)
-		senv["STEWARD_TARGETS"] = string(tj)
-		res, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: t.Scorer.Command, Env: senv, Timeout: time.Until(deadline), MaxOutput: 256 << 10})
-		logb.WriteString(section("scorer", res))
-		if err != nil {
-			return false, 0, "", err
-		}
-		if res.TimedOut || res.OOMKilled {
-			return false, 0, "", errors.New(execProblem("scorer", res, t))
-		}
-		return judgeScorerOutput(res.ExitCode, res.Stdout)
+		return e.runScorer(ctx, sb, t, targets, answer, env, token, deadline, logb)
 	}
 	ok, expl, err := Match(t.Scorer.Match, t.Scorer.IgnoreCase, answer, targets)
 	if err != nil {
@@ -427,14 +416,15 @@ func abs(x float64) float64 {
 
 // taskFiles reads the task's `files:`, copied into the workdir of every
 // sandbox for every attempt (a reused sandbox's reset removes them).
-func taskFiles(t *evalset.Task) ([]sandbox.File, error) {
+func taskFiles(es *evalset.EvalSet, t *evalset.Task) ([]sandbox.File, error) {
 	var files []sandbox.File
 	for dst, src := range t.Files {
-		b, err := os.ReadFile(src)
+		// From the snapshot taken at load, never the disk as it is now.
+		b, mode, err := es.FileData(src)
 		if err != nil {
 			return nil, fmt.Errorf("task file %s: %w", dst, err)
 		}
-		files = append(files, sandbox.File{Path: dst, Data: b, Mode: fileMode(src)})
+		files = append(files, sandbox.File{Path: dst, Data: b, Mode: mode})
 	}
 	return files, nil
 }
@@ -451,7 +441,7 @@ func (e *executor) get(ctx context.Context, a *plan.Attempt, key string) (sandbo
 			sb := p[len(p)-1]
 			e.pools[key] = p[:len(p)-1]
 			e.mu.Unlock()
-			files, err := taskFiles(t)
+			files, err := taskFiles(l.p.EvalSet, t)
 			if err == nil && len(files) > 0 {
 				err = sb.CopyIn(ctx, files)
 			}
@@ -475,7 +465,7 @@ func (e *executor) get(ctx context.Context, a *plan.Attempt, key string) (sandbo
 		_ = sb.Close(cctx)
 		return nil, err
 	}
-	files, err := taskFiles(t)
+	files, err := taskFiles(l.p.EvalSet, t)
 	if err != nil {
 		return fail(err)
 	}
@@ -517,6 +507,8 @@ func (e *executor) hasBin(sb sandbox.Sandbox) bool {
 	return e.bins[sb]
 }
 
+// fileMode is a file's permission bits on disk. Files of the eval set come
+// with their mode from the load snapshot (EvalSet.FileData) instead.
 func fileMode(p string) int64 {
 	if fi, err := os.Stat(p); err == nil {
 		return int64(fi.Mode().Perm())

@@ -533,7 +533,7 @@ func NotEnoughNetworks(want, free int) error {
 func specFor(t *evalset.Task, runID string) *sandbox.Spec {
 	sb := t.Sandbox
 	spec := &sandbox.Spec{
-		RunID: runID, Task: t.Name, Image: sb.Image, Build: sb.Build, CPUs: sb.CPUs, Memory: int64(sb.Memory),
+		RunID: runID, Task: t.Name, Image: sb.Image, Build: sb.Build, BuildNetwork: sb.BuildNetwork, Disk: int64(sb.Disk), CPUs: sb.CPUs, Memory: int64(sb.Memory),
 		PIDs: sb.PIDs, Network: sb.Network, CapAdd: sb.CapAdd, Workdir: sb.Workdir, Env: map[string]string{},
 	}
 	for k, v := range t.Env {

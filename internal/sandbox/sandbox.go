@@ -19,10 +19,15 @@ const (
 
 // Spec describes the sandboxes of one task.
 type Spec struct {
-	RunID   string
-	Task    string
-	Image   string // resolved image reference (after Prepare for build:)
-	Build   string // absolute Dockerfile directory, or ""
+	RunID string
+	Task  string
+	Image string // resolved image reference (after Prepare for build:)
+	Build string // absolute Dockerfile directory, or ""
+	// BuildNetwork is the network of Build's RUN steps: "" or "none" (no
+	// network), "default" (Docker's default: the outside world).
+	BuildNetwork string
+	// Disk bounds what the sandbox can write, in bytes (0 = provider default).
+	Disk    int64
 	CPUs    float64
 	Memory  int64 // bytes; 0 = provider default
 	PIDs    int64
@@ -63,7 +68,9 @@ type ExecResult struct {
 	TimedOut  bool
 	// OOMKilled is set when the sandbox's memory limit killed the command.
 	OOMKilled bool
-	Duration  time.Duration
+	// DiskFull is set when the command failed with the sandbox's disk quota used up.
+	DiskFull bool
+	Duration time.Duration
 }
 
 // Sandbox is one live sandbox.
@@ -75,7 +82,21 @@ type Sandbox interface {
 	CopyOut(ctx context.Context, path string) ([]byte, error)
 	Exec(ctx context.Context, spec ExecSpec) (ExecResult, error)
 	// Reset empties the workdir between attempts of a reused sandbox (D2).
+	// It settles the sandbox first: nothing a past attempt started runs on.
 	Reset(ctx context.Context) error
+	// Settle stops every process the sandbox's commands started, and
+	// anything those left running (a background job, a process that left its
+	// group or session), from running on: local kills them and checks that
+	// none is left; docker freezes the whole container (Grader, Reset and
+	// Close then kill everything in it). Files stay. Only Reset may run
+	// commands in a settled sandbox again.
+	Settle(ctx context.Context) error
+	// Grader returns the sandbox the scorer runs in, for a settled sandbox:
+	// it holds this sandbox's workdir (docker: a copy in a fresh container of
+	// the same image, so nothing the agent changed outside the workdir counts),
+	// and files copied to scorerDir (absolute in the grader), a directory the
+	// agent's sandbox never held. The caller closes the grader.
+	Grader(ctx context.Context, files []File) (grader Sandbox, scorerDir string, err error)
 	// Close removes the sandbox and everything it holds. It must work with a cancelled parent ctx.
 	Close(ctx context.Context) error
 }

@@ -127,3 +127,53 @@ func BenchmarkDockerSandboxReuse(b *testing.B) {
 	b.ReportMetric(cli, "cli_runs/s")
 	b.ReportMetric(provider/cli, "ratio")
 }
+
+// BenchmarkDockerGrading: one scored attempt in one of 4 reused sandboxes,
+// graded as Steward does (settle, a fresh grading container holding a copy
+// of the workdir, scorer there, Reset), against the same attempt scored in
+// the agent's own sandbox (what Steward did before grading containers).
+func BenchmarkDockerGrading(b *testing.B) {
+	r, s := benchSetup(b)
+	ctx := context.Background()
+	pool := make(chan sandbox.Sandbox, benchConcurrency)
+	for i := 0; i < benchConcurrency; i++ {
+		pool <- mustCreate(b, r, s)
+	}
+	attempt := func(graded bool) error {
+		sb := <-pool
+		defer func() { pool <- sb }()
+		if _, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: "echo 42 > answer.txt"}); err != nil {
+			return err
+		}
+		judge := sb
+		if graded {
+			if err := sb.Settle(ctx); err != nil {
+				return err
+			}
+			g, dir, err := sb.Grader(ctx, []sandbox.File{{Path: "check.sh", Data: []byte(`test "$(cat answer.txt)" = 42`)}})
+			if err != nil {
+				return err
+			}
+			defer g.Close(ctx)
+			judge = g
+			_ = dir
+		} else if err := sb.CopyIn(ctx, []sandbox.File{{Path: "/opt/steward/scorer/check.sh", Data: []byte(`test "$(cat answer.txt)" = 42`)}}); err != nil {
+			return err
+		}
+		res, err := judge.Exec(ctx, sandbox.ExecSpec{Shell: "sh /opt/steward/scorer/check.sh"})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("scorer exit %d: %s", res.ExitCode, res.Stderr)
+		}
+		if err != nil {
+			return err
+		}
+		return sb.Reset(ctx)
+	}
+	b.ResetTimer()
+	graded := parallel(b, b.N, func(int) error { return attempt(true) })
+	b.StopTimer()
+	inPlace := parallel(b, b.N, func(int) error { return attempt(false) })
+	b.ReportMetric(graded, "graded/s")
+	b.ReportMetric(inPlace, "in_place/s")
+	b.ReportMetric(graded/inPlace, "ratio")
+}

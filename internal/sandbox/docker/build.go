@@ -138,8 +138,15 @@ func tarContext(dir string) (*bytes.Buffer, error) {
 	return &buf, tw.Close()
 }
 
+// Build networks (sandbox.Spec.BuildNetwork).
+const (
+	BuildNetworkNone    = "none"    // RUN steps reach no network (default)
+	BuildNetworkDefault = "default" // Docker's default build network: the outside world
+)
+
 // buildImage builds dir once per run and once per content hash across runs.
-func (p *Provider) buildImage(ctx context.Context, dir, task string) (string, error) {
+// Its RUN steps reach no network unless network is BuildNetworkDefault.
+func (p *Provider) buildImage(ctx context.Context, dir, task, network string) (string, error) {
 	if _, err := os.Stat(filepath.Join(dir, "Dockerfile")); err != nil {
 		return "", fmt.Errorf("build image from %s: no Dockerfile: %w", dir, err)
 	}
@@ -162,7 +169,7 @@ func (p *Provider) buildImage(ctx context.Context, dir, task string) (string, er
 			return "", ctx.Err()
 		}
 	}
-	b.ref, b.err = p.doBuild(ctx, dir, sum, task)
+	b.ref, b.err = p.doBuild(ctx, dir, sum, task, network)
 	if b.err != nil {
 		p.mu.Lock()
 		delete(p.builds, sum) // let a later call try again
@@ -172,7 +179,15 @@ func (p *Provider) buildImage(ctx context.Context, dir, task string) (string, er
 	return b.ref, b.err
 }
 
-func (p *Provider) doBuild(ctx context.Context, dir, sum, task string) (string, error) {
+func (p *Provider) doBuild(ctx context.Context, dir, sum, task, network string) (string, error) {
+	netMode := "none"
+	switch network {
+	case "", BuildNetworkNone:
+	case BuildNetworkDefault:
+		netMode = "default"
+	default:
+		return "", fmt.Errorf("build image from %s: unknown build_network %q (want none or default)", dir, network)
+	}
 	ref := BuildTagPrefix + sum[:20]
 	if _, err := p.cli.ImageInspect(ctx, ref); err == nil {
 		fmt.Fprintf(p.log, "docker: image %s for %s is up to date\n", ref, dir)
@@ -194,6 +209,9 @@ func (p *Provider) doBuild(ctx context.Context, dir, sum, task string) (string, 
 		PullParent:  false,
 		Labels:      labels,
 		Version:     build.BuilderV1,
+		// No network for RUN steps unless the task asks (build_network:
+		// default), and nothing beyond Docker's default build privileges.
+		NetworkMode: netMode,
 	})
 	if err != nil {
 		return "", sandbox.InfraError(fmt.Errorf("build image from %s: %w", dir, err))

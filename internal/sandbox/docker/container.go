@@ -31,6 +31,13 @@ const idleScript = "while read -r _; do :; done"
 
 // Create makes and starts a sandbox for spec (after Prepare).
 func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	return p.create(ctx, spec, true)
+}
+
+// create makes and starts a sandbox; seed copies what the image holds at
+// the workdir into a tmpfs workdir (disk.go), as Docker does for a volume
+// (a grader gets the agent's workdir instead).
+func (p *Provider) create(ctx context.Context, spec sandbox.Spec, seed bool) (sandbox.Sandbox, error) {
 	if spec.Image == "" {
 		return nil, fmt.Errorf("create sandbox for task %s: no image (was Prepare called?)", spec.Task)
 	}
@@ -119,14 +126,18 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		}
 		return nil, err
 	}
-	resp, err := p.cli.ContainerCreate(ctx, cfg, hc, nc, nil, name)
+	disk := spec.Disk
+	if disk <= 0 {
+		disk = DefaultDisk
+	}
+	resp, roots, err := p.createWithDisk(ctx, cfg, hc, nc, name, disk, workdir, labels)
 	if err != nil {
 		if errdefs.IsNotFound(err) {
 			return fail(fmt.Errorf("create sandbox for task %s: %w", spec.Task, p.checkImage(ctx, spec.Image)))
 		}
 		return fail(sandbox.InfraError(fmt.Errorf("create sandbox for task %s: %w", spec.Task, err)))
 	}
-	sb := &Sandbox{p: p, id: resp.ID, name: name, workdir: workdir, net: ownNet, memory: mem}
+	sb := &Sandbox{p: p, id: resp.ID, name: name, workdir: workdir, net: ownNet, memory: mem, spec: spec, disk: disk, roots: roots}
 	if err := p.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 		_ = sb.Close(ctx)
 		return nil, sandbox.InfraError(fmt.Errorf("start sandbox %s: %w", name, err))
@@ -139,6 +150,12 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	if ins.NetworkSettings != nil {
 		if ep := ins.NetworkSettings.Networks[netName]; ep != nil {
 			sb.ip, _ = netip.ParseAddr(ep.IPAddress)
+		}
+	}
+	if seed && roots != nil {
+		if err := p.seedWorkdir(ctx, spec.Image, sb); err != nil {
+			_ = sb.Close(ctx)
+			return nil, err
 		}
 	}
 	return sb, nil
@@ -168,10 +185,16 @@ type Sandbox struct {
 	workdir string
 	net     *runNet // own network (network: isolated)
 	memory  int64
-	ip      netip.Addr // its address on its network: where its gateway connections come from
+	ip      netip.Addr   // its address on its network: where its gateway connections come from
+	spec    sandbox.Spec // what Grader makes a fresh container of
+	disk    int64
+	// roots are the writable mounts of a read-only-root sandbox (disk.go);
+	// nil when the whole filesystem is writable.
+	roots []string
 
 	mu       sync.Mutex
-	ooms     int64 // oom_kill count last seen
+	state    runState // running, frozen (settled) or stopped
+	ooms     int64    // oom_kill count last seen
 	closed   bool
 	closeErr error
 }
@@ -195,26 +218,45 @@ func (s *Sandbox) abs(p string) string {
 }
 
 // CopyIn writes files through the archive API, creating parent directories.
+// A read-only-root sandbox takes one archive per writable mount.
 func (s *Sandbox) CopyIn(ctx context.Context, files []sandbox.File) error {
 	if len(files) == 0 {
 		return nil
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	dirs := map[string]bool{}
+	type archive struct {
+		buf  bytes.Buffer
+		tw   *tar.Writer
+		dirs map[string]bool
+	}
+	byRoot := map[string]*archive{}
+	var order []string
 	now := time.Now()
 	for _, f := range files {
 		full := s.abs(f.Path)
 		if full == "/" {
 			return fmt.Errorf("copy into sandbox: bad path %q", f.Path)
 		}
+		root, err := s.rootFor(full)
+		if err != nil {
+			return fmt.Errorf("copy into sandbox: %w", err)
+		}
+		if full == root {
+			return fmt.Errorf("copy into sandbox: bad path %q", f.Path)
+		}
+		a := byRoot[root]
+		if a == nil {
+			a = &archive{dirs: map[string]bool{}}
+			a.tw = tar.NewWriter(&a.buf)
+			byRoot[root] = a
+			order = append(order, root)
+		}
 		var parents []string
-		for d := path.Dir(full); d != "/" && !dirs[d]; d = path.Dir(d) {
+		for d := path.Dir(full); d != root && d != "/" && !a.dirs[d]; d = path.Dir(d) {
 			parents = append(parents, d)
-			dirs[d] = true
+			a.dirs[d] = true
 		}
 		for i := len(parents) - 1; i >= 0; i-- {
-			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(parents[i], "/") + "/", Mode: 0o755, ModTime: now}); err != nil {
+			if err := a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: relTo(root, parents[i]) + "/", Mode: 0o755, ModTime: now}); err != nil {
 				return fmt.Errorf("copy into sandbox: %w", err)
 			}
 		}
@@ -222,18 +264,21 @@ func (s *Sandbox) CopyIn(ctx context.Context, files []sandbox.File) error {
 		if mode == 0 {
 			mode = 0o644
 		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(full, "/"), Mode: mode, Size: int64(len(f.Data)), ModTime: now}); err != nil {
+		if err := a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: relTo(root, full), Mode: mode, Size: int64(len(f.Data)), ModTime: now}); err != nil {
 			return fmt.Errorf("copy into sandbox: %w", err)
 		}
-		if _, err := tw.Write(f.Data); err != nil {
+		if _, err := a.tw.Write(f.Data); err != nil {
 			return fmt.Errorf("copy into sandbox: %w", err)
 		}
 	}
-	if err := tw.Close(); err != nil {
-		return fmt.Errorf("copy into sandbox: %w", err)
-	}
-	if err := s.p.cli.CopyToContainer(ctx, s.id, "/", &buf, container.CopyToContainerOptions{}); err != nil {
-		return sandbox.InfraError(fmt.Errorf("copy into sandbox %s: %w", s.name, err))
+	for _, root := range order {
+		a := byRoot[root]
+		if err := a.tw.Close(); err != nil {
+			return fmt.Errorf("copy into sandbox: %w", err)
+		}
+		if err := s.p.cli.CopyToContainer(ctx, s.id, root, &a.buf, container.CopyToContainerOptions{}); err != nil {
+			return sandbox.InfraError(fmt.Errorf("copy into sandbox %s: %w", s.name, err))
+		}
 	}
 	return nil
 }
@@ -411,6 +456,9 @@ func (s *Sandbox) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.Exec
 	if !res.TimedOut && (res.ExitCode == 137 || res.ExitCode == 128+9) {
 		res.OOMKilled = s.oomSince(ictx)
 	}
+	if !res.OOMKilled && !res.TimedOut && res.ExitCode != 0 {
+		res.DiskFull = s.diskFull(ictx)
+	}
 	return res, nil
 }
 
@@ -463,9 +511,9 @@ for d in /proc/[0-9]*; do read -r p c s pp r < $d/stat 2>/dev/null || continue; 
 for round in 1 2 3 4 5; do left=0; for d in /proc/[0-9]*; do p=${d#/proc/}; case $p in 1|$me|$idle) continue;; esac; kill -KILL $p 2>/dev/null && left=1; done; [ $left = 0 ] && break; done; true`
 
 // run executes a short internal script and returns its stdout.
-func (s *Sandbox) run(ctx context.Context, script string) (string, error) {
+func (s *Sandbox) run(ctx context.Context, script string, args ...string) (string, error) {
 	ec, err := s.p.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
-		Cmd: []string{"/bin/sh", "-c", script}, AttachStdout: true, AttachStderr: true,
+		Cmd: append([]string{"/bin/sh", "-c", script}, args...), AttachStdout: true, AttachStderr: true,
 	})
 	if err != nil {
 		return "", s.execErr("create exec", err)
@@ -527,7 +575,19 @@ func (s *Sandbox) Reset(ctx context.Context) error {
 }
 
 func (s *Sandbox) reset(ctx context.Context) error {
-	script := killAllScript + `; cd / && rm -rf -- "$STEWARD_WD" && mkdir -p -- "$STEWARD_WD"`
+	if err := s.quiesce(ctx); err != nil {
+		return fmt.Errorf("reset sandbox: %w", err)
+	}
+	s.mu.Lock()
+	state := s.state
+	s.mu.Unlock()
+	if state == stopped {
+		// Something the last attempt left could only be ended by stopping
+		// the container, which emptied its tmpfs paths: not reused.
+		return sandbox.InfraError(fmt.Errorf("reset sandbox %s: a process of the last attempt survived the kill; the sandbox was stopped and is not reused", s.name))
+	}
+	// The workdir may be a mount point (disk.go): it stays, emptied.
+	script := `cd / && { rm -rf -- "$STEWARD_WD" 2>/dev/null; mkdir -p -- "$STEWARD_WD" && cd -- "$STEWARD_WD" && [ -z "$(ls -A)" ]; }`
 	ec, err := s.p.cli.ContainerExecCreate(ctx, s.id, container.ExecOptions{
 		Cmd: []string{"/bin/sh", "-c", script}, Env: []string{"STEWARD_WD=" + s.workdir},
 		AttachStdout: true, AttachStderr: true,

@@ -142,7 +142,7 @@ func TestSiblingSandboxes(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY steward /steward\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ref, err := r.P.buildImage(ctx, dir, "sibling")
+	ref, err := r.P.buildImage(ctx, dir, "sibling", "")
 	if err != nil {
 		t.Fatal(err)
 	}

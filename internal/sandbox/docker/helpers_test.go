@@ -155,7 +155,7 @@ func testImage(t testing.TB) string {
 		spec := &sandbox.Spec{Task: "image", Build: dockertest.BusyboxContext(t, testOwner)}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		imageRef, imageErr = p.buildImage(ctx, spec.Build, "image")
+		imageRef, imageErr = p.buildImage(ctx, spec.Build, "image", spec.BuildNetwork)
 		if imageErr == nil {
 			rememberImage(imageRef)
 		}

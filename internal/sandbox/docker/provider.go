@@ -111,6 +111,10 @@ type Provider struct {
 	relayID  string
 	selfNets []string // run networks Steward's container was connected to
 	adopted  bool     // the networks are another provider's (AdoptShared): not ours to remove
+	diskMode int32    // how disk quotas are enforced (disk.go), learned at the first Create
+
+	tplMu        sync.Mutex
+	emptyWorkdir map[string]bool // image and workdir with nothing to seed (disk.go)
 }
 
 type runNet struct {
@@ -247,7 +251,7 @@ func (p *Provider) Prepare(ctx context.Context, specs []*sandbox.Spec) error {
 			return fmt.Errorf("prepare task %s: unknown network %q (want gateway, bridge or isolated)", s.Task, s.Network)
 		}
 		if s.Build != "" {
-			ref, err := p.buildImage(ctx, s.Build, s.Task)
+			ref, err := p.buildImage(ctx, s.Build, s.Task, s.BuildNetwork)
 			if err != nil {
 				return fmt.Errorf("prepare task %s: %w", s.Task, err)
 			}

@@ -177,7 +177,7 @@ func (p *Provider) relayImage(ctx context.Context, bin string) (string, error) {
 	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(df), 0o644); err != nil {
 		return "", fmt.Errorf("build relay image: %w", err)
 	}
-	return p.buildImage(ctx, dir, "")
+	return p.buildImage(ctx, dir, "", BuildNetworkNone)
 }
 
 func (p *Provider) runRelay(ctx context.Context, img string, cmd []string) (string, error) {

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -95,6 +96,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	if err := p.ensureRunDir(); err != nil {
 		return nil, sandbox.InfraError(fmt.Errorf("create local sandbox: %w", err))
 	}
+	if err := becomeSubreaper(); err != nil {
+		return nil, sandbox.InfraError(fmt.Errorf("create local sandbox: %w", err))
+	}
 	dir, err := os.MkdirTemp(p.opts.BaseDir, "steward-"+safe(spec.Task)+"-")
 	if err != nil {
 		return nil, sandbox.InfraError(fmt.Errorf("create local sandbox: %w", err))
@@ -126,6 +130,10 @@ type box struct {
 	pgids                     string
 	spec                      sandbox.Spec
 	p                         *Provider
+
+	mu sync.Mutex
+	// sessions are the session ids of the commands this sandbox ran since it last settled.
+	sessions []int
 }
 
 func (b *box) ID() string      { return b.id }
@@ -260,13 +268,23 @@ func (b *box) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResu
 	if spec.Stdin != nil {
 		cmd.Stdin = bytes.NewReader(spec.Stdin)
 	}
-	// Setpgid: a timeout kills the whole group. Pdeathsig: if the process that
-	// runs the sandbox (a worker) dies, the command dies with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Setsid: a session (and process group) of its own, so a timeout kills the
+	// whole group and Settle finds whatever left the group. Pdeathsig: if the
+	// process that runs the sandbox (a worker) dies, the command dies with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	liveMu.Lock()
+	err := cmd.Start()
+	if err == nil {
+		live[cmd.Process.Pid] = true
+	}
+	liveMu.Unlock()
+	if err != nil {
 		return sandbox.ExecResult{}, sandbox.InfraError(fmt.Errorf("exec in %s: %w", b.id, err))
 	}
+	b.mu.Lock()
+	b.sessions = append(b.sessions, cmd.Process.Pid)
+	b.mu.Unlock()
 	if b.pgids != "" {
 		// The group leader's start time makes the note name this group
 		// only, whatever process later gets the same PID.
@@ -279,11 +297,16 @@ func (b *box) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResu
 		defer os.Remove(mark)
 	}
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() {
+		err := cmd.Wait()
+		liveMu.Lock()
+		delete(live, cmd.Process.Pid)
+		liveMu.Unlock()
+		done <- err
+	}()
 	if testHookStarted != nil {
 		testHookStarted(ctx)
 	}
-	var err error
 	exited := false
 	select {
 	case err = <-done:
@@ -300,8 +323,10 @@ func (b *box) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResu
 			err = <-done
 		}
 	}
-	// Whatever the outcome, nothing of the group outlives the command.
+	// Whatever the outcome, nothing of the group, the session or what escaped
+	// them outlives the command.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = settle(context.WithoutCancel(ctx), map[int]bool{cmd.Process.Pid: true})
 	res := sandbox.ExecResult{
 		Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(),
 		Truncated: stdout.truncated || stderr.truncated, Duration: time.Since(start),
@@ -329,6 +354,9 @@ func (b *box) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResu
 }
 
 func (b *box) Reset(ctx context.Context) error {
+	if err := b.Settle(ctx); err != nil {
+		return err
+	}
 	for _, d := range []string{b.work, b.tmp} {
 		entries, err := os.ReadDir(d)
 		if err != nil {

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -103,5 +104,39 @@ func TestExecNoticedLateIsNotATimeout(t *testing.T) {
 	}
 	if res.TimedOut || res.ExitCode != 0 || string(res.Stdout) != "done\n" {
 		t.Fatalf("a command that ended in time, noticed late: %+v", res)
+	}
+}
+
+// When a command ends, nothing it started runs on: not a process that left
+// its group for a session of its own (setsid), not a daemon that double
+// forked away from its parent, not a job in the command's session.
+func TestSettleKillsEscapedProcesses(t *testing.T) {
+	ctx := context.Background()
+	b, err := New(Options{BaseDir: t.TempDir()}).Create(ctx, sandbox.Spec{Task: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	res, err := b.Exec(ctx, sandbox.ExecSpec{Shell: `
+setsid sh -c 'echo $$ > p1; exec sleep 1000' >/dev/null 2>&1 </dev/null &
+sh -c 'setsid sh -c "echo \$\$ > p2; exec sleep 1001" >/dev/null 2>&1 </dev/null & exit'
+(set -m; sh -c 'echo $$ > p3; exec sleep 1002' >/dev/null 2>&1 </dev/null &)
+while [ ! -s p1 ] || [ ! -s p2 ] || [ ! -s p3 ]; do sleep 0.01; done; echo ok`, Timeout: time.Minute})
+	if err != nil || string(res.Stdout) != "ok\n" {
+		t.Fatalf("exec: %v %+v", err, res)
+	}
+	for _, f := range []string{"p1", "p2", "p3"} {
+		data, err := b.CopyOut(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid := strings.TrimSpace(string(data))
+		if st, err := os.ReadFile("/proc/" + pid + "/stat"); err == nil && !strings.Contains(string(st), ") Z ") {
+			_ = exec.Command("kill", "-9", pid).Run()
+			t.Errorf("process %s (%s) outlived its command: %s", pid, f, st)
+		}
+	}
+	if err := b.Settle(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

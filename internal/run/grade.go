@@ -1,0 +1,90 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/steward-evals/steward/internal/evalset"
+	"github.com/steward-evals/steward/internal/sandbox"
+)
+
+// The agent cannot influence its verdict (docs/security.md). By the time
+// runScorer runs, the agent's sandbox is settled: every process it started is
+// gone. The scorer then runs in the sandbox's grader (docker: a fresh
+// container of the task's image holding a copy of the agent's workdir), with
+// its files copied there only now, and the targets only in its environment.
+
+// runScorer runs the task's scorer command for a settled sandbox.
+func (e *executor) runScorer(ctx context.Context, sb sandbox.Sandbox, t *evalset.Task, targets []string, answer string, env map[string]string, token string, deadline time.Time, logb *strings.Builder) (bool, float64, string, error) {
+	files, err := e.scorerFiles(t, sb)
+	if err != nil {
+		return false, 0, "", err
+	}
+	g, dir, err := sb.Grader(ctx, files)
+	if err != nil {
+		return false, 0, "", fmt.Errorf("prepare the scorer's sandbox: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		if err := g.Close(cctx); err != nil {
+			fmt.Fprintf(e.x.stderr, "steward: remove the scorer's sandbox %s: %v\n", g.ID(), err)
+		}
+	}()
+	// A model-graded scorer calls the gateway with the attempt's token from
+	// the grader's own address: the token works from there too.
+	if gp, ok := g.(gatewayPeer); ok && e.x.bind != nil && token != "" {
+		if ip, ok := gp.GatewayPeer(); ok {
+			if err := e.x.bind(ctx, token, ip); err != nil {
+				return false, 0, "", sandbox.InfraError(fmt.Errorf("bind the gateway token to the scorer's sandbox: %w", err))
+			}
+		}
+	}
+	senv := make(map[string]string, len(env)+4)
+	for k, v := range env {
+		senv[k] = v
+	}
+	senv["STEWARD_WORKDIR"] = g.Workdir()
+	senv["STEWARD_SCORER_DIR"] = dir
+	senv["STEWARD_ANSWER"] = answer
+	if len(targets) > 0 {
+		senv["STEWARD_TARGET"] = targets[0]
+	}
+	tj, _ := json.Marshal(targets)
+	senv["STEWARD_TARGETS"] = string(tj)
+	res, err := g.Exec(ctx, sandbox.ExecSpec{Shell: t.Scorer.Command, Env: senv, Timeout: time.Until(deadline), MaxOutput: 256 << 10})
+	logb.WriteString(section("scorer", res))
+	if err != nil {
+		return false, 0, "", err
+	}
+	if res.TimedOut || res.OOMKilled {
+		return false, 0, "", errors.New(execProblem("scorer", res, t))
+	}
+	return judgeScorerOutput(res.ExitCode, res.Stdout)
+}
+
+// scorerFiles are the scorer's files, and the steward binary where the
+// scorer command asks for it and the grader is not on the host.
+func (e *executor) scorerFiles(t *evalset.Task, sb sandbox.Sandbox) ([]sandbox.File, error) {
+	var files []sandbox.File
+	for dst, src := range t.Scorer.Files {
+		data, mode, err := e.x.p.EvalSet.FileData(src)
+		if err != nil {
+			return nil, fmt.Errorf("scorer file %s: %w", dst, err)
+		}
+		files = append(files, sandbox.File{Path: dst, Data: data, Mode: mode})
+	}
+	if e.hasBin(sb) && strings.Contains(t.Scorer.Command, "STEWARD_BIN") {
+		b, err := os.ReadFile(e.x.exe)
+		if err != nil {
+			return nil, fmt.Errorf("read the steward binary: %w", err)
+		}
+		files = append(files, sandbox.File{Path: "/opt/steward/steward", Data: b, Mode: 0o755})
+	}
+	return files, nil
+}
