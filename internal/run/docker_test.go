@@ -265,3 +265,62 @@ tasks:
 		t.Fatalf("%d sandboxes for 6 attempts, want 2 (reused): %v", len(ids), ids)
 	}
 }
+
+// A model-graded scorer calls the gateway with the attempt's token from the
+// grader, a fresh container with an address of its own: the token is bound
+// to that address too, so the call is served (and still refused to any
+// other container).
+func TestDockerModelGradedScorerReachesGateway(t *testing.T) {
+	needDocker(t)
+	const key = "sk-real-key-grader-55e1c0"
+	fp := fakeprovider.New(fakeprovider.Config{APIKey: key})
+	ctx := context.Background()
+	url, err := fp.Start(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fp.Close()
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Fatalf("busybox-static is needed (apt-get install busybox-static): %v", err)
+	}
+	dir := t.TempDir()
+	img := filepath.Join(dir, "image")
+	os.MkdirAll(img, 0o755)
+	data, _ := os.ReadFile(bb)
+	os.WriteFile(filepath.Join(img, "busybox"), data, 0o755)
+	write(t, img, "Dockerfile", "FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\nWORKDIR /work\n")
+	path := write(t, dir, "steward.yaml", `
+model:
+  upstream: openai
+  name: gpt-test
+  base_url: `+url+`/v1
+  api_key_env: TEST_REAL_KEY
+tasks:
+  - name: judged
+    sandbox: {provider: docker, build: image, memory: 128m}
+    agent: 'echo "$STEWARD_INPUT"'
+    scorer:
+      command: 'wget -O /tmp/models.json --header "Authorization: Bearer $OPENAI_API_KEY" "$OPENAI_BASE_URL/models" 2>&1 && grep -q "\"data\"" /tmp/models.json && test "$STEWARD_ANSWER" = "$STEWARD_TARGET"'
+    samples:
+      - {id: a, input: "42", target: "42"}
+`)
+	getenv := func(k string) string {
+		if k == "TEST_REAL_KEY" {
+			return key
+		}
+		return ""
+	}
+	es, err := evalset.Load(path, evalset.LoadOptions{Getenv: getenv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	res, err := Launch(ctx, Options{EvalSet: es, Providers: dockerFactory{t}, Stderr: &syncWriter{w: &stderr}, Exe: buildSteward(t), Getenv: getenv})
+	if err != nil {
+		t.Fatalf("launch: %v\n%s", err, stderr.String())
+	}
+	if res.Report.Counts.Passed != 1 {
+		t.Fatalf("the model-graded scorer did not pass: %+v\n%s\n%+v", res.Report.Counts, stderr.String(), res.Report.Attempts)
+	}
+}
