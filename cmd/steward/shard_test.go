@@ -291,7 +291,15 @@ func TestMergeKnowsItsShards(t *testing.T) {
 	for _, rows := range held {
 		n += len(rows)
 	}
-	if got := strings.Count(out, `"sample":`); got != n {
+	// The report's JSON (after any warnings): its attempt rows, not every
+	// "sample" key (an attempt's details name its sample too).
+	var merged struct {
+		Attempts []json.RawMessage `json:"attempts"`
+	}
+	if i := strings.Index(out, "{\n"); i < 0 || json.NewDecoder(strings.NewReader(out[i:])).Decode(&merged) != nil {
+		t.Fatalf("merge printed no JSON report:\n%s", out)
+	}
+	if got := len(merged.Attempts); got != n {
 		t.Errorf("merged %d attempts, the shards ran %d", got, n)
 	}
 
