@@ -680,6 +680,13 @@ func Worker(ctx context.Context, in io.Reader, out io.Writer, stderr io.Writer, 
 			for _, ti := range ini.Tasks {
 				ex.closeTask(ti)
 			}
+			// Nobody is left to remove what the supervisor prepared for the
+			// run (its shared networks): the workers' finalize does.
+			for _, p := range x.providers {
+				if o, ok := p.(interface{ SupervisorGone() }); ok {
+					o.SupervisorGone()
+				}
+			}
 			return nil
 		}
 		switch m.Op {

@@ -111,6 +111,7 @@ type Provider struct {
 	relayID  string
 	selfNets []string // run networks Steward's container was connected to
 	adopted  bool     // the networks are another provider's (AdoptShared): not ours to remove
+	orphaned bool     // the supervisor that made the adopted networks is gone (SupervisorGone)
 	diskMode int32    // how disk quotas are enforced (disk.go), learned at the first Create
 
 	tplMu        sync.Mutex
@@ -373,6 +374,16 @@ func (p *Provider) Gateway(ctx context.Context) (sandbox.GatewayAddr, error) {
 	return g, nil
 }
 
+// SupervisorGone tells a worker's provider that the supervisor, which made
+// the run's shared networks and would remove them, is gone: Finalize removes
+// them too (every worker of the run is cleaning up by then; whichever gets
+// there first removes them, the others find them gone).
+func (p *Provider) SupervisorGone() {
+	p.mu.Lock()
+	p.orphaned = true
+	p.mu.Unlock()
+}
+
 // Finalize removes the run's networks and relay. Sandboxes must be closed first;
 // any still attached to a run network are removed with it. It works with a
 // cancelled ctx.
@@ -384,10 +395,10 @@ func (p *Provider) Finalize(ctx context.Context) error {
 	relay := p.relayID
 	p.relayID = ""
 	nets := []*runNet{p.netGW, p.netOut}
-	if p.adopted {
+	if p.adopted && !p.orphaned {
 		nets = nil // the supervisor's provider made them and removes them
 	}
-	p.netGW, p.netOut, p.gateway, p.adopted = nil, nil, nil, false
+	p.netGW, p.netOut, p.gateway, p.adopted, p.orphaned = nil, nil, nil, false, false
 	p.mu.Unlock()
 	if relay != "" {
 		if err := p.removeContainer(ctx, relay); err != nil {
