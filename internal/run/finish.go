@@ -77,7 +77,7 @@ func (l *launcher) printDry() error {
 		case t.Task.MaxSamples > 0:
 			limit = fmt.Sprintf("≤%d", t.Task.MaxSamples)
 		case l.exclusive[i]:
-			limit = "≤1 (local exclusive)"
+			limit = fmt.Sprintf("≤1 (%s exclusive)", l.taskProv[i])
 		case !l.es.Fleet.SamplesRamp.Enabled:
 			limit = "fixed"
 		}

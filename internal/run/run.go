@@ -398,12 +398,15 @@ func (l *launcher) budgetFromConfig(caps map[string]sandbox.Capacity) {
 		l.budget, l.budgetSrc = l.es.Fleet.MaxSandboxes, "from config"
 	default:
 		// The tightest provider default among providers that bound the fleet.
-		l.budget, l.budgetSrc = 0, "from local default"
+		l.budget, l.budgetSrc = 0, "from the providers' defaults"
 		names := make([]string, 0, len(caps))
 		for n := range caps {
 			names = append(names, n)
 		}
 		sort.Strings(names)
+		if len(names) > 0 {
+			l.budgetSrc = "from " + caps[names[0]].Source
+		}
 		allExclusive := true
 		for i := range l.p.Tasks {
 			if !l.exclusive[i] {
@@ -414,7 +417,7 @@ func (l *launcher) budgetFromConfig(caps map[string]sandbox.Capacity) {
 			c := caps[n]
 			if c.Exclusive {
 				if allExclusive && l.budget == 0 {
-					l.budget, l.budgetSrc = 1, "from local default"
+					l.budget, l.budgetSrc = 1, "from "+c.Source
 				}
 				continue
 			}
@@ -457,7 +460,7 @@ func (l *launcher) makePlanLine() string {
 		case t.Task.MaxSamples > 0:
 			parts = append(parts, fmt.Sprintf("%s ≤%d", t.Task.Name, t.Task.MaxSamples))
 		case l.exclusive[i]:
-			parts = append(parts, fmt.Sprintf("%s ≤1 (local exclusive)", t.Task.Name))
+			parts = append(parts, fmt.Sprintf("%s ≤1 (%s exclusive)", t.Task.Name, l.taskProv[i]))
 		}
 	}
 	if sp := l.startSetpoints(); sp != nil {
