@@ -29,7 +29,9 @@ func TestDoctorAndSweepAskTheRegistry(t *testing.T) {
 	var failSweep bool
 	onlyProvider(t, sandbox.Descriptor{
 		Name: "pods",
-		New:  func(ctx context.Context, ri sandbox.RunInfo) (sandbox.Provider, error) { return nil, errors.New("unused") },
+		New: func(ctx context.Context, ri sandbox.RunInfo) (sandbox.Provider, error) {
+			return nil, errors.New("unused")
+		},
 		Doctor: func(ctx context.Context, w io.Writer, getenv func(string) string) error {
 			fmt.Fprintf(w, "pods: cluster %s answers\n", getenv("PODS_CLUSTER"))
 			return nil
