@@ -331,15 +331,7 @@ func (l *launcher) chooseProviders(ctx context.Context) error {
 	l.providers = map[string]sandbox.Provider{}
 	l.taskProv = make([]string, len(l.p.Tasks))
 	l.exclusive = make([]bool, len(l.p.Tasks))
-	avail := map[string]bool{}
-	available := func(name string) bool {
-		ok, asked := avail[name]
-		if !asked {
-			ok = l.opts.Providers != nil && l.opts.Providers.Available(ctx, name)
-			avail[name] = ok
-		}
-		return ok
-	}
+	available := availability(ctx, l.opts.Providers)
 	for i, t := range l.p.Tasks {
 		name, err := sandbox.Choose(t.Task.Sandbox.Provider, t.Task.Sandbox.Image != "" || t.Task.Sandbox.Build != "", available)
 		if err != nil {
