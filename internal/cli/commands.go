@@ -16,7 +16,6 @@ import (
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/run"
 	"github.com/steward-evals/steward/internal/sandbox"
-	"github.com/steward-evals/steward/internal/sandbox/docker"
 )
 
 func openRecord(ctx context.Context, flag string, args []string, env Env) (*record.DB, error) {
@@ -351,16 +350,24 @@ func newLease(env Env) *cobra.Command {
 	return cmd
 }
 
-func newRelay(env Env) *cobra.Command {
-	return &cobra.Command{
-		Use:    docker.RelayArg + " LISTEN TARGET",
-		Short:  "internal: forward sandbox connections to the model gateway",
-		Hidden: true,
-		Args:   cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return docker.RunRelay(cmd.Context(), args[0], args[1], env.Stderr)
-		},
+// newInternal makes the hidden commands the registered sandbox providers
+// run themselves (docker: the gateway relay).
+func newInternal(env Env) []*cobra.Command {
+	var out []*cobra.Command
+	for _, d := range sandbox.Registered() {
+		for _, ic := range d.Internal {
+			out = append(out, &cobra.Command{
+				Use:    ic.Name + " " + ic.Usage,
+				Short:  ic.Short,
+				Hidden: true,
+				Args:   cobra.ExactArgs(ic.Args),
+				RunE: func(cmd *cobra.Command, args []string) error {
+					return ic.Run(cmd.Context(), args, env.Stderr)
+				},
+			})
+		}
 	}
+	return out
 }
 
 func newWorker(env Env) *cobra.Command {

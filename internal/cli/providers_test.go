@@ -60,3 +60,22 @@ func TestDoctorAndSweepAskTheRegistry(t *testing.T) {
 		t.Fatalf("sweep failure: %q", s.stderr.String())
 	}
 }
+
+// A provider's internal commands are the binary's hidden subcommands:
+// docker's gateway relay is reached through the registry, takes exactly
+// its arguments, and never shows in the help.
+func TestProviderInternalCommands(t *testing.T) {
+	s := newStreams()
+	s.must(t, ExitBadInput, "__relay", "127.0.0.1:0")
+	if !strings.Contains(s.stderr.String(), "accepts 2 arg(s)") {
+		t.Fatalf("stderr %q", s.stderr.String())
+	}
+	s.must(t, ExitInfra, "__relay", "256.0.0.1:1", "127.0.0.1:1")
+	if !strings.Contains(s.stderr.String(), "relay listen 256.0.0.1:1") {
+		t.Fatalf("the relay did not run: %q", s.stderr.String())
+	}
+	s.must(t, ExitOK, "--help")
+	if strings.Contains(s.stdout.String(), "__relay") {
+		t.Fatalf("help shows the internal command:\n%s", s.stdout.String())
+	}
+}

@@ -64,6 +64,19 @@ type Descriptor struct {
 	Sweep func(ctx context.Context, w io.Writer, getenv func(string) string) error
 	// Doctor prints what the provider sees of this machine, for `steward doctor` (nil = nothing).
 	Doctor func(ctx context.Context, w io.Writer, getenv func(string) string) error
+	// Internal are hidden commands the provider's own processes run as
+	// `steward NAME ARGS…` (docker: the gateway relay in its relay container).
+	Internal []InternalCommand
+}
+
+// InternalCommand is a hidden subcommand of the steward binary that a
+// provider runs itself; users never type it.
+type InternalCommand struct {
+	Name  string // e.g. "__relay"
+	Usage string // the arguments, e.g. "LISTEN TARGET"
+	Short string
+	Args  int // exactly this many arguments
+	Run   func(ctx context.Context, args []string, stderr io.Writer) error
 }
 
 // Preflighter is implemented by providers that check the machine before any

@@ -38,6 +38,12 @@ func init() {
 			_, err = p.Sweep(ctx, w)
 			return err
 		},
+		Internal: []sandbox.InternalCommand{{
+			Name: RelayArg, Usage: "LISTEN TARGET", Short: "internal: forward sandbox connections to the model gateway", Args: 2,
+			Run: func(ctx context.Context, args []string, stderr io.Writer) error {
+				return RunRelay(ctx, args[0], args[1], stderr)
+			},
+		}},
 		Doctor: func(ctx context.Context, w io.Writer, getenv func(string) string) error {
 			if !Available(ctx) {
 				fmt.Fprintln(w, "docker: no daemon answers (DOCKER_HOST or /var/run/docker.sock); tasks that name no provider run on the fallback provider")
