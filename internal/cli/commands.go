@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -16,8 +15,7 @@ import (
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/run"
-	"github.com/steward-evals/steward/internal/sandbox/docker"
-	"github.com/steward-evals/steward/internal/sandbox/local"
+	"github.com/steward-evals/steward/internal/sandbox"
 )
 
 func openRecord(ctx context.Context, flag string, args []string, env Env) (*record.DB, error) {
@@ -127,19 +125,18 @@ func render(w io.Writer, rep *report.Report, format string, env Env) error {
 func newDoctor(env Env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "doctor",
-		Short: "Print what Steward sees of this machine: Docker daemon, CPUs, memory, networks, address pools",
+		Short: "Print what Steward sees of this machine for each sandbox provider: Docker daemon, CPUs, memory, networks, address pools",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			if !docker.Available(ctx) {
-				fmt.Fprintln(env.Stdout, "docker: no daemon answers (DOCKER_HOST or /var/run/docker.sock); tasks default to the local provider")
-				return nil
+			for _, d := range sandbox.Registered() {
+				if d.Doctor == nil {
+					continue
+				}
+				if err := d.Doctor(cmd.Context(), env.Stdout, env.Getenv); err != nil {
+					return fmt.Errorf("%s: %w", d.Name, err)
+				}
 			}
-			p, err := docker.New(ctx, docker.Options{InContainer: inContainer(env)})
-			if err != nil {
-				return err
-			}
-			return p.Doctor(ctx, env.Stdout)
+			return nil
 		},
 	}
 }
@@ -147,21 +144,19 @@ func newDoctor(env Env) *cobra.Command {
 func newSweep(env Env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "sweep",
-		Short: "Remove the containers and networks that dead Steward runs left behind (never a live run's)",
+		Short: "Remove the sandboxes, containers and networks that dead Steward runs left behind (never a live run's)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			local.Sweep(os.TempDir(), judgeHere, env.Stdout)
-			if !docker.Available(ctx) {
-				fmt.Fprintln(env.Stdout, "docker: no daemon answers; nothing to sweep")
-				return nil
+			var errs []error
+			for _, d := range sandbox.Registered() {
+				if d.Sweep == nil {
+					continue
+				}
+				if err := d.Sweep(cmd.Context(), env.Stdout, env.Getenv); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", d.Name, err))
+				}
 			}
-			p, err := docker.New(ctx, docker.Options{})
-			if err != nil {
-				return err
-			}
-			_, err = p.Sweep(ctx, env.Stdout)
-			return err
+			return errors.Join(errs...)
 		},
 	}
 }
@@ -355,16 +350,24 @@ func newLease(env Env) *cobra.Command {
 	return cmd
 }
 
-func newRelay(env Env) *cobra.Command {
-	return &cobra.Command{
-		Use:    docker.RelayArg + " LISTEN TARGET",
-		Short:  "internal: forward sandbox connections to the model gateway",
-		Hidden: true,
-		Args:   cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return docker.RunRelay(cmd.Context(), args[0], args[1], env.Stderr)
-		},
+// newInternal makes the hidden commands the registered sandbox providers
+// run themselves (docker: the gateway relay).
+func newInternal(env Env) []*cobra.Command {
+	var out []*cobra.Command
+	for _, d := range sandbox.Registered() {
+		for _, ic := range d.Internal {
+			out = append(out, &cobra.Command{
+				Use:    ic.Name + " " + ic.Usage,
+				Short:  ic.Short,
+				Hidden: true,
+				Args:   cobra.ExactArgs(ic.Args),
+				RunE: func(cmd *cobra.Command, args []string) error {
+					return ic.Run(cmd.Context(), args, env.Stderr)
+				},
+			})
+		}
 	}
+	return out
 }
 
 func newWorker(env Env) *cobra.Command {
@@ -380,7 +383,7 @@ func newWorker(env Env) *cobra.Command {
 			// (abort) or the run ends. The context ends when the worker itself
 			// is signalled or its supervisor is gone: it then aborts and
 			// removes its sandboxes.
-			return run.Worker(cmd.Context(), env.Stdin, env.Stdout, env.Stderr, providerFactory{env: env}, env.Getenv)
+			return run.Worker(cmd.Context(), env.Stdin, env.Stdout, env.Stderr, run.Registry{Getenv: env.Getenv}, env.Getenv)
 		},
 	}
 	cmd.Flags().StringVar(&forTasks, "for", "", "the tasks this worker runs (informational, shown in ps)")

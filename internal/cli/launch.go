@@ -15,10 +15,6 @@ import (
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/run"
-	"github.com/steward-evals/steward/internal/runlock"
-	"github.com/steward-evals/steward/internal/sandbox"
-	"github.com/steward-evals/steward/internal/sandbox/docker"
-	"github.com/steward-evals/steward/internal/sandbox/local"
 )
 
 type launchFlags struct {
@@ -122,7 +118,7 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 		EvalSet: es, TaskGlobs: f.tasks, SampleGlobs: f.samples, Concurrency: f.concurrency, BudgetUSD: f.budget,
 		Rerun: f.rerun, EarlyExit: f.earlyExit, Dry: f.dry, Shard: f.shard, Title: f.title,
 		Stdout: env.Stdout, Stderr: env.Stderr, TTY: env.StderrTTY, Color: env.StderrTTY && env.Getenv("NO_COLOR") == "",
-		Getenv: env.Getenv, Exe: env.Exe, Providers: providerFactory{env: env}, Grace: f.grace, Hard: env.Hard,
+		Getenv: env.Getenv, Exe: env.Exe, Providers: run.Registry{Getenv: env.Getenv}, Grace: f.grace, Hard: env.Hard,
 		WriteDaemonJSON: f.writeDaemonJSON, FleetFlags: ov, Confirm: confirmer(env), Workers: env.Exe != "",
 		WorkerTimeout: workerTimeout,
 	}
@@ -188,119 +184,4 @@ func confirmer(env Env) func(string) bool {
 		line = strings.ToLower(strings.TrimSpace(line))
 		return line == "y" || line == "yes"
 	}
-}
-
-// providerFactory makes the real providers.
-type providerFactory struct{ env Env }
-
-func (pf providerFactory) DockerAvailable(ctx context.Context) bool { return docker.Available(ctx) }
-
-func (pf providerFactory) Provider(ctx context.Context, name string, ri run.RunInfo) (sandbox.Provider, error) {
-	switch name {
-	case "local":
-		if ri.RunID == "" {
-			return local.New(local.Options{}), nil
-		}
-		// One directory per run holds its local sandboxes; after the run (and
-		// at the next launch, after a crash) what it left is stopped and removed.
-		p, dir, err := local.ForRun(os.TempDir(), ri.RunID, ri.LockPath)
-		if err != nil {
-			return nil, err
-		}
-		return localProvider{p, dir}, nil
-	case "docker":
-		p, err := docker.New(ctx, docker.Options{
-			RunID: ri.RunID, LockPath: ri.LockPath, Log: ri.Stderr,
-			InContainer: inContainer(pf.env), Labels: map[string]string{},
-		})
-		if err != nil {
-			return nil, err
-		}
-		return dockerProvider{p}, nil
-	}
-	return nil, fmt.Errorf("unknown sandbox provider %q", name)
-}
-
-type localProvider struct {
-	*local.Provider
-	dir string
-}
-
-// SweepAfterRun stops and removes what this run (now dead) and other dead runs left.
-func (l localProvider) SweepAfterRun(ctx context.Context) {
-	local.Sweep(os.TempDir(), judgeHere, io.Discard)
-}
-
-// PreflightRun sweeps what dead runs left before this one starts.
-func (l localProvider) PreflightRun(ctx context.Context, specs []*sandbox.Spec, concurrency int, w interface{ Write([]byte) (int, error) }, confirm func(string) bool, write bool) error {
-	local.Sweep(os.TempDir(), judgeHere, io.Discard)
-	return nil
-}
-
-// inContainer: STEWARD_IN_CONTAINER=1|0 decides; otherwise Steward runs in a
-// container of the daemon it talks to (the action's case) when /.dockerenv
-// exists and the daemon knows a container by this host's name.
-func inContainer(env Env) bool {
-	if v := env.Getenv("STEWARD_IN_CONTAINER"); v != "" {
-		return v == "1" || v == "true"
-	}
-	if _, err := os.Stat("/.dockerenv"); err != nil {
-		return false
-	}
-	host, err := os.Hostname()
-	if err != nil {
-		return false
-	}
-	cli, err := docker.NewClient()
-	if err != nil {
-		return false
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, err = cli.ContainerInspect(ctx, host)
-	return err == nil
-}
-
-// dockerProvider adds the address-pool preflight (D1) and the sweep of dead
-// runs' leftovers (D4) to the docker provider.
-type dockerProvider struct{ *docker.Provider }
-
-// SweepAfterRun removes what dead runs left, this run's crashed workers included.
-func (d dockerProvider) SweepAfterRun(ctx context.Context) {
-	_, _ = d.Sweep(ctx, io.Discard)
-}
-
-func (d dockerProvider) PreflightRun(ctx context.Context, specs []*sandbox.Spec, concurrency int, w interface{ Write([]byte) (int, error) }, confirm func(string) bool, write bool) error {
-	if _, err := d.Sweep(ctx, io.Discard); err != nil {
-		fmt.Fprintf(w, "steward: sweep leftovers of dead runs: %v\n", err)
-	}
-	var plain []sandbox.Spec
-	for _, s := range specs {
-		plain = append(plain, *s)
-	}
-	want := docker.NetworksWanted(plain, concurrency)
-	rep, err := d.Preflight(ctx, want)
-	if err != nil {
-		return fmt.Errorf("address-pool preflight: %w", err)
-	}
-	if rep.Enough {
-		return nil
-	}
-	_ = docker.RenderPoolReport(w, rep)
-	if write || confirm("Write this into the daemon configuration now (a backup is kept; the daemon is NOT restarted)?") {
-		path := rep.DaemonJSON // the daemon.json the pools were read from (or would be)
-		backup, err := docker.WriteDaemonJSON(path)
-		if err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
-		}
-		fmt.Fprintf(w, "steward: wrote %s (backup %s). Nothing changes until you restart the daemon: %s\n", path, backup, rep.Restart)
-	}
-	return run.NotEnoughNetworks(rep.Want, rep.Free)
-}
-
-// judgeHere judges a run's liveness from this process's boot and mount
-// namespace (runlock.Judge): a run that cannot be proven dead is left alone.
-func judgeHere(lockPath string, owner runlock.Identity) (bool, error) {
-	return runlock.Judge(lockPath, owner, runlock.Here())
 }

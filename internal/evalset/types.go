@@ -121,7 +121,9 @@ type Task struct {
 
 // Sandbox is a task's sandbox spec.
 type Sandbox struct {
-	// Provider is "docker" or "local"; "" = docker when a daemon answers, else local.
+	// Provider names a registered sandbox provider (sandbox.Register); "" = the
+	// first automatic provider that answers (docker) for a task with an image or
+	// build, else the fallback (local).
 	Provider string `yaml:"provider" json:"provider"`
 	Image    string `yaml:"image" json:"image"`
 	// Build is a directory holding a Dockerfile (relative to the eval set dir); built once per run, cached by content hash.

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/steward-evals/steward/internal/sandbox"
 )
 
 // Defaults filled in by Load.
@@ -34,7 +36,6 @@ const (
 
 // Allowed values of the enumerated settings.
 var (
-	Providers = []string{"docker", "local"}
 	Networks  = []string{"gateway", "bridge", "isolated"}
 	Matches   = []string{"exact", "includes", "regex", "numeric"}
 	Upstreams = []string{"mock", "openai", "anthropic"}
@@ -327,23 +328,22 @@ func (v *validator) task(i int, t *Task) {
 }
 
 func (v *validator) sandbox(sp string, s *Sandbox) {
-	if s.Provider != "" && !oneOf(s.Provider, Providers) {
-		v.errf(sp+".provider", "%s", badEnum("provider", s.Provider, Providers))
-	}
+	// The providers and what each refuses come from the registry
+	// (sandbox.Register): no provider is spelled here.
 	if s.Image != "" && s.Build != "" {
 		v.errf(sp+".build", "set image or build, not both")
 	}
-	switch s.Provider {
-	case "docker":
-		if s.Image == "" && s.Build == "" {
-			v.errf(sp, "the docker provider needs image (a local image) or build (a directory with a Dockerfile)")
-		}
-	case "local":
-		if s.Image != "" {
-			v.errf(sp+".image", "the local provider runs on the host and takes no image: remove it or use provider: docker")
-		}
-		if s.Build != "" {
-			v.errf(sp+".build", "the local provider runs on the host and takes no build: remove it or use provider: docker")
+	if s.Provider != "" {
+		if d, ok := sandbox.Lookup(s.Provider); !ok {
+			v.errf(sp+".provider", "%s", badEnum("provider", s.Provider, sandbox.Names()))
+		} else if d.Check != nil {
+			for _, p := range d.Check(sandbox.Settings{Image: s.Image, Build: s.Build, Network: s.Network}) {
+				field := sp
+				if p.Field != "" {
+					field = sp + "." + p.Field
+				}
+				v.errf(field, "%s", p.Message)
+			}
 		}
 	}
 	if s.Build != "" {

@@ -314,7 +314,7 @@ type gatedFactory struct{ p *gatedLocal }
 func (f gatedFactory) Provider(ctx context.Context, name string, ri RunInfo) (sandbox.Provider, error) {
 	return f.p, nil
 }
-func (f gatedFactory) DockerAvailable(ctx context.Context) bool { return false }
+func (f gatedFactory) Available(ctx context.Context, name string) bool { return false }
 
 // Running means a sandbox exists and the attempt executes: admitted
 // attempts whose sandboxes are still being made show as starting (panel,

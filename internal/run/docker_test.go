@@ -28,7 +28,9 @@ type dockerFactory struct{ t *testing.T }
 func (f dockerFactory) Provider(ctx context.Context, name string, ri RunInfo) (sandbox.Provider, error) {
 	return docker.New(ctx, docker.Options{RunID: ri.RunID, LockPath: ri.LockPath, Log: ri.Stderr})
 }
-func (f dockerFactory) DockerAvailable(ctx context.Context) bool { return docker.Available(ctx) }
+func (f dockerFactory) Available(ctx context.Context, name string) bool {
+	return name == docker.Name && docker.Available(ctx)
+}
 
 func needDocker(t *testing.T) {
 	t.Helper()

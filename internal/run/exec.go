@@ -274,7 +274,7 @@ func (e *executor) env(a *plan.Attempt, token string, sb sandbox.Sandbox) map[st
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	if l.taskProv[a.Task] == "local" && l.exe != "" {
+	if sandbox.IsOnHost(l.taskProv[a.Task]) && l.exe != "" {
 		env["STEWARD_BIN"] = l.exe
 	} else if e.hasBin(sb) {
 		env["STEWARD_BIN"] = "/opt/steward/steward"
@@ -469,7 +469,7 @@ func (e *executor) get(ctx context.Context, a *plan.Attempt, key string) (sandbo
 	if err != nil {
 		return fail(err)
 	}
-	if l.taskProv[a.Task] != "local" && l.exe != "" && mentionsSteward(t) {
+	if !sandbox.IsOnHost(l.taskProv[a.Task]) && l.exe != "" && mentionsSteward(t) {
 		b, err := os.ReadFile(l.exe)
 		if err != nil {
 			return fail(fmt.Errorf("read the steward binary: %w", err))

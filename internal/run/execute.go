@@ -21,11 +21,6 @@ import (
 	"github.com/steward-evals/steward/internal/sched"
 )
 
-// afterRunSweeper is implemented by providers that remove what dead runs left (D4).
-type afterRunSweeper interface {
-	SweepAfterRun(ctx context.Context)
-}
-
 func (l *launcher) execute(ctx context.Context) (*Result, error) {
 	db := l.db
 	lock, err := runlock.Acquire(l.lockPath())
@@ -37,7 +32,7 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 		// removes whatever a crashed worker of this run left (D4).
 		_ = lock.Release()
 		for _, prov := range l.providers {
-			if s, ok := prov.(afterRunSweeper); ok {
+			if s, ok := prov.(sandbox.AfterRunSweeper); ok {
 				sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				s.SweepAfterRun(sctx)
 				cancel()
@@ -259,7 +254,7 @@ func (l *launcher) newState() (*sched.State, error) {
 		}
 		it := sched.Item{ID: len(l.items), Task: a.Task, Lane: a.Lane}
 		if l.exclusive[a.Task] {
-			it.Exclusive = "local"
+			it.Exclusive = l.taskProv[a.Task] // one at a time per exclusive provider
 		}
 		l.itemOf[a.Seq] = it.ID
 		l.items = append(l.items, it)

@@ -77,7 +77,7 @@ func (l *launcher) printDry() error {
 		case t.Task.MaxSamples > 0:
 			limit = fmt.Sprintf("≤%d", t.Task.MaxSamples)
 		case l.exclusive[i]:
-			limit = "≤1 (local exclusive)"
+			limit = fmt.Sprintf("≤1 (%s exclusive)", l.taskProv[i])
 		case !l.es.Fleet.SamplesRamp.Enabled:
 			limit = "fixed"
 		}
@@ -117,14 +117,8 @@ func (l *launcher) printDry() error {
 	return bw.Flush()
 }
 
-// Preflighter is implemented by providers that check the machine before any
-// sandbox starts (docker: address pools, D1).
-type Preflighter interface {
-	PreflightRun(ctx context.Context, specs []*sandbox.Spec, concurrency int, w interface{ Write([]byte) (int, error) }, confirm func(string) bool, write bool) error
-}
-
 func (l *launcher) preflight(ctx context.Context, name string, prov sandbox.Provider, specs []*sandbox.Spec) error {
-	pf, ok := prov.(Preflighter)
+	pf, ok := prov.(sandbox.Preflighter)
 	if !ok {
 		return nil
 	}

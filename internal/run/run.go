@@ -70,18 +70,15 @@ type Options struct {
 	FleetFlags evalset.FleetOverrides
 }
 
-// ProviderFactory makes the sandbox provider for a name, or says whether docker answers.
+// ProviderFactory makes the sandbox provider for a name, or says whether it
+// answers here (Registry: the registered providers).
 type ProviderFactory interface {
 	Provider(ctx context.Context, name string, run RunInfo) (sandbox.Provider, error)
-	DockerAvailable(ctx context.Context) bool
+	Available(ctx context.Context, name string) bool
 }
 
 // RunInfo is what a provider needs to label what it creates (D4).
-type RunInfo struct {
-	RunID    string
-	LockPath string
-	Stderr   io.Writer
-}
+type RunInfo = sandbox.RunInfo
 
 // ErrBadInput marks errors caused by the user's input (exit code 2).
 var ErrBadInput = errors.New("bad input")
@@ -334,23 +331,14 @@ func (l *launcher) chooseProviders(ctx context.Context) error {
 	l.providers = map[string]sandbox.Provider{}
 	l.taskProv = make([]string, len(l.p.Tasks))
 	l.exclusive = make([]bool, len(l.p.Tasks))
-	dockerOK := -1
+	available := availability(ctx, l.opts.Providers)
 	for i, t := range l.p.Tasks {
-		name := t.Task.Sandbox.Provider
-		if name == "" {
-			if dockerOK < 0 {
-				dockerOK = 0
-				if l.opts.Providers != nil && l.opts.Providers.DockerAvailable(ctx) {
-					dockerOK = 1
-				}
-			}
-			name = "local"
-			if dockerOK == 1 && (t.Task.Sandbox.Image != "" || t.Task.Sandbox.Build != "") {
-				name = "docker"
-			}
+		name, err := sandbox.Choose(t.Task.Sandbox.Provider, t.Task.Sandbox.Image != "" || t.Task.Sandbox.Build != "", available)
+		if err != nil {
+			return fmt.Errorf("task %s: %w", t.Task.Name, err)
 		}
 		l.taskProv[i] = name
-		l.exclusive[i] = name == "local" && (t.Task.Exclusive == nil || *t.Task.Exclusive)
+		l.exclusive[i] = sandbox.IsExclusive(name) && (t.Task.Exclusive == nil || *t.Task.Exclusive)
 		l.specs = append(l.specs, specFor(t.Task, l.runID))
 	}
 	caps := map[string]sandbox.Capacity{}
@@ -402,12 +390,15 @@ func (l *launcher) budgetFromConfig(caps map[string]sandbox.Capacity) {
 		l.budget, l.budgetSrc = l.es.Fleet.MaxSandboxes, "from config"
 	default:
 		// The tightest provider default among providers that bound the fleet.
-		l.budget, l.budgetSrc = 0, "from local default"
+		l.budget, l.budgetSrc = 0, "from the providers' defaults"
 		names := make([]string, 0, len(caps))
 		for n := range caps {
 			names = append(names, n)
 		}
 		sort.Strings(names)
+		if len(names) > 0 {
+			l.budgetSrc = "from " + caps[names[0]].Source
+		}
 		allExclusive := true
 		for i := range l.p.Tasks {
 			if !l.exclusive[i] {
@@ -418,7 +409,7 @@ func (l *launcher) budgetFromConfig(caps map[string]sandbox.Capacity) {
 			c := caps[n]
 			if c.Exclusive {
 				if allExclusive && l.budget == 0 {
-					l.budget, l.budgetSrc = 1, "from local default"
+					l.budget, l.budgetSrc = 1, "from "+c.Source
 				}
 				continue
 			}
@@ -461,7 +452,7 @@ func (l *launcher) makePlanLine() string {
 		case t.Task.MaxSamples > 0:
 			parts = append(parts, fmt.Sprintf("%s ≤%d", t.Task.Name, t.Task.MaxSamples))
 		case l.exclusive[i]:
-			parts = append(parts, fmt.Sprintf("%s ≤1 (local exclusive)", t.Task.Name))
+			parts = append(parts, fmt.Sprintf("%s ≤1 (%s exclusive)", t.Task.Name, l.taskProv[i]))
 		}
 	}
 	if sp := l.startSetpoints(); sp != nil {
@@ -521,12 +512,6 @@ func listen(addr string) (net.Listener, error) {
 		return nil, sandbox.InfraError(fmt.Errorf("listen for the model gateway on %s: %w", addr, err))
 	}
 	return ln, nil
-}
-
-// NotEnoughNetworks is the error a launch stops with when the docker daemon's
-// address pools cannot give the networks the run wants (D1).
-func NotEnoughNetworks(want, free int) error {
-	return sandbox.InfraError(fmt.Errorf("the run wants %d docker networks but the daemon's address pools can give only %d: apply the daemon.json above and restart the daemon, or lower --max-concurrency", want, free))
 }
 
 // specFor is a task's sandbox spec.

@@ -35,7 +35,7 @@ type factory struct{ p *counting }
 func (f factory) Provider(ctx context.Context, name string, ri RunInfo) (sandbox.Provider, error) {
 	return f.p, nil
 }
-func (f factory) DockerAvailable(ctx context.Context) bool { return false }
+func (f factory) Available(ctx context.Context, name string) bool { return false }
 
 func write(t *testing.T, dir, name, body string) string {
 	t.Helper()
