@@ -182,12 +182,12 @@ type Controller struct {
 	holdUntil     time.Time
 	latency       time.Duration // EWMA of successful request latency
 	// pacing state
-	pacing          bool
-	nextAdmit       time.Time
-	lastRetryAfter  time.Duration
-	rpmLimit        float64
-	tpmLimit        float64
-	tokensPerReq    float64 // EWMA
+	pacing         bool
+	nextAdmit      time.Time
+	lastRetryAfter time.Duration
+	rpmLimit       float64
+	tpmLimit       float64
+	tokensPerReq   float64 // EWMA
 	// limitsFrom is when the request whose headers set rpmLimit and
 	// tpmLimit was sent: an answer to an older request (sent before the
 	// provider changed its limit) does not undo what a newer one said.
