@@ -34,8 +34,8 @@ type Policy struct {
 	Headroom float64
 	// PaceFactor is the share of the announced rate admissions are paced
 	// at (0: 0.97). A 429 that does not announce a lower limit lowers it by
-	// a tenth (not below half); it climbs back 1 % of itself a second
-	// while no 429 comes.
+	// a tenth (down to a twentieth of it: other callers may share the
+	// key); it climbs back 1 % of itself a second while no 429 comes.
 	PaceFactor float64
 	// Cut multiplies the limit on a rate-limit episode (e.g. 0.8).
 	Cut float64
@@ -205,6 +205,9 @@ type Controller struct {
 
 const historyCap = 2000
 
+// paceSlack is how far behind its schedule the pace may catch up at once.
+const paceSlack = 20 * time.Millisecond
+
 // NewController makes a controller with policy p on clock c (nil: the wall clock).
 func NewController(p Policy, c Clock) *Controller {
 	if c == nil {
@@ -336,7 +339,15 @@ func (c *Controller) tryLocked() (*Ticket, time.Duration) {
 		if now.Before(c.nextAdmit) {
 			return nil, c.nextAdmit.Sub(now)
 		}
-		c.nextAdmit = now.Add(c.paceGap())
+		// The pace is a schedule, not a gap after each admission: a
+		// waiter woken a little late by its timer may go at once, so timer
+		// lateness does not slow a fast pace down (at most paceSlack of
+		// admissions may leave together).
+		base := c.nextAdmit
+		if early := now.Add(-paceSlack); base.Before(early) {
+			base = early
+		}
+		c.nextAdmit = base.Add(c.paceGap())
 	}
 	c.inflight++
 	c.win.admitted++
@@ -478,13 +489,9 @@ func (c *Controller) Done(t *Ticket, o Outcome, info RateInfo) {
 	}
 	switch o {
 	case OutcomeRateLimited:
-		if after, _ := c.announcedRate(); c.p.Little && after > 0 && after >= 0.99*before && !now.Before(c.cooldownUntil) && !t.start.Before(c.lastCut) {
-			// The provider refused a request paced under the rate it
-			// announces: what it really takes is less. Pace slower.
-			c.paceFactor = math.Max(c.paceFactor*0.9, c.p.PaceFactor/2)
-		}
+		after, _ := c.announcedRate()
 		c.lastRecover = now
-		c.rateLimitedLocked(now, t, info)
+		c.rateLimitedLocked(now, t, info, after > 0 && after < 0.99*before)
 	case OutcomeOK:
 		lat := now.Sub(t.start)
 		if c.latency == 0 {
@@ -520,7 +527,9 @@ func (c *Controller) cutBase() float64 {
 	return c.limit
 }
 
-func (c *Controller) rateLimitedLocked(now time.Time, t *Ticket, info RateInfo) {
+// rateLimitedLocked answers a 429. dropped: its headers announced a lower
+// limit than the controller knew.
+func (c *Controller) rateLimitedLocked(now time.Time, t *Ticket, info RateInfo, dropped bool) {
 	c.win.rateLimited++
 	c.win.pushback = true
 	c.lastRateLimited = now
@@ -549,6 +558,26 @@ func (c *Controller) rateLimitedLocked(now time.Time, t *Ticket, info RateInfo) 
 	c.win.episodes++
 	t.episode = c.episodes
 	from := c.limitLocked()
+	if rate, complete := c.announcedRate(); c.p.Little && rate > 0 && complete {
+		// Pacing holds the rate, so the answer to a 429 is a slower pace,
+		// not fewer connections: cutting the limit below what is in flight
+		// would stop admissions for a whole latency (30 s at 30 s a call).
+		reason := "rate-limit episode (429): lower limit announced"
+		if !dropped {
+			// Refused under the rate it announces: what the provider
+			// really takes is less (short-interval enforcement, tokens per
+			// request above the average, other callers on the key).
+			c.paceFactor = math.Max(c.paceFactor*0.9, c.p.PaceFactor/20)
+			reason = fmt.Sprintf("rate-limit episode (429): pace %.0f %% of the announced rate", 100*c.paceFactor)
+		}
+		if target := c.littleTarget(); target > 0 && target < c.limit {
+			c.limit = math.Max(math.Max(target, float64(c.inflight+1)), float64(c.p.Min))
+		}
+		c.lastCut = now
+		c.cooldownUntil = now.Add(max(c.p.MinCooldown, time.Second, info.RetryAfter))
+		c.record(from, reason)
+		return
+	}
 	nl := math.Floor(c.cutBase() * c.p.Cut)
 	if nl < float64(c.p.Min) {
 		nl = float64(c.p.Min)
@@ -655,9 +684,6 @@ func (c *Controller) littleLocked(now time.Time, info RateInfo) {
 		}
 	}
 	c.lastRecover = now
-	if info.Fraction >= 0 && (info.Fraction <= c.p.CriticalFraction || info.Remaining == 0) {
-		c.win.pushback = true
-	}
 	target := c.littleTarget()
 	if target <= 0 {
 		// A TPM limit with the tokens a request uses still unknown:
@@ -675,8 +701,10 @@ func (c *Controller) littleLocked(now time.Time, info RateInfo) {
 	switch {
 	case target < 0.85*c.limit:
 		// Down only on a real change (a lower limit, faster answers), not
-		// on every wobble of the measured latency.
-		c.limit = target
+		// on every wobble of the measured latency; and no lower than what
+		// is in flight, so the pace, not the limit, sets the rate while the
+		// calls sent at the old rate finish.
+		c.limit = math.Min(c.limit, math.Max(target, float64(c.inflight+1)))
 		c.record(from, "little's law (rate × latency fell)")
 	case target > c.limit && (c.saturated || !c.p.GrowOnlySaturated) && !now.Before(c.cooldownUntil):
 		c.limit = target

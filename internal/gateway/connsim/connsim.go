@@ -32,8 +32,10 @@ type Scenario struct {
 	// enforced over Interval (0: a minute).
 	RPM, TPM int
 	Interval time.Duration
-	// TokensPerCall is what one call costs against TPM (input + output).
+	// TokensPerCall is what one call costs against TPM (input + output)
+	// on average; TokenJitter spreads it uniformly by ± that fraction.
 	TokensPerCall int
+	TokenJitter   float64
 	// HalveAt halves both limits at that time (0: never).
 	HalveAt time.Duration
 	// Duration is how long the run lasts.
@@ -62,8 +64,10 @@ type Point struct {
 	// 429s it answered.
 	Admitted, Tokens, RateLimited int
 	// LimitRate is the provider's limit in requests per second at the end
-	// of the step (the tighter of RPM and TPM ÷ tokens per call).
+	// of the step (the tighter of RPM and TPM ÷ tokens per call), and
+	// RPM and TPM the limits themselves.
 	LimitRate float64
+	RPM, TPM  int
 	// InFlight and ConnLimit at the end of the step.
 	InFlight, ConnLimit int
 	// BucketRequests and BucketTokens are what the provider's buckets held
@@ -195,6 +199,9 @@ func Run(s Scenario) Result {
 		push(start.Add(s.HalveAt), evHalve, nil)
 	}
 	tokens := float64(s.TokensPerCall)
+	cost := func() float64 {
+		return math.Round(tokens * (1 + s.TokenJitter*(2*rng.Float64()-1)))
+	}
 	latency := func() time.Duration {
 		j := 1 + s.Jitter*(2*rng.Float64()-1)
 		return time.Duration(float64(s.Latency) * j)
@@ -247,7 +254,8 @@ func Run(s Scenario) Result {
 			t.RetryOf(c.prev)
 			c.ticket = t
 			res.Requests++
-			d := lim.Admit(clk.now, tokens)
+			n := cost()
+			d := lim.Admit(clk.now, n)
 			h := http.Header{}
 			d.Header(h, mockmodel.OpenAI)
 			info := gateway.ParseRateInfo(h, clk.now)
@@ -255,8 +263,8 @@ func Run(s Scenario) Result {
 				inflight++
 				res.PeakInFlight = max(res.PeakInFlight, inflight)
 				cur.Admitted++
-				cur.Tokens += s.TokensPerCall
-				info.Tokens = int64(s.TokensPerCall)
+				cur.Tokens += int(n)
+				info.Tokens = int64(n)
 				c.info = info
 				push(clk.now.Add(latency()), evDone, c)
 				continue
@@ -296,6 +304,7 @@ func Run(s Scenario) Result {
 		case evStep:
 			cur.T = clk.now.Sub(start)
 			cur.LimitRate = limitRate(lim, tokens)
+			cur.RPM, cur.TPM = lim.Limits()
 			cur.InFlight, cur.ConnLimit = inflight, ctl.Limit()
 			cur.BucketRequests, cur.BucketTokens = lim.Level(clk.now)
 			res.Series = append(res.Series, cur)

@@ -10,19 +10,19 @@ type Summary struct {
 	// Goodput is what the provider admitted in the second half of the run
 	// before the halving, as a share of what it could admit in that span:
 	// its refill plus what its buckets held at the start of the span and no
-	// longer held at its end.
+	// longer held at its end. Requests or tokens, whichever is used more.
 	Goodput float64
 	// Share429 is the share of upstream requests answered 429 over the
 	// whole run.
 	Share429 float64
 	// FailedSamples is the number of samples with a call that gave up.
 	FailedSamples, Samples int
-	// SteadyAt is when the admitted rate reached 0.9 of the limit for good
-	// (every window from there to the halving); -1 when it never did.
+	// SteadyAt is the end of the first window whose admissions reached
+	// 0.9 of the limit; -1 when none did before the halving.
 	SteadyAt time.Duration
-	// Recovery is how many windows after the halving passed before the
-	// admitted rate stayed at 0.9 of the new limit or more (0: it never
-	// fell below); -1 when it never came back.
+	// Recovery is how many windows after the halving stayed under 0.9 of
+	// the new limit before one reached it (0: the first did); -1 when none
+	// did.
 	Recovery int
 	// Window is the window the two above are measured in.
 	Window time.Duration
@@ -61,17 +61,18 @@ func Summarize(s Scenario, r Result, window time.Duration) Summary {
 		for _, p := range r.Series[from:to] {
 			admitted += p.Admitted
 		}
+		tok := 0
+		for _, p := range r.Series[from:to] {
+			tok += p.Tokens
+		}
 		span := float64(to-from) * step.Seconds()
 		a, b := r.Series[from-1], r.Series[to-1]
-		capacity := math.Inf(1)
 		if s.RPM > 0 {
-			capacity = float64(s.RPM)/60*span + a.BucketRequests - b.BucketRequests
+			sum.Goodput = float64(admitted) / (float64(s.RPM)/60*span + a.BucketRequests - b.BucketRequests)
 		}
-		if s.TPM > 0 && s.TokensPerCall > 0 {
-			c := (float64(s.TPM)/60*span + a.BucketTokens - b.BucketTokens) / float64(s.TokensPerCall)
-			capacity = math.Min(capacity, c)
+		if s.TPM > 0 {
+			sum.Goodput = math.Max(sum.Goodput, float64(tok)/(float64(s.TPM)/60*span+a.BucketTokens-b.BucketTokens))
 		}
-		sum.Goodput = float64(admitted) / capacity
 	}
 	per := int(window / step)
 	// rate in window k (steps [k*per, (k+1)*per)) against the limit then.
@@ -80,45 +81,45 @@ func Summarize(s Scenario, r Result, window time.Duration) Summary {
 		if hi > len(r.Series) {
 			return false, false
 		}
-		n := 0
+		n, tok := 0, 0
 		for _, p := range r.Series[lo:hi] {
 			n += p.Admitted
+			tok += p.Tokens
 		}
-		return float64(n) >= 0.9*r.Series[hi-1].LimitRate*window.Seconds(), true
+		return utilisation(r.Series[hi-1], n, tok, window) >= 0.9, true
 	}
 	nPre := int(pre / window)
-	for k := nPre - 1; k >= 0; k-- {
-		if good, _ := ok(k); !good {
-			if k+1 < nPre {
-				sum.SteadyAt = time.Duration(k+1) * window
-			}
+	for k := 0; k < nPre; k++ {
+		if good, _ := ok(k); good {
+			sum.SteadyAt = time.Duration(k+1) * window
 			break
-		}
-		if k == 0 {
-			sum.SteadyAt = 0
 		}
 	}
 	if s.HalveAt > 0 && s.HalveAt%window == 0 {
 		first := int(s.HalveAt / window)
-		last := -1
 		for k := first; ; k++ {
 			good, exists := ok(k)
 			if !exists {
 				break
 			}
-			if !good {
-				last = k
-			}
-			if k == first {
-				sum.Recovery = 0
-			}
-		}
-		if last >= 0 {
-			sum.Recovery = last - first + 1
-			if _, exists := ok(last + 1); !exists {
-				sum.Recovery = -1
+			if good {
+				sum.Recovery = k - first
+				break
 			}
 		}
 	}
 	return sum
+}
+
+// utilisation is the larger of the requests and the tokens admitted in d
+// as a share of what the limits in force at p allow in d.
+func utilisation(p Point, requests, tokens int, d time.Duration) float64 {
+	u := 0.0
+	if p.RPM > 0 {
+		u = float64(requests) / (float64(p.RPM) / 60 * d.Seconds())
+	}
+	if p.TPM > 0 {
+		u = math.Max(u, float64(tokens)/(float64(p.TPM)/60*d.Seconds()))
+	}
+	return u
 }
