@@ -479,3 +479,54 @@ func TestControllerLittleCap(t *testing.T) {
 		t.Fatalf("inspect limit %d", ci.Limit())
 	}
 }
+
+// No fixed maximum below what the limit needs: the default ceiling is the
+// hard one (100 000), a configured hard ceiling caps the ramp's, and 0
+// hands the ceiling back when the ramp lets go.
+func TestControllerHardCeiling(t *testing.T) {
+	clk := newManualClock()
+	c := NewController(StewardPolicy(), clk)
+	if c.Ceiling() != 100000 {
+		t.Fatalf("default ceiling %d, want 100000 (no fixed maximum)", c.Ceiling())
+	}
+	// 60 000 RPM at 2 s a call wants about 2 300 in flight: the limit goes there.
+	info := RateInfo{Fraction: 0.9, Remaining: 54000, RequestsPerMinute: 60000}
+	driveLatency(c, clk, 3, 2*time.Second, info)
+	if got := c.Limit(); got < 2000 || got > 2500 {
+		t.Fatalf("limit %d, want about 1.2 × 0.97 × 1000/s × 2 s + 2 = 2330", got)
+	}
+	p := StewardPolicy()
+	p.HardMax = 500
+	c = NewController(p, clk)
+	c.SetCeiling(12000) // the ramp's sum of setpoints
+	if c.Ceiling() != 500 {
+		t.Fatalf("ceiling %d above the hard ceiling 500", c.Ceiling())
+	}
+	driveLatency(c, clk, 3, 2*time.Second, info)
+	if c.Limit() != 500 {
+		t.Fatalf("limit %d, want the hard ceiling 500", c.Limit())
+	}
+	c.SetCeiling(24)
+	c.SetCeiling(0)
+	if c.Ceiling() != 500 {
+		t.Fatalf("ceiling %d after SetCeiling(0), want it handed back (500)", c.Ceiling())
+	}
+}
+
+// driveLatency fills the limit, lets lat pass and answers everything, rounds times.
+func driveLatency(c *Controller, clk *manualClock, rounds int, lat time.Duration, info RateInfo) {
+	for i := 0; i < rounds; i++ {
+		var ts []*Ticket
+		for {
+			tk, _ := c.TryAcquire()
+			if tk == nil {
+				break
+			}
+			ts = append(ts, tk)
+		}
+		clk.Advance(lat)
+		for _, tk := range ts {
+			c.Done(tk, OutcomeOK, info)
+		}
+	}
+}

@@ -289,8 +289,10 @@ func (l *launcher) startGateway(ctx context.Context, needed map[string][]*sandbo
 			return badInput("%s: model.api_key_env: the environment variable %s is not set (the real key for the %s upstream)", l.es.File, env, m.Upstream)
 		}
 	}
+	policy := gateway.StewardPolicy()
+	policy.HardMax = m.MaxConnectionsCeiling // 0: the gateway's own
 	gw, err := gateway.New(gateway.Config{
-		Upstream: m.Upstream, BaseURL: m.BaseURL, APIKey: key, MaxConnections: m.MaxConnections,
+		Upstream: m.Upstream, BaseURL: m.BaseURL, APIKey: key, MaxConnections: m.MaxConnections, Policy: &policy,
 		Prices: gateway.Prices{InputPerMTok: m.Prices.InputPerMTok, OutputPerMTok: m.Prices.OutputPerMTok},
 		Logger: l.opts.Stderr,
 	})
