@@ -177,6 +177,14 @@ func (s *Server) Limits() (rpm, tpm int) {
 	return s.lim.Limits()
 }
 
+// Level returns what the request and token buckets hold now (in the
+// interval's units, not scaled to a minute).
+func (s *Server) Level() (requests, tokens float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lim.Level(s.clock.Now())
+}
+
 // SetSpendLimit turns the spend-limit mode on or off.
 func (s *Server) SetSpendLimit(on bool) {
 	s.mu.Lock()
