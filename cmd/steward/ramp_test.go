@@ -209,23 +209,36 @@ func TestRampEndToEndClimbsBacksOffSettles(t *testing.T) {
 	rec := filepath.Join(dir, "rec")
 	rampEvalSet(t, dir, url, `"$STEWARD_BIN" agent chat`, n, "[4, 40]")
 	l := startLaunch(t, dir, rec)
-	// The gateway paces from the provider's headers so well that pushback
-	// may never last two windows at a steady limit. Make the provider's
-	// limit fall once the ramp is at its top, as when another client starts
-	// sharing the quota: that pushback is sustained, and the ramp must reverse.
+	// The gateway paces at the rate the provider announces, so it meets no
+	// pushback at a steady limit, and it follows a lower limit without any
+	// (the ramp does not climb meanwhile: the gateway, not the sample limit,
+	// holds work back). Once the ramp has climbed, another client starts
+	// sharing the quota: it takes what the bucket holds and the limit falls
+	// to a quarter. Then the bucket stays nearly empty (429s, no quota
+	// remaining): that pushback is sustained, and the ramp must reverse.
 	cut := make(chan struct{})
 	go func() {
 		defer close(cut)
 		for i := 0; i < 1500; i++ {
 			time.Sleep(200 * time.Millisecond)
-			if rampAtTop(rec, 40) {
+			if rampAtTop(rec, 24) {
 				fp.SetLimits(rpm/4, 0)
+				left, _ := fp.Level()
+				h := fp.Handler()
+				for k := 0; k < int(left); k++ {
+					req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
+						strings.NewReader(`{"model":"gpt-fake","messages":[{"role":"user","content":"What is 1+1?"}]}`))
+					req.Header.Set("Authorization", "Bearer "+rampKey)
+					req.Header.Set("Content-Type", "application/json")
+					h.ServeHTTP(httptest.NewRecorder(), req)
+				}
 				return
 			}
 		}
 	}()
 	code := l.wait(t, 5*time.Minute)
 	<-cut
+	t.Logf("provider: %+v", fp.Stats())
 	pts, as, run := history(t, rec)
 	hist := fmtHistory(pts)
 	if code != 0 {

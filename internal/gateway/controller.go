@@ -684,6 +684,12 @@ func (c *Controller) littleLocked(now time.Time, info RateInfo) {
 		}
 	}
 	c.lastRecover = now
+	// Remaining quota near zero is pushback for the ramp (the provider's
+	// bucket is empty: more samples would only wait), but not a reason to
+	// move the limit: the pace already spaces requests at the rate.
+	if info.Fraction >= 0 && (info.Fraction <= c.p.CriticalFraction || info.Remaining == 0) {
+		c.win.pushback = true
+	}
 	target := c.littleTarget()
 	if target <= 0 {
 		// A TPM limit with the tokens a request uses still unknown:

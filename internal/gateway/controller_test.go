@@ -453,7 +453,8 @@ func TestControllerLittleCap(t *testing.T) {
 	clk := newManualClock()
 	c := NewController(StewardPolicy(), clk)
 	// 600 RPM (10/s) and 2 s per request: about 20 in flight use the limit;
-	// growth stops at 1.25 × 10/0.97 × 2 + 2 ≈ 27 even with plenty of quota.
+	// the limit goes to Little's target 1.2 × 0.97 × 10/s × 2 s + 2 ≈ 26 and
+	// no further, even with plenty of quota.
 	info := RateInfo{Fraction: 0.9, Remaining: 540, RequestsPerMinute: 600}
 	for i := 0; i < 30; i++ {
 		var ts []*Ticket
@@ -470,7 +471,7 @@ func TestControllerLittleCap(t *testing.T) {
 		}
 	}
 	if got := c.Limit(); got < 25 || got > 29 {
-		t.Fatalf("limit %d, want about 27 (Little's law cap)", got)
+		t.Fatalf("limit %d, want about 26 (Little's law target)", got)
 	}
 	// Inspect-style has no such cap.
 	ci := NewController(InspectPolicy(), clk)
