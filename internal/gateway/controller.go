@@ -491,7 +491,7 @@ func (c *Controller) Done(t *Ticket, o Outcome, info RateInfo) {
 	case OutcomeRateLimited:
 		after, _ := c.announcedRate()
 		c.lastRecover = now
-		c.rateLimitedLocked(now, t, info, after > 0 && after < 0.99*before)
+		c.rateLimitedLocked(now, t, info, before > 0 && after >= 0.99*before)
 	case OutcomeOK:
 		lat := now.Sub(t.start)
 		if c.latency == 0 {
@@ -527,9 +527,10 @@ func (c *Controller) cutBase() float64 {
 	return c.limit
 }
 
-// rateLimitedLocked answers a 429. dropped: its headers announced a lower
-// limit than the controller knew.
-func (c *Controller) rateLimitedLocked(now time.Time, t *Ticket, info RateInfo, dropped bool) {
+// rateLimitedLocked answers a 429. underRate: the request was refused
+// under the rate the provider had announced before, and still announces
+// (not the answer that first told the rate, or a lower one).
+func (c *Controller) rateLimitedLocked(now time.Time, t *Ticket, info RateInfo, underRate bool) {
 	c.win.rateLimited++
 	c.win.pushback = true
 	c.lastRateLimited = now
@@ -562,8 +563,8 @@ func (c *Controller) rateLimitedLocked(now time.Time, t *Ticket, info RateInfo, 
 		// Pacing holds the rate, so the answer to a 429 is a slower pace,
 		// not fewer connections: cutting the limit below what is in flight
 		// would stop admissions for a whole latency (30 s at 30 s a call).
-		reason := "rate-limit episode (429): lower limit announced"
-		if !dropped {
+		reason := "rate-limit episode (429): limit announced"
+		if underRate {
 			// Refused under the rate it announces: what the provider
 			// really takes is less (short-interval enforcement, tokens per
 			// request above the average, other callers on the key).
