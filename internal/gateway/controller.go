@@ -120,6 +120,11 @@ type RateInfo struct {
 	RequestsPerMinute, TokensPerMinute float64
 	// Tokens the request used (input + output), when known; set by the gateway.
 	Tokens int64
+	// RequestsBank and TokensBank are what the provider's requests and
+	// tokens buckets hold, when their interval is a long one (10 s or more,
+	// from the remaining counts and the reset times); -1 when unknown or
+	// the interval is short.
+	RequestsBank, TokensBank float64
 }
 
 // Outcome classifies a finished upstream request for the controller.
@@ -193,12 +198,15 @@ type Controller struct {
 	// provider changed its limit) does not undo what a newer one said.
 	limitsFrom time.Time
 	// paceFactor is the share of the announced rate paced at now.
-	paceFactor      float64
-	lastRecover     time.Time
-	lastRateLimited time.Time
-	episodes        int
-	win             controllerWindow
-	history         []LimitChange
+	paceFactor float64
+	// bankReq and bankTok are what the provider's long-interval buckets
+	// held at the newest answer (-1: unknown, or a short interval).
+	bankReq, bankTok float64
+	lastRecover      time.Time
+	lastRateLimited  time.Time
+	episodes         int
+	win              controllerWindow
+	history          []LimitChange
 	// waiters queue for admission in arrival order; only the head tries.
 	waiters *list.List
 }
@@ -248,7 +256,7 @@ func NewController(p Policy, c Clock) *Controller {
 	}
 	ctl := &Controller{
 		p: p, clock: c, limit: float64(p.Start), ssthresh: math.Inf(1),
-		ceiling: p.Max, waiters: list.New(), paceFactor: p.PaceFactor,
+		ceiling: p.Max, waiters: list.New(), paceFactor: p.PaceFactor, bankReq: -1, bankTok: -1,
 	}
 	ctl.win.start = c.Now()
 	ctl.history = append(ctl.history, LimitChange{At: c.Now(), From: 0, To: p.Start, Ceiling: p.Max, Reason: "start (" + p.Name + ")", Count: 1})
@@ -386,9 +394,34 @@ func (c *Controller) announcedRate() (rate float64, complete bool) {
 // or, with no rate announced, one Retry-After.
 func (c *Controller) paceGap() time.Duration {
 	if rate, _ := c.announcedRate(); rate > 0 {
-		return time.Duration(float64(time.Second) / (c.paceFactor * rate))
+		return time.Duration(float64(time.Second) / (c.paceFactor*rate + c.bankRate()))
 	}
 	return c.lastRetryAfter
+}
+
+// bankRate is how fast, on top of the pace, the quota a long-interval
+// bucket has banked may be spent: what it holds above a tenth of its
+// capacity, over three latencies (at least 10 s), since the bucket's level
+// is known only as it was when the answers now arriving were sent. The
+// bank of a bucket that starts full (an idle account: up to a minute's
+// quota) is spent instead of left unused; as it runs down, the extra rate
+// runs down with it, and the bucket settles near a tenth full.
+func (c *Controller) bankRate() float64 {
+	if c.bankReq < 0 || c.paceFactor < c.p.PaceFactor || c.rpmLimit <= 0 {
+		return 0
+	}
+	spare := c.bankReq - 0.1*c.rpmLimit
+	if c.tpmLimit > 0 {
+		if c.bankTok < 0 || c.tokensPerReq <= 0 {
+			return 0
+		}
+		spare = math.Min(spare, (c.bankTok-0.1*c.tpmLimit)/c.tokensPerReq)
+	}
+	if spare <= 0 {
+		return 0
+	}
+	horizon := math.Max(10, 3*c.latency.Seconds())
+	return spare / horizon
 }
 
 // littleTarget is the limit the announced rate needs at the measured
@@ -398,7 +431,7 @@ func (c *Controller) littleTarget() float64 {
 	if !complete || rate <= 0 || c.latency <= 0 {
 		return 0
 	}
-	return math.Ceil(c.p.Headroom*c.paceFactor*rate*c.latency.Seconds()) + 2
+	return math.Ceil(c.p.Headroom*(c.paceFactor*rate+c.bankRate())*c.latency.Seconds()) + 2
 }
 
 // Pacing reports whether admissions are being spaced at the provider's rate.
@@ -473,6 +506,7 @@ func (c *Controller) Done(t *Ticket, o Outcome, info RateInfo) {
 		if info.TokensPerMinute > 0 {
 			c.tpmLimit = info.TokensPerMinute
 		}
+		c.bankReq, c.bankTok = info.RequestsBank, info.TokensBank
 	}
 	if info.Tokens > 0 {
 		if c.tokensPerReq == 0 {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -529,5 +530,54 @@ func driveLatency(c *Controller, clk *manualClock, rounds int, lat time.Duration
 		for _, tk := range ts {
 			c.Done(tk, OutcomeOK, info)
 		}
+	}
+}
+
+// The bank of a bucket comes from the remaining count and the reset time;
+// a short-interval bucket, a full one, or a reset to the second banks nothing.
+func TestParseRateInfoBank(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		h    map[string]string
+		reqs float64
+	}{
+		// 300 a minute, 45 left, full again in 51 s: a minute's bucket holding 45.
+		{"minute bucket", map[string]string{"x-ratelimit-limit-requests": "300", "x-ratelimit-remaining-requests": "45", "x-ratelimit-reset-requests": "51s"}, 45},
+		// 1 200 a minute per second: 600 "left" is 10 of 20, full in 500 ms.
+		{"one-second bucket", map[string]string{"x-ratelimit-limit-requests": "1200", "x-ratelimit-remaining-requests": "600", "x-ratelimit-reset-requests": "500ms"}, -1},
+		{"full", map[string]string{"x-ratelimit-limit-requests": "300", "x-ratelimit-remaining-requests": "300", "x-ratelimit-reset-requests": "0s"}, -1},
+		{"anthropic reset to the second", map[string]string{"anthropic-ratelimit-requests-limit": "300", "anthropic-ratelimit-requests-remaining": "45",
+			"anthropic-ratelimit-requests-reset": now.Add(51 * time.Second).Format(time.RFC3339)}, -1},
+		{"garbage", map[string]string{"x-ratelimit-limit-requests": "300", "x-ratelimit-remaining-requests": "45", "x-ratelimit-reset-requests": "soon"}, -1},
+	} {
+		h := http.Header{}
+		for k, v := range tc.h {
+			h.Set(k, v)
+		}
+		if got := ParseRateInfo(h, now).RequestsBank; math.Abs(got-tc.reqs) > 1e-9 {
+			t.Errorf("%s: bank %v, want %v", tc.name, got, tc.reqs)
+		}
+	}
+	// Spent on top of the pace: 600 RPM (10/s) with 500 banked of a
+	// minute's bucket is 10 × 0.97 + (500 − 60)/10 s = 53.7 a second.
+	clk := newManualClock()
+	c := NewController(StewardPolicy(), clk)
+	tk := acquireN(t, c, 1)[0]
+	clk.Advance(time.Second)
+	c.Done(tk, OutcomeOK, RateInfo{Fraction: 0.8, Remaining: 500, RequestsPerMinute: 600, RequestsBank: 500, TokensBank: -1})
+	// Admit at one instant until the pace refuses: n admissions took the
+	// schedule from 20 ms behind (the slack) to wait ahead, n gaps.
+	n, wait := 0, time.Duration(0)
+	for {
+		tk, w := c.TryAcquire()
+		if tk == nil {
+			wait = w
+			break
+		}
+		n++
+	}
+	if gap := (wait + paceSlack) / time.Duration(n); gap < 18*time.Millisecond || gap > 19200*time.Microsecond {
+		t.Fatalf("pace gap with a bank %s (%d admitted, wait %s), want 1/53.7 s ≈ 18.6 ms", gap, n, wait)
 	}
 }

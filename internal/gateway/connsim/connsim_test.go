@@ -102,3 +102,32 @@ func TestEverySampleInFlightAtScale(t *testing.T) {
 		t.Fatalf("peak in flight %d with %d 429s, want all 12000 samples' calls and none", r.PeakInFlight, r.RateLimited)
 	}
 }
+
+// An idle account's bucket starts full: a minute's quota banked. Paced at
+// the rate alone, the gateway would leave it unused; it spends it (down to
+// a tenth) without a 429, at short and long latencies, while a bucket
+// enforced per second banks nothing to spend and is paced as before.
+func TestFullBucketBankIsSpent(t *testing.T) {
+	for _, lat := range []time.Duration{1500 * time.Millisecond, 30 * time.Second} {
+		for _, iv := range []time.Duration{0, time.Second} {
+			s := Scenario{
+				Latency: lat, Jitter: 0.2, RPM: 1200, Interval: iv, Samples: int(40*lat.Seconds()) + 100, CallsPerSample: 10,
+				Duration: 5 * time.Minute, Policy: gateway.StewardPolicy(), Seed: 11,
+			}
+			r := Run(s)
+			admitted := 0
+			for _, p := range r.Series {
+				admitted += p.Admitted
+			}
+			refill := 20 * s.Duration.Seconds()
+			switch {
+			case r.RateLimited != 0:
+				t.Errorf("latency %s interval %s: %d 429s", lat, iv, r.RateLimited)
+			case iv == 0 && float64(admitted) < refill+0.8*1200-20*lat.Seconds():
+				t.Errorf("latency %s, full-minute bucket: admitted %d in 5 min, want the refill %.0f plus most of the banked 1 200", lat, admitted, refill)
+			case iv > 0 && float64(admitted) > refill+20:
+				t.Errorf("latency %s, per-second bucket: admitted %d, more than the refill %.0f and the bucket", lat, admitted, refill)
+			}
+		}
+	}
+}
