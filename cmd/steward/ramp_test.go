@@ -213,27 +213,35 @@ func TestRampEndToEndClimbsBacksOffSettles(t *testing.T) {
 	// pushback at a steady limit, and it follows a lower limit without any
 	// (the ramp does not climb meanwhile: the gateway, not the sample limit,
 	// holds work back). Once the ramp has climbed, another client starts
-	// sharing the quota: it takes what the bucket holds and the limit falls
-	// to a quarter. Then the bucket stays nearly empty (429s, no quota
-	// remaining): that pushback is sustained, and the ramp must reverse.
+	// sharing the key for 30 s: the limit falls to a quarter and the other
+	// client takes all of it, so the provider refuses the gateway's requests
+	// however it paces them. That pushback is sustained, and the ramp must
+	// reverse; when the other client is done, it settles.
 	cut := make(chan struct{})
 	go func() {
 		defer close(cut)
 		for i := 0; i < 1500; i++ {
 			time.Sleep(200 * time.Millisecond)
-			if rampAtTop(rec, 24) {
-				fp.SetLimits(rpm/4, 0)
-				left, _ := fp.Level()
-				h := fp.Handler()
-				for k := 0; k < int(left); k++ {
+			if !rampAtTop(rec, 24) {
+				continue
+			}
+			fp.SetLimits(rpm/4, 0)
+			h := fp.Handler()
+			var wg sync.WaitGroup
+			for k := 0; k < 300; k++ { // 10 a second for 30 s
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
 					req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
 						strings.NewReader(`{"model":"gpt-fake","messages":[{"role":"user","content":"What is 1+1?"}]}`))
 					req.Header.Set("Authorization", "Bearer "+rampKey)
 					req.Header.Set("Content-Type", "application/json")
 					h.ServeHTTP(httptest.NewRecorder(), req)
-				}
-				return
+				}()
+				time.Sleep(100 * time.Millisecond)
 			}
+			wg.Wait()
+			return
 		}
 	}()
 	code := l.wait(t, 5*time.Minute)

@@ -719,12 +719,11 @@ func (c *Controller) littleLocked(now time.Time, info RateInfo) {
 		}
 	}
 	c.lastRecover = now
-	// Remaining quota near zero is pushback for the ramp (the provider's
-	// bucket is empty: more samples would only wait), but not a reason to
-	// move the limit: the pace already spaces requests at the rate.
-	if info.Fraction >= 0 && (info.Fraction <= c.p.CriticalFraction || info.Remaining == 0) {
-		c.win.pushback = true
-	}
+	// Remaining quota, low or gone, is neither a reason to move the limit
+	// nor pushback here: paced at 97 % of the rate, a bucket another client
+	// emptied refills by only 3 % of the rate, so it reads near zero for
+	// minutes while every request goes through; counted as pushback, it
+	// would swing the ramp up and down. 429s are the pushback.
 	target := c.littleTarget()
 	if target <= 0 {
 		// A TPM limit with the tokens a request uses still unknown:
