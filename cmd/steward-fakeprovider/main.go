@@ -29,6 +29,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.APIKey, "api-key", "", "API key callers must send (empty: any non-empty key)")
 	fs.IntVar(&cfg.RPM, "rpm", 0, "requests per minute (0: unlimited)")
 	fs.IntVar(&cfg.TPM, "tpm", 0, "tokens (input + output) per minute (0: unlimited)")
+	fs.DurationVar(&cfg.Interval, "interval", 0, "enforce the limits over this interval, e.g. 1s (0: a minute)")
 	fs.DurationVar(&cfg.BaseLatency, "base-latency", 0, "time to first byte, e.g. 300ms")
 	fs.DurationVar(&cfg.PerTokenLatency, "per-token-latency", 0, "added per output token, e.g. 20ms")
 	fs.Float64Var(&cfg.TimeScale, "time-scale", 1, "multiplies every latency (0.01 = 100x faster)")

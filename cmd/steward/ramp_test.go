@@ -209,23 +209,44 @@ func TestRampEndToEndClimbsBacksOffSettles(t *testing.T) {
 	rec := filepath.Join(dir, "rec")
 	rampEvalSet(t, dir, url, `"$STEWARD_BIN" agent chat`, n, "[4, 40]")
 	l := startLaunch(t, dir, rec)
-	// The gateway paces from the provider's headers so well that pushback
-	// may never last two windows at a steady limit. Make the provider's
-	// limit fall once the ramp is at its top, as when another client starts
-	// sharing the quota: that pushback is sustained, and the ramp must reverse.
+	// The gateway paces at the rate the provider announces, so it meets no
+	// pushback at a steady limit, and it follows a lower limit without any
+	// (the ramp does not climb meanwhile: the gateway, not the sample limit,
+	// holds work back). Once the ramp has climbed, another client starts
+	// sharing the key for 30 s: the limit falls to a quarter and the other
+	// client takes all of it, so the provider refuses the gateway's requests
+	// however it paces them. That pushback is sustained, and the ramp must
+	// reverse; when the other client is done, it settles.
 	cut := make(chan struct{})
 	go func() {
 		defer close(cut)
 		for i := 0; i < 1500; i++ {
 			time.Sleep(200 * time.Millisecond)
-			if rampAtTop(rec, 40) {
-				fp.SetLimits(rpm/4, 0)
-				return
+			if !rampAtTop(rec, 24) {
+				continue
 			}
+			fp.SetLimits(rpm/4, 0)
+			h := fp.Handler()
+			var wg sync.WaitGroup
+			for k := 0; k < 300; k++ { // 10 a second for 30 s
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
+						strings.NewReader(`{"model":"gpt-fake","messages":[{"role":"user","content":"What is 1+1?"}]}`))
+					req.Header.Set("Authorization", "Bearer "+rampKey)
+					req.Header.Set("Content-Type", "application/json")
+					h.ServeHTTP(httptest.NewRecorder(), req)
+				}()
+				time.Sleep(100 * time.Millisecond)
+			}
+			wg.Wait()
+			return
 		}
 	}()
 	code := l.wait(t, 5*time.Minute)
 	<-cut
+	t.Logf("provider: %+v", fp.Stats())
 	pts, as, run := history(t, rec)
 	hist := fmtHistory(pts)
 	if code != 0 {

@@ -126,6 +126,8 @@ func TestBadInputs(t *testing.T) {
 			want: []string{`steward.yaml:3: model.api_key: unknown key "api_key": never write the key itself`}},
 		{name: "bad base_url", files: yamlOnly("model:\n  upstream: openai\n  base_url: localhost:8080\n" + okTask),
 			want: []string{`steward.yaml:3: model.base_url: "localhost:8080" is not an http(s) URL`}},
+		{name: "negative connection ceiling", files: yamlOnly("model:\n  upstream: openai\n  max_connections_ceiling: -1\n" + okTask),
+			want: []string{`steward.yaml:3: model.max_connections_ceiling: must be 0 (the gateway's own, 100 000) or more, got -1`}},
 		{name: "bad api_key_env", files: yamlOnly("model:\n  upstream: openai\n  api_key_env: sk-live-123\n" + okTask),
 			want: []string{`steward.yaml:3: model.api_key_env: "sk-live-123" is not an environment variable name`}},
 		{name: "image and build", files: map[string]string{"steward.yaml": okTask + "    sandbox:\n      image: a\n      build: img\n", "img/Dockerfile": "FROM scratch\n"},
@@ -258,5 +260,12 @@ func TestBadInputs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestConnectionCeilingLoads(t *testing.T) {
+	dir := writeTree(t, yamlOnly("model:\n  upstream: openai\n  max_connections_ceiling: 5000\n"+okTask))
+	if es := mustLoad(t, dir, LoadOptions{}); es.Model.MaxConnectionsCeiling != 5000 || es.Model.MaxConnections != 0 {
+		t.Fatalf("model: %+v", es.Model)
 	}
 }

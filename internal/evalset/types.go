@@ -49,6 +49,10 @@ type Model struct {
 	APIKeyEnv string `yaml:"api_key_env" json:"api_key_env"`
 	// MaxConnections fixes the connection limit; 0 means adaptive (C5).
 	MaxConnections int `yaml:"max_connections" json:"max_connections"`
+	// MaxConnectionsCeiling is the hard ceiling on the adaptive connection
+	// limit, however high the provider's rate and the ramp would take it;
+	// 0 means the gateway's own (100 000).
+	MaxConnectionsCeiling int `yaml:"max_connections_ceiling" json:"max_connections_ceiling"`
 	// Prices per million tokens, in USD, used for spend and --budget (S5).
 	Prices Prices `yaml:"prices" json:"prices"`
 	// Settings are extra model settings (temperature, …) that the

@@ -234,6 +234,9 @@ func (v *validator) model() {
 	if m.MaxConnections < 0 {
 		v.errf("model.max_connections", "must be 0 (adaptive) or more, got %d", m.MaxConnections)
 	}
+	if m.MaxConnectionsCeiling < 0 {
+		v.errf("model.max_connections_ceiling", "must be 0 (the gateway's own, 100 000) or more, got %d", m.MaxConnectionsCeiling)
+	}
 	if m.Prices.InputPerMTok < 0 {
 		v.errf("model.prices.input_per_mtok", "must not be negative")
 	}

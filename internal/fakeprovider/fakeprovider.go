@@ -45,6 +45,13 @@ type Config struct {
 	// the provider admits, as continuously refilling token buckets that
 	// start full. 0 means unlimited. Change them live with SetLimits.
 	RPM, TPM int
+	// Interval is how long a stretch the limits are enforced over (0: a
+	// minute). Providers that quantize their per-minute limits enforce them
+	// over shorter intervals: with RPM 1200 and Interval 1 s the request
+	// bucket holds 20, so a burst of 21 is refused although the minute's
+	// total is far from 1200. The headers still announce the per-minute
+	// limit, and the remaining count scaled to a minute.
+	Interval time.Duration
 
 	// BaseLatency is the time to the first byte (time to first token);
 	// PerTokenLatency is added for every output token (between stream
@@ -110,7 +117,7 @@ type Server struct {
 	clock Clock
 
 	mu         sync.Mutex // guards everything below up to the counters
-	rpm, tpm   *bucket
+	lim        *Limiter
 	rng        *rand.Rand
 	spendLimit bool
 	errorRate  float64
@@ -144,8 +151,7 @@ func New(cfg Config) *Server {
 	return &Server{
 		cfg:        cfg,
 		clock:      clk,
-		rpm:        newBucket(cfg.RPM, now),
-		tpm:        newBucket(cfg.TPM, now),
+		lim:        NewLimiter(cfg.RPM, cfg.TPM, cfg.Interval, now),
 		rng:        rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5deece66d)),
 		spendLimit: cfg.SpendLimit,
 		errorRate:  cfg.ErrorRate,
@@ -161,16 +167,22 @@ func New(cfg Config) *Server {
 func (s *Server) SetLimits(rpm, tpm int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.clock.Now()
-	s.rpm.setCapacity(rpm, now)
-	s.tpm.setCapacity(tpm, now)
+	s.lim.SetLimits(rpm, tpm, s.clock.Now())
 }
 
 // Limits returns the current RPM and TPM limits.
 func (s *Server) Limits() (rpm, tpm int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return int(s.rpm.capacity), int(s.tpm.capacity)
+	return s.lim.Limits()
+}
+
+// Level returns what the request and token buckets hold now (in the
+// interval's units, not scaled to a minute).
+func (s *Server) Level() (requests, tokens float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lim.Level(s.clock.Now())
 }
 
 // SetSpendLimit turns the spend-limit mode on or off.
@@ -459,26 +471,9 @@ func (s *Server) admit(c *mockmodel.Call) (ad admission, quota bool) {
 		return ad, true
 	}
 	now := s.clock.Now()
-	s.rpm.refill(now)
-	s.tpm.refill(now)
-	cost := float64(c.InputTokens + c.OutputTokens())
-	rw, rok := s.rpm.wait(1)
-	tw, tok := s.tpm.wait(cost)
-	switch {
-	case !rok:
-		ad.retry, ad.limitedBy = -1, "requests"
-	case !tok:
-		ad.retry, ad.limitedBy = -1, "tokens"
-	case rw > 0 || tw > 0:
-		ad.retry = max(rw, tw)
-		ad.limitedBy = "requests"
-		if tw > rw {
-			ad.limitedBy = "tokens"
-		}
-	default:
-		ad.ok = true
-		s.rpm.take(1)
-		s.tpm.take(cost)
+	d := s.lim.Admit(now, float64(c.InputTokens+c.OutputTokens()))
+	ad.ok, ad.retry, ad.limitedBy, ad.headers = d.OK, d.RetryAfter, d.LimitedBy, d.headers
+	if ad.ok {
 		// Draw all three in a fixed order so the sequence of outcomes is a
 		// function of the seed and the order of admissions.
 		d, f, sl := s.rng.Float64(), s.rng.Float64(), s.rng.Float64()
@@ -486,12 +481,6 @@ func (s *Server) admit(c *mockmodel.Call) (ad admission, quota bool) {
 		ad.fail = !ad.drop && f < s.errorRate
 		ad.slow = sl < s.cfg.SlowRate
 		ad.id = fmt.Sprintf("fake%016x", s.rng.Uint64())
-	}
-	ad.headers = limitHeaders{
-		rpmLimit: int64(s.rpm.capacity), tpmLimit: int64(s.tpm.capacity),
-		rpmRemaining: s.rpm.remaining(), tpmRemaining: s.tpm.remaining(),
-		rpmReset: s.rpm.reset(), tpmReset: s.tpm.reset(),
-		now: now,
 	}
 	return ad, false
 }

@@ -287,6 +287,71 @@ func TestSetLimitsHalving(t *testing.T) {
 	}
 }
 
+// A limit enforced over a short interval refuses a burst the minute's
+// total would allow, and announces the per-minute limit with the remaining
+// count scaled to a minute (as providers that quantize their limits do).
+func TestShortIntervalEnforcement(t *testing.T) {
+	clk := fakeprovider.NewManualClock(epoch)
+	// 1200 RPM enforced per second: a bucket of 20 that refills 20 a second.
+	s, url := start(t, fakeprovider.Config{APIKey: key, RPM: 1200, Interval: time.Second, Clock: clk})
+	for i := 0; i < 20; i++ {
+		r := do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key))
+		if r.status != 200 {
+			t.Fatalf("request %d: status %d", i, r.status)
+		}
+		if got, want := r.header.Get("x-ratelimit-remaining-requests"), strconv.Itoa((19-i)*60); got != want {
+			t.Fatalf("request %d: remaining %q, want %q (scaled to a minute)", i, got, want)
+		}
+		if r.header.Get("x-ratelimit-limit-requests") != "1200" {
+			t.Fatalf("limit header %q, want the per-minute 1200", r.header.Get("x-ratelimit-limit-requests"))
+		}
+	}
+	r := do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key))
+	if r.status != 429 || r.header.Get("retry-after-ms") != "50" {
+		t.Fatalf("21st request in the same second: status %d retry-after-ms %q, want 429 and 50", r.status, r.header.Get("retry-after-ms"))
+	}
+	// A full minute's bucket would have taken all 21.
+	_, url2 := start(t, fakeprovider.Config{APIKey: key, RPM: 1200, Clock: clk})
+	for i := 0; i < 21; i++ {
+		if r := do(t, url2, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)); r.status != 200 {
+			t.Fatalf("full-minute bucket, request %d: %d", i, r.status)
+		}
+	}
+	// The short bucket refills at the per-minute rate, 20 a second, up to 20.
+	clk.Advance(500 * time.Millisecond)
+	ok := 0
+	for i := 0; i < 12; i++ {
+		if do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)).status == 200 {
+			ok++
+		}
+	}
+	if ok != 10 {
+		t.Fatalf("half a second later: %d ok, want 10", ok)
+	}
+	clk.Advance(time.Hour)
+	ok = 0
+	for i := 0; i < 25; i++ {
+		if do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)).status == 200 {
+			ok++
+		}
+	}
+	if ok != 20 {
+		t.Fatalf("after an hour at rest: %d ok, want the interval's 20", ok)
+	}
+	// Halving keeps the interval: 600 RPM per second holds 10.
+	s.SetLimits(600, 0)
+	clk.Advance(time.Hour)
+	ok = 0
+	for i := 0; i < 15; i++ {
+		if do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)).status == 200 {
+			ok++
+		}
+	}
+	if ok != 10 {
+		t.Fatalf("halved: %d ok, want 10", ok)
+	}
+}
+
 func TestAnthropicRateLimitHeaders(t *testing.T) {
 	clk := fakeprovider.NewManualClock(epoch)
 	_, url := start(t, fakeprovider.Config{APIKey: key, RPM: 2, TPM: 10000, Clock: clk})

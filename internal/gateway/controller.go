@@ -17,10 +17,26 @@ type Policy struct {
 	// Fixed > 0 pins the limit (max_connections, C5): nothing moves it.
 	Fixed int
 	// Start, Min and Max bound the adaptive limit. Max is the initial
-	// ceiling; SetCeiling may raise it (R3) up to HardMax.
+	// ceiling (0: HardMax); SetCeiling may move it (R3) up to HardMax.
 	Start, Min, Max int
-	// HardMax caps SetCeiling (0: 10 000).
+	// HardMax caps the ceiling however high the ramp asks (0: 100 000).
 	HardMax int
+	// Little aims the limit at what the provider's announced rate needs:
+	// rate × measured latency (Little's law), times Headroom. With a rate
+	// announced (requests per minute, and tokens per minute over the tokens
+	// a request uses), admissions are always paced at PaceFactor × that
+	// rate, so the rate is held by pacing and the limit only has to carry
+	// it; remaining-quota headers then space requests out and never stop
+	// the growth. Without a rate the controller is AIMD as below.
+	Little bool
+	// Headroom multiplies the Little target (0: 1.2), so the jitter of
+	// latencies does not starve the pace.
+	Headroom float64
+	// PaceFactor is the share of the announced rate admissions are paced
+	// at (0: 0.97). A 429 that does not announce a lower limit lowers it by
+	// a tenth (down to a twentieth of it: other callers may share the
+	// key); it climbs back 1 % of itself a second while no 429 comes.
+	PaceFactor float64
 	// Cut multiplies the limit on a rate-limit episode (e.g. 0.8).
 	Cut float64
 	// GrowOnlySaturated grows the limit only when requests actually filled it.
@@ -51,13 +67,15 @@ type Policy struct {
 	GentleCut float64
 }
 
-// StewardPolicy is the default adaptive controller: slow start then additive
-// increase, growth only while saturated, ×0.75 once per rate-limit episode with
-// a cooldown honouring Retry-After, pre-emptive slowdown from rate-limit headers,
-// and a hold on new requests while the provider asked to wait.
+// StewardPolicy is the default adaptive controller. With the provider's rate
+// announced in its headers: pacing at 97 % of that rate, and a limit aimed
+// at rate × latency (Little's law), with no fixed maximum. Without it: slow
+// start then additive increase. Always: growth only while saturated, ×0.75
+// once per rate-limit episode with a cooldown honouring Retry-After, and a
+// hold on new requests while the provider asked to wait.
 func StewardPolicy() Policy {
 	return Policy{
-		Name: "steward", Start: 20, Min: 1, Max: 100, Cut: 0.75,
+		Name: "steward", Start: 20, Min: 1, Cut: 0.75, Little: true,
 		GrowOnlySaturated: true, CutFromInFlight: true, ReadHeaders: true, Hold: true, Pace: true,
 		MinCooldown: 500 * time.Millisecond, LowFraction: 0.10, CriticalFraction: 0.03, GentleCut: 0.9,
 	}
@@ -102,6 +120,11 @@ type RateInfo struct {
 	RequestsPerMinute, TokensPerMinute float64
 	// Tokens the request used (input + output), when known; set by the gateway.
 	Tokens int64
+	// RequestsBank and TokensBank are what the provider's requests and
+	// tokens buckets hold, when their interval is a long one (10 s or more,
+	// from the remaining counts and the reset times); -1 when unknown or
+	// the interval is short.
+	RequestsBank, TokensBank float64
 }
 
 // Outcome classifies a finished upstream request for the controller.
@@ -139,6 +162,10 @@ func (t *Ticket) RetryOf(prev *Ticket) {
 type controllerWindow struct {
 	episodes, rateLimited, peak int
 	saturated, pushback         bool
+	// admitted requests since start, to tell when the pace is what holds
+	// requests back.
+	admitted int
+	start    time.Time
 }
 
 // Controller is the connection limit on one upstream, shared by all attempts.
@@ -160,21 +187,34 @@ type Controller struct {
 	holdUntil     time.Time
 	latency       time.Duration // EWMA of successful request latency
 	// pacing state
-	pacing          bool
-	nextAdmit       time.Time
-	lastRetryAfter  time.Duration
-	rpmLimit        float64
-	tpmLimit        float64
-	tokensPerReq    float64 // EWMA
-	lastRateLimited time.Time
-	episodes        int
-	win             controllerWindow
-	history         []LimitChange
+	pacing         bool
+	nextAdmit      time.Time
+	lastRetryAfter time.Duration
+	rpmLimit       float64
+	tpmLimit       float64
+	tokensPerReq   float64 // EWMA
+	// limitsFrom is when the request whose headers set rpmLimit and
+	// tpmLimit was sent: an answer to an older request (sent before the
+	// provider changed its limit) does not undo what a newer one said.
+	limitsFrom time.Time
+	// paceFactor is the share of the announced rate paced at now.
+	paceFactor float64
+	// bankReq and bankTok are what the provider's long-interval buckets
+	// held at the newest answer (-1: unknown, or a short interval).
+	bankReq, bankTok float64
+	lastRecover      time.Time
+	lastRateLimited  time.Time
+	episodes         int
+	win              controllerWindow
+	history          []LimitChange
 	// waiters queue for admission in arrival order; only the head tries.
 	waiters *list.List
 }
 
 const historyCap = 2000
+
+// paceSlack is how far behind its schedule the pace may catch up at once.
+const paceSlack = 20 * time.Millisecond
 
 // NewController makes a controller with policy p on clock c (nil: the wall clock).
 func NewController(p Policy, c Clock) *Controller {
@@ -187,6 +227,12 @@ func NewController(p Policy, c Clock) *Controller {
 	if p.Min < 1 {
 		p.Min = 1
 	}
+	if p.HardMax <= 0 {
+		p.HardMax = 100000
+	}
+	if p.Max <= 0 || p.Max > p.HardMax {
+		p.Max = p.HardMax
+	}
 	if p.Max < p.Min {
 		p.Max = p.Min
 	}
@@ -196,19 +242,23 @@ func NewController(p Policy, c Clock) *Controller {
 	if p.Start > p.Max {
 		p.Start = p.Max
 	}
-	if p.HardMax <= 0 {
-		p.HardMax = 10000
-	}
 	if p.Cut <= 0 || p.Cut >= 1 {
 		p.Cut = 0.8
 	}
 	if p.GentleCut <= 0 || p.GentleCut >= 1 {
 		p.GentleCut = 0.9
 	}
+	if p.Headroom < 1 {
+		p.Headroom = 1.2
+	}
+	if p.PaceFactor <= 0 || p.PaceFactor > 1 {
+		p.PaceFactor = 0.97
+	}
 	ctl := &Controller{
 		p: p, clock: c, limit: float64(p.Start), ssthresh: math.Inf(1),
-		ceiling: p.Max, waiters: list.New(),
+		ceiling: p.Max, waiters: list.New(), paceFactor: p.PaceFactor, bankReq: -1, bankTok: -1,
 	}
+	ctl.win.start = c.Now()
 	ctl.history = append(ctl.history, LimitChange{At: c.Now(), From: 0, To: p.Start, Ceiling: p.Max, Reason: "start (" + p.Name + ")", Count: 1})
 	return ctl
 }
@@ -255,7 +305,7 @@ func (c *Controller) record(from int, reason string) {
 		return
 	}
 	now := c.clock.Now()
-	if n := len(c.history); n > 0 && c.history[n-1].Reason == reason && (reason == "slow start" || reason == "additive increase") {
+	if n := len(c.history); n > 0 && c.history[n-1].Reason == reason && (reason == "slow start" || reason == "additive increase" || strings.HasPrefix(reason, "little's law")) {
 		h := &c.history[n-1]
 		h.To, h.Ceiling, h.Count, h.At = to, c.ceiling, h.Count+1, now
 		return
@@ -297,9 +347,18 @@ func (c *Controller) tryLocked() (*Ticket, time.Duration) {
 		if now.Before(c.nextAdmit) {
 			return nil, c.nextAdmit.Sub(now)
 		}
-		c.nextAdmit = now.Add(c.paceGap())
+		// The pace is a schedule, not a gap after each admission: a
+		// waiter woken a little late by its timer may go at once, so timer
+		// lateness does not slow a fast pace down (at most paceSlack of
+		// admissions may leave together).
+		base := c.nextAdmit
+		if early := now.Add(-paceSlack); base.Before(early) {
+			base = early
+		}
+		c.nextAdmit = base.Add(c.paceGap())
 	}
 	c.inflight++
+	c.win.admitted++
 	if c.inflight > c.win.peak {
 		c.win.peak = c.inflight
 	}
@@ -309,22 +368,70 @@ func (c *Controller) tryLocked() (*Ticket, time.Duration) {
 	return &Ticket{start: now}, 0
 }
 
-// paceGap is the spacing between admissions at the provider's sustainable
-// rate (97% of it, to absorb jitter between here and the provider).
-func (c *Controller) paceGap() time.Duration {
-	rate := 0.0 // per minute
+// announcedRate is the provider's sustainable rate in requests a second
+// from its headers: the RPM limit, and the TPM limit over the tokens a
+// request uses. complete is false while a TPM limit is known but not yet
+// the tokens a request uses (the rate may then be lower than returned).
+func (c *Controller) announcedRate() (rate float64, complete bool) {
 	if c.rpmLimit > 0 {
-		rate = c.rpmLimit
+		rate = c.rpmLimit / 60
 	}
-	if c.tpmLimit > 0 && c.tokensPerReq > 0 {
-		if r := c.tpmLimit / c.tokensPerReq; rate == 0 || r < rate {
+	complete = rate > 0
+	if c.tpmLimit > 0 {
+		if c.tokensPerReq <= 0 {
+			return rate, false
+		}
+		if r := c.tpmLimit / 60 / c.tokensPerReq; rate == 0 || r < rate {
 			rate = r
 		}
+		complete = true
 	}
-	if rate > 0 {
-		return time.Duration(float64(time.Minute) / (0.97 * rate))
+	return rate, complete
+}
+
+// paceGap is the spacing between admissions at the provider's sustainable
+// rate (PaceFactor of it, to absorb jitter between here and the provider),
+// or, with no rate announced, one Retry-After.
+func (c *Controller) paceGap() time.Duration {
+	if rate, _ := c.announcedRate(); rate > 0 {
+		return time.Duration(float64(time.Second) / (c.paceFactor*rate + c.bankRate()))
 	}
 	return c.lastRetryAfter
+}
+
+// bankRate is how fast, on top of the pace, the quota a long-interval
+// bucket has banked may be spent: what it holds above a tenth of its
+// capacity, over three latencies (at least 10 s), since the bucket's level
+// is known only as it was when the answers now arriving were sent. The
+// bank of a bucket that starts full (an idle account: up to a minute's
+// quota) is spent instead of left unused; as it runs down, the extra rate
+// runs down with it, and the bucket settles near a tenth full.
+func (c *Controller) bankRate() float64 {
+	if c.bankReq < 0 || c.paceFactor < c.p.PaceFactor || c.rpmLimit <= 0 {
+		return 0
+	}
+	spare := c.bankReq - 0.1*c.rpmLimit
+	if c.tpmLimit > 0 {
+		if c.bankTok < 0 || c.tokensPerReq <= 0 {
+			return 0
+		}
+		spare = math.Min(spare, (c.bankTok-0.1*c.tpmLimit)/c.tokensPerReq)
+	}
+	if spare <= 0 {
+		return 0
+	}
+	horizon := math.Max(10, 3*c.latency.Seconds())
+	return spare / horizon
+}
+
+// littleTarget is the limit the announced rate needs at the measured
+// latency; 0 when either is unknown.
+func (c *Controller) littleTarget() float64 {
+	rate, complete := c.announcedRate()
+	if !complete || rate <= 0 || c.latency <= 0 {
+		return 0
+	}
+	return math.Ceil(c.p.Headroom*(c.paceFactor*rate+c.bankRate())*c.latency.Seconds()) + 2
 }
 
 // Pacing reports whether admissions are being spaced at the provider's rate.
@@ -390,11 +497,16 @@ func (c *Controller) Done(t *Ticket, o Outcome, info RateInfo) {
 	c.inflight--
 	defer c.wakeLocked()
 	now := c.clock.Now()
-	if info.RequestsPerMinute > 0 {
-		c.rpmLimit = info.RequestsPerMinute
-	}
-	if info.TokensPerMinute > 0 {
-		c.tpmLimit = info.TokensPerMinute
+	before, _ := c.announcedRate()
+	if (info.RequestsPerMinute > 0 || info.TokensPerMinute > 0) && !t.start.Before(c.limitsFrom) {
+		c.limitsFrom = t.start
+		if info.RequestsPerMinute > 0 {
+			c.rpmLimit = info.RequestsPerMinute
+		}
+		if info.TokensPerMinute > 0 {
+			c.tpmLimit = info.TokensPerMinute
+		}
+		c.bankReq, c.bankTok = info.RequestsBank, info.TokensBank
 	}
 	if info.Tokens > 0 {
 		if c.tokensPerReq == 0 {
@@ -403,9 +515,17 @@ func (c *Controller) Done(t *Ticket, o Outcome, info RateInfo) {
 			c.tokensPerReq = (c.tokensPerReq*7 + float64(info.Tokens)) / 8
 		}
 	}
+	if c.p.Little && c.p.Pace && c.p.Fixed == 0 && !c.pacing {
+		if rate, _ := c.announcedRate(); rate > 0 {
+			c.pacing = true
+			c.record(c.limitLocked(), "pacing on (rate announced)")
+		}
+	}
 	switch o {
 	case OutcomeRateLimited:
-		c.rateLimitedLocked(now, t, info)
+		after, _ := c.announcedRate()
+		c.lastRecover = now
+		c.rateLimitedLocked(now, t, info, before > 0 && after >= 0.99*before)
 	case OutcomeOK:
 		lat := now.Sub(t.start)
 		if c.latency == 0 {
@@ -441,7 +561,10 @@ func (c *Controller) cutBase() float64 {
 	return c.limit
 }
 
-func (c *Controller) rateLimitedLocked(now time.Time, t *Ticket, info RateInfo) {
+// rateLimitedLocked answers a 429. underRate: the request was refused
+// under the rate the provider had announced before, and still announces
+// (not the answer that first told the rate, or a lower one).
+func (c *Controller) rateLimitedLocked(now time.Time, t *Ticket, info RateInfo, underRate bool) {
 	c.win.rateLimited++
 	c.win.pushback = true
 	c.lastRateLimited = now
@@ -470,6 +593,26 @@ func (c *Controller) rateLimitedLocked(now time.Time, t *Ticket, info RateInfo) 
 	c.win.episodes++
 	t.episode = c.episodes
 	from := c.limitLocked()
+	if rate, complete := c.announcedRate(); c.p.Little && rate > 0 && complete {
+		// Pacing holds the rate, so the answer to a 429 is a slower pace,
+		// not fewer connections: cutting the limit below what is in flight
+		// would stop admissions for a whole latency (30 s at 30 s a call).
+		reason := "rate-limit episode (429): limit announced"
+		if underRate {
+			// Refused under the rate it announces: what the provider
+			// really takes is less (short-interval enforcement, tokens per
+			// request above the average, other callers on the key).
+			c.paceFactor = math.Max(c.paceFactor*0.9, c.p.PaceFactor/20)
+			reason = fmt.Sprintf("rate-limit episode (429): pace %.0f %% of the announced rate", 100*c.paceFactor)
+		}
+		if target := c.littleTarget(); target > 0 && target < c.limit {
+			c.limit = math.Max(math.Max(target, float64(c.inflight+1)), float64(c.p.Min))
+		}
+		c.lastCut = now
+		c.cooldownUntil = now.Add(max(c.p.MinCooldown, time.Second, info.RetryAfter))
+		c.record(from, reason)
+		return
+	}
 	nl := math.Floor(c.cutBase() * c.p.Cut)
 	if nl < float64(c.p.Min) {
 		nl = float64(c.p.Min)
@@ -489,6 +632,12 @@ func (c *Controller) rateLimitedLocked(now time.Time, t *Ticket, info RateInfo) 
 func (c *Controller) okLocked(now time.Time, info RateInfo) {
 	if c.p.Fixed > 0 {
 		return
+	}
+	if c.p.Little {
+		if rate, _ := c.announcedRate(); rate > 0 {
+			c.littleLocked(now, info)
+			return
+		}
 	}
 	if c.p.Pace {
 		switch {
@@ -537,16 +686,6 @@ func (c *Controller) okLocked(now time.Time, info RateInfo) {
 	if c.limit >= top {
 		return
 	}
-	// Little's law: with the provider's sustainable rate known from its
-	// headers, more than a quarter above rate × latency in flight only
-	// queues bursts at the provider.
-	if c.p.ReadHeaders {
-		if gap := c.paceGap(); gap > 0 && c.rpmLimit+c.tpmLimit > 0 && c.latency > 0 {
-			if sustainable := 1.25*float64(c.latency)/float64(gap) + 2; c.limit >= sustainable {
-				return
-			}
-		}
-	}
 	from := c.limitLocked()
 	reason := "additive increase"
 	// Slow start below the last cut, or while the provider reports at least
@@ -566,13 +705,66 @@ func (c *Controller) okLocked(now time.Time, info RateInfo) {
 	}
 }
 
+// littleLocked moves the limit when the provider announces its rate.
+// Pacing holds the rate; the limit only has to carry rate × latency
+// requests, so it goes straight to that target once requests fill it (no
+// slow climb over many round trips at 30-second latencies), and down to it
+// when the rate or the latency falls. Remaining-quota headers are a pacing
+// matter here, never a reason to stop.
+func (c *Controller) littleLocked(now time.Time, info RateInfo) {
+	// The pace climbs back toward PaceFactor while no 429 comes.
+	if c.paceFactor < c.p.PaceFactor && !now.Before(c.cooldownUntil) {
+		if !c.lastRecover.IsZero() {
+			c.paceFactor = math.Min(c.p.PaceFactor, c.paceFactor*(1+0.01*now.Sub(c.lastRecover).Seconds()))
+		}
+	}
+	c.lastRecover = now
+	// Remaining quota, low or gone, is neither a reason to move the limit
+	// nor pushback here: paced at 97 % of the rate, a bucket another client
+	// emptied refills by only 3 % of the rate, so it reads near zero for
+	// minutes while every request goes through; counted as pushback, it
+	// would swing the ramp up and down. 429s are the pushback.
+	target := c.littleTarget()
+	if target <= 0 {
+		// A TPM limit with the tokens a request uses still unknown:
+		// grow as AIMD would until the first answers tell.
+		if c.saturated && !now.Before(c.cooldownUntil) && c.limit < float64(c.ceiling) {
+			from := c.limitLocked()
+			c.limit = math.Min(c.limit+1, float64(c.ceiling))
+			c.saturated = false
+			c.record(from, "slow start")
+		}
+		return
+	}
+	target = math.Max(math.Min(target, float64(c.ceiling)), float64(c.p.Min))
+	from := c.limitLocked()
+	switch {
+	case target < 0.85*c.limit:
+		// Down only on a real change (a lower limit, faster answers), not
+		// on every wobble of the measured latency; and no lower than what
+		// is in flight, so the pace, not the limit, sets the rate while the
+		// calls sent at the old rate finish.
+		c.limit = math.Min(c.limit, math.Max(target, float64(c.inflight+1)))
+		c.record(from, "little's law (rate × latency fell)")
+	case target > c.limit && (c.saturated || !c.p.GrowOnlySaturated) && !now.Before(c.cooldownUntil):
+		c.limit = target
+		c.saturated = false
+		c.record(from, "little's law (rate × latency)")
+	}
+}
+
 // SetCeiling sets the most the limit may grow to (the ramp raises it, R3).
-// Lowering it below the limit brings the limit down. Fixed mode ignores it.
+// Lowering it below the limit brings the limit down; 0 hands the ceiling
+// back to the policy's own (its Max, else the hard ceiling). Fixed mode
+// ignores it.
 func (c *Controller) SetCeiling(n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.p.Fixed > 0 {
 		return
+	}
+	if n <= 0 {
+		n = c.p.Max
 	}
 	if n < c.p.Min {
 		n = c.p.Min
@@ -614,16 +806,30 @@ type ControllerWindow struct {
 }
 
 // Window returns and resets the controller's per-window counters.
+// Saturated also reports a window whose admissions ran at 90 % or more of
+// the pace: then the provider's rate, not the sample limit, holds work back.
 func (c *Controller) Window() ControllerWindow {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now := c.clock.Now()
 	w := ControllerWindow{
 		Episodes: c.win.episodes, RateLimited: c.win.rateLimited, Peak: c.win.peak,
 		InFlight: c.inflight, Limit: c.limitLocked(), Ceiling: c.ceiling,
-		Saturated: c.win.saturated, Pushback: c.win.pushback,
+		Saturated: c.win.saturated || c.rateBoundLocked(now), Pushback: c.win.pushback,
 	}
-	c.win = controllerWindow{peak: c.inflight}
+	c.win = controllerWindow{peak: c.inflight, start: now}
 	return w
+}
+
+// rateBoundLocked reports whether admissions since the window started ran
+// at 90 % of the pace or more.
+func (c *Controller) rateBoundLocked(now time.Time) bool {
+	if !c.pacing || c.p.Fixed > 0 {
+		return false
+	}
+	rate, _ := c.announcedRate()
+	el := now.Sub(c.win.start).Seconds()
+	return rate > 0 && el > 0 && float64(c.win.admitted) >= 0.9*c.paceFactor*rate*el
 }
 
 // Episodes is the number of rate-limit episodes since start.

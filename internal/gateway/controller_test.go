@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -434,12 +435,13 @@ func TestControllerPacesAtTheAnnouncedRate(t *testing.T) {
 	if _, wait := c2.TryAcquire(); wait < 10*time.Second || wait > 11*time.Second {
 		t.Fatalf("TPM pace gap %s, want ~10.3s", wait)
 	}
-	// The quota recovered: pacing ends.
+	// With a rate announced, pacing is how the rate is held: it stays on
+	// when the quota recovers (Little's law, not a stop-and-go).
 	clk.Advance(2 * time.Second)
 	tk = acquireN(t, c, 1)[0]
 	c.Done(tk, OutcomeOK, RateInfo{Fraction: 0.5, Remaining: 30, RequestsPerMinute: 60})
-	if c.Pacing() {
-		t.Fatal("still pacing with half the quota left")
+	if !c.Pacing() {
+		t.Fatal("pacing stopped although the provider announces its rate")
 	}
 	// Fixed mode never paces.
 	cf := NewController(FixedPolicy(4), clk)
@@ -452,7 +454,8 @@ func TestControllerLittleCap(t *testing.T) {
 	clk := newManualClock()
 	c := NewController(StewardPolicy(), clk)
 	// 600 RPM (10/s) and 2 s per request: about 20 in flight use the limit;
-	// growth stops at 1.25 × 10/0.97 × 2 + 2 ≈ 27 even with plenty of quota.
+	// the limit goes to Little's target 1.2 × 0.97 × 10/s × 2 s + 2 ≈ 26 and
+	// no further, even with plenty of quota.
 	info := RateInfo{Fraction: 0.9, Remaining: 540, RequestsPerMinute: 600}
 	for i := 0; i < 30; i++ {
 		var ts []*Ticket
@@ -469,12 +472,112 @@ func TestControllerLittleCap(t *testing.T) {
 		}
 	}
 	if got := c.Limit(); got < 25 || got > 29 {
-		t.Fatalf("limit %d, want about 27 (Little's law cap)", got)
+		t.Fatalf("limit %d, want about 26 (Little's law target)", got)
 	}
 	// Inspect-style has no such cap.
 	ci := NewController(InspectPolicy(), clk)
 	driveSaturated(ci, clk, 30, info)
 	if ci.Limit() < 90 {
 		t.Fatalf("inspect limit %d", ci.Limit())
+	}
+}
+
+// No fixed maximum below what the limit needs: the default ceiling is the
+// hard one (100 000), a configured hard ceiling caps the ramp's, and 0
+// hands the ceiling back when the ramp lets go.
+func TestControllerHardCeiling(t *testing.T) {
+	clk := newManualClock()
+	c := NewController(StewardPolicy(), clk)
+	if c.Ceiling() != 100000 {
+		t.Fatalf("default ceiling %d, want 100000 (no fixed maximum)", c.Ceiling())
+	}
+	// 60 000 RPM at 2 s a call wants about 2 300 in flight: the limit goes there.
+	info := RateInfo{Fraction: 0.9, Remaining: 54000, RequestsPerMinute: 60000}
+	driveLatency(c, clk, 3, 2*time.Second, info)
+	if got := c.Limit(); got < 2000 || got > 2500 {
+		t.Fatalf("limit %d, want about 1.2 × 0.97 × 1000/s × 2 s + 2 = 2330", got)
+	}
+	p := StewardPolicy()
+	p.HardMax = 500
+	c = NewController(p, clk)
+	c.SetCeiling(12000) // the ramp's sum of setpoints
+	if c.Ceiling() != 500 {
+		t.Fatalf("ceiling %d above the hard ceiling 500", c.Ceiling())
+	}
+	driveLatency(c, clk, 3, 2*time.Second, info)
+	if c.Limit() != 500 {
+		t.Fatalf("limit %d, want the hard ceiling 500", c.Limit())
+	}
+	c.SetCeiling(24)
+	c.SetCeiling(0)
+	if c.Ceiling() != 500 {
+		t.Fatalf("ceiling %d after SetCeiling(0), want it handed back (500)", c.Ceiling())
+	}
+}
+
+// driveLatency fills the limit, lets lat pass and answers everything, rounds times.
+func driveLatency(c *Controller, clk *manualClock, rounds int, lat time.Duration, info RateInfo) {
+	for i := 0; i < rounds; i++ {
+		var ts []*Ticket
+		for {
+			tk, _ := c.TryAcquire()
+			if tk == nil {
+				break
+			}
+			ts = append(ts, tk)
+		}
+		clk.Advance(lat)
+		for _, tk := range ts {
+			c.Done(tk, OutcomeOK, info)
+		}
+	}
+}
+
+// The bank of a bucket comes from the remaining count and the reset time;
+// a short-interval bucket, a full one, or a reset to the second banks nothing.
+func TestParseRateInfoBank(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		h    map[string]string
+		reqs float64
+	}{
+		// 300 a minute, 45 left, full again in 51 s: a minute's bucket holding 45.
+		{"minute bucket", map[string]string{"x-ratelimit-limit-requests": "300", "x-ratelimit-remaining-requests": "45", "x-ratelimit-reset-requests": "51s"}, 45},
+		// 1 200 a minute per second: 600 "left" is 10 of 20, full in 500 ms.
+		{"one-second bucket", map[string]string{"x-ratelimit-limit-requests": "1200", "x-ratelimit-remaining-requests": "600", "x-ratelimit-reset-requests": "500ms"}, -1},
+		{"full", map[string]string{"x-ratelimit-limit-requests": "300", "x-ratelimit-remaining-requests": "300", "x-ratelimit-reset-requests": "0s"}, -1},
+		{"anthropic reset to the second", map[string]string{"anthropic-ratelimit-requests-limit": "300", "anthropic-ratelimit-requests-remaining": "45",
+			"anthropic-ratelimit-requests-reset": now.Add(51 * time.Second).Format(time.RFC3339)}, -1},
+		{"garbage", map[string]string{"x-ratelimit-limit-requests": "300", "x-ratelimit-remaining-requests": "45", "x-ratelimit-reset-requests": "soon"}, -1},
+	} {
+		h := http.Header{}
+		for k, v := range tc.h {
+			h.Set(k, v)
+		}
+		if got := ParseRateInfo(h, now).RequestsBank; math.Abs(got-tc.reqs) > 1e-9 {
+			t.Errorf("%s: bank %v, want %v", tc.name, got, tc.reqs)
+		}
+	}
+	// Spent on top of the pace: 600 RPM (10/s) with 500 banked of a
+	// minute's bucket is 10 × 0.97 + (500 − 60)/10 s = 53.7 a second.
+	clk := newManualClock()
+	c := NewController(StewardPolicy(), clk)
+	tk := acquireN(t, c, 1)[0]
+	clk.Advance(time.Second)
+	c.Done(tk, OutcomeOK, RateInfo{Fraction: 0.8, Remaining: 500, RequestsPerMinute: 600, RequestsBank: 500, TokensBank: -1})
+	// Admit at one instant until the pace refuses: n admissions took the
+	// schedule from 20 ms behind (the slack) to wait ahead, n gaps.
+	n, wait := 0, time.Duration(0)
+	for {
+		tk, w := c.TryAcquire()
+		if tk == nil {
+			wait = w
+			break
+		}
+		n++
+	}
+	if gap := (wait + paceSlack) / time.Duration(n); gap < 18*time.Millisecond || gap > 19200*time.Microsecond {
+		t.Fatalf("pace gap with a bank %s (%d admitted, wait %s), want 1/53.7 s ≈ 18.6 ms", gap, n, wait)
 	}
 }

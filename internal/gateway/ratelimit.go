@@ -50,7 +50,45 @@ func ParseRateInfo(h http.Header, now time.Time) RateInfo {
 	info.RetryAfter = retryAfter(h, now)
 	info.RequestsPerMinute = headerMin(h, "x-ratelimit-limit-requests", "anthropic-ratelimit-requests-limit")
 	info.TokensPerMinute = headerMin(h, "x-ratelimit-limit-tokens", "anthropic-ratelimit-tokens-limit")
+	info.RequestsBank = bank(h, "x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests",
+		"anthropic-ratelimit-requests-limit", "anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset")
+	info.TokensBank = bank(h, "x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens",
+		"anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset")
 	return info
+}
+
+// bank is what a bucket holds now, from its per-minute limit L, the
+// remaining count R (in the per-minute unit) and the time T until it is full
+// again: it refills at L a minute, so its interval is T × L / (L − R) and it
+// holds R × interval / 1 min. -1 when a header is missing, the bucket is
+// full (no reset to tell its interval), or the interval is under 10 s: a
+// short bucket banks nothing worth spending, and its scaled remaining
+// count would overstate what it holds.
+func bank(h http.Header, names ...string) float64 {
+	for i := 0; i+2 < len(names); i += 3 {
+		ls, rs, ts := h.Get(names[i]), h.Get(names[i+1]), strings.TrimSpace(h.Get(names[i+2]))
+		if ls == "" || rs == "" || ts == "" {
+			continue
+		}
+		l, err1 := strconv.ParseFloat(strings.TrimSpace(ls), 64)
+		r, err2 := strconv.ParseFloat(strings.TrimSpace(rs), 64)
+		if err1 != nil || err2 != nil || l <= 0 || r < 0 || r >= l || math.IsNaN(l) || math.IsNaN(r) {
+			return -1
+		}
+		// OpenAI's reset is a duration to the millisecond ("6m0s", "120ms").
+		// Anthropic's is a time to the second, too coarse to tell a
+		// one-second bucket from a minute's: no bank from it.
+		t, err := time.ParseDuration(ts)
+		if err != nil || t <= 0 {
+			return -1
+		}
+		interval := t.Seconds() * l / (l - r)
+		if interval < 10 {
+			return -1
+		}
+		return r * math.Min(interval, 60) / 60
+	}
+	return -1
 }
 
 func retryAfter(h http.Header, now time.Time) time.Duration {

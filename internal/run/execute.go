@@ -355,9 +355,11 @@ func (l *launcher) startGateway(ctx context.Context, needed map[string][]*sandbo
 		}
 	}
 	l.secrets = secrets
+	policy := gateway.StewardPolicy()
+	policy.HardMax = m.MaxConnectionsCeiling // 0: the gateway's own
 	gw, err := gateway.New(gateway.Config{
 		Secrets:  secrets,
-		Upstream: m.Upstream, BaseURL: m.BaseURL, APIKey: key, MaxConnections: m.MaxConnections,
+		Upstream: m.Upstream, BaseURL: m.BaseURL, APIKey: key, MaxConnections: m.MaxConnections, Policy: &policy,
 		Prices: gateway.Prices{InputPerMTok: m.Prices.InputPerMTok, OutputPerMTok: m.Prices.OutputPerMTok},
 		Logger: l.opts.Stderr, Capture: l.captureConfig(), BudgetUSD: l.opts.BudgetUSD,
 	})

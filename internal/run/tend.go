@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/steward-evals/steward/internal/evalset"
-	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/ramp"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
@@ -195,7 +194,7 @@ func (l *launcher) tendLoop(ctx context.Context, ctl *ramp.Controller, stop chan
 				l.gw.SetCeiling(d.Ceiling)
 			} else if rampCeiling {
 				// samples_ramp turned false on a live run: hand the limit back (R4).
-				l.gw.SetCeiling(gateway.StewardPolicy().Max)
+				l.gw.SetCeiling(0)
 			}
 			rampCeiling = d.Ceiling > 0
 		}
