@@ -18,6 +18,7 @@ import (
 	"github.com/steward-evals/steward/internal/run"
 	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox/docker"
+	"github.com/steward-evals/steward/internal/sandbox/kubernetes/kuberelay"
 	"github.com/steward-evals/steward/internal/sandbox/local"
 )
 
@@ -303,6 +304,19 @@ func newRelay(env Env) *cobra.Command {
 		Args:   cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return docker.RunRelay(cmd.Context(), args[0], args[1], env.Stderr)
+		},
+	}
+}
+
+// newKubeRelay is what the kubernetes provider's relay pod runs (see kuberelay).
+func newKubeRelay(env Env) *cobra.Command {
+	return &cobra.Command{
+		Use:    kuberelay.Arg + " SANDBOX-LISTEN CONTROL-LISTEN",
+		Short:  "internal: the gateway relay in a kubernetes pod",
+		Hidden: true,
+		Args:   cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return kuberelay.Run(cmd.Context(), args[0], args[1], env.Stderr)
 		},
 	}
 }

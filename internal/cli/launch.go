@@ -18,6 +18,7 @@ import (
 	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sandbox/docker"
+	"github.com/steward-evals/steward/internal/sandbox/kubernetes"
 	"github.com/steward-evals/steward/internal/sandbox/local"
 )
 
@@ -207,6 +208,17 @@ func (pf providerFactory) Provider(ctx context.Context, name string, ri run.RunI
 			return nil, err
 		}
 		return dockerProvider{p}, nil
+	case "kubernetes":
+		o, err := kubernetes.OptionsFrom(ri.Kubernetes, pf.env.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		o.RunID, o.LockPath, o.Log, o.Labels = ri.RunID, ri.LockPath, ri.Stderr, map[string]string{}
+		p, err := kubernetes.New(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		return kubeProvider{p}, nil
 	}
 	return nil, fmt.Errorf("unknown sandbox provider %q", name)
 }
@@ -250,6 +262,22 @@ func inContainer(env Env) bool {
 	defer cancel()
 	_, err = cli.ContainerInspect(ctx, host)
 	return err == nil
+}
+
+// kubeProvider adds the sweep of dead runs' pods (D4) to the kubernetes provider.
+type kubeProvider struct{ *kubernetes.Provider }
+
+// SweepAfterRun deletes the pods dead runs left, this run's crashed workers included.
+func (k kubeProvider) SweepAfterRun(ctx context.Context) {
+	_, _ = k.Sweep(ctx, io.Discard)
+}
+
+// PreflightRun deletes what dead runs left before this one starts.
+func (k kubeProvider) PreflightRun(ctx context.Context, specs []*sandbox.Spec, concurrency int, w interface{ Write([]byte) (int, error) }, confirm func(string) bool, write bool) error {
+	if _, err := k.Sweep(ctx, io.Discard); err != nil {
+		fmt.Fprintf(w, "steward: sweep leftovers of dead runs: %v\n", err)
+	}
+	return nil
 }
 
 // dockerProvider adds the address-pool preflight (D1) and the sweep of dead

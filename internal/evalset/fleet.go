@@ -139,6 +139,19 @@ func decodeFleetFile(display, dir string, data []byte, f *Fleet, errs *Errors) {
 			f.Sources["tend_interval"] = from(p)
 		}
 	}
+	if p, ok := set("kubernetes"); ok {
+		k := got.Kubernetes
+		switch k.ImagePullPolicy {
+		case "", "Always", "IfNotPresent", "Never":
+		default:
+			errAt("kubernetes.image_pull_policy", "must be Always, IfNotPresent or Never, got %q", k.ImagePullPolicy)
+		}
+		if k.Kubeconfig != "" && !filepath.IsAbs(k.Kubeconfig) {
+			k.Kubeconfig = filepath.Join(dir, k.Kubeconfig)
+		}
+		f.Kubernetes = k
+		f.Sources["kubernetes"] = from(p)
+	}
 	if p, ok := set("record"); ok {
 		if strings.TrimSpace(got.Record) == "" {
 			errAt("record", "must name a directory")

@@ -107,7 +107,7 @@ type Task struct {
 
 // Sandbox is a task's sandbox spec.
 type Sandbox struct {
-	// Provider is "docker" or "local"; "" = docker when a daemon answers, else local.
+	// Provider is "docker", "local" or "kubernetes"; "" = docker when a daemon answers, else local.
 	Provider string `yaml:"provider" json:"provider"`
 	Image    string `yaml:"image" json:"image"`
 	// Build is a directory holding a Dockerfile (relative to the eval set dir); built once per run, cached by content hash.
@@ -188,6 +188,8 @@ type Fleet struct {
 	TendInterval Duration `yaml:"tend_interval" json:"tend_interval"`
 	// Record is the record directory (default .steward beside the eval set).
 	Record string `yaml:"record" json:"record"`
+	// Kubernetes configures provider: kubernetes (see docs/kubernetes.md).
+	Kubernetes Kubernetes `yaml:"kubernetes" json:"kubernetes"`
 
 	// File is the _steward.yaml path it came from ("" if none).
 	File string `yaml:"-" json:"-"`
@@ -195,6 +197,36 @@ type Fleet struct {
 	// _steward.yaml name: "default", "_steward.yaml:LINE",
 	// "env STEWARD_MAX_SANDBOXES" or "flag" (for the PLAN line, C2).
 	Sources map[string]string `yaml:"-" json:"sources,omitempty"`
+}
+
+// Kubernetes is the kubernetes: section of _steward.yaml. Environment
+// variables (STEWARD_KUBE_*, KUBECONFIG) win over it.
+type Kubernetes struct {
+	// Kubeconfig is a kubeconfig file (relative to the fleet file); "" =
+	// $KUBECONFIG, the in-cluster config in a pod, then ~/.kube/config.
+	Kubeconfig string `yaml:"kubeconfig" json:"kubeconfig,omitempty"`
+	Context    string `yaml:"context" json:"context,omitempty"`
+	// Namespace for the run's pods ("" = the kubeconfig's, else "default").
+	Namespace string `yaml:"namespace" json:"namespace,omitempty"`
+	// NodeName pins pods to one node (clusters without a scheduler).
+	NodeName         string            `yaml:"node_name" json:"node_name,omitempty"`
+	NodeSelector     map[string]string `yaml:"node_selector" json:"node_selector,omitempty"`
+	Tolerations      []KubeToleration  `yaml:"tolerations" json:"tolerations,omitempty"`
+	RuntimeClassName string            `yaml:"runtime_class" json:"runtime_class,omitempty"`
+	// ImagePullPolicy: Always, IfNotPresent (default) or Never.
+	ImagePullPolicy string `yaml:"image_pull_policy" json:"image_pull_policy,omitempty"`
+	// WritableRoot turns off the read-only root filesystem.
+	WritableRoot bool `yaml:"writable_root" json:"writable_root,omitempty"`
+	// RelayImage holds a static steward binary at /steward (the action's image).
+	RelayImage string `yaml:"relay_image" json:"relay_image,omitempty"`
+}
+
+// KubeToleration is a pod toleration.
+type KubeToleration struct {
+	Key      string `yaml:"key" json:"key,omitempty"`
+	Operator string `yaml:"operator" json:"operator,omitempty"`
+	Value    string `yaml:"value" json:"value,omitempty"`
+	Effect   string `yaml:"effect" json:"effect,omitempty"`
 }
 
 // RampRange is samples_ramp: [lo, hi] or false.

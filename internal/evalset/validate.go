@@ -32,7 +32,7 @@ const (
 
 // Allowed values of the enumerated settings.
 var (
-	Providers = []string{"docker", "local"}
+	Providers = []string{"docker", "local", "kubernetes"}
 	Networks  = []string{"gateway", "bridge", "isolated"}
 	Matches   = []string{"exact", "includes", "regex", "numeric"}
 	Upstreams = []string{"mock", "openai", "anthropic"}
@@ -327,6 +327,13 @@ func (v *validator) sandbox(sp string, s *Sandbox) {
 	case "docker":
 		if s.Image == "" && s.Build == "" {
 			v.errf(sp, "the docker provider needs image (a local image) or build (a directory with a Dockerfile)")
+		}
+	case "kubernetes":
+		if s.Image == "" {
+			v.errf(sp, "the kubernetes provider needs image (an image the cluster can pull or already holds)")
+		}
+		if s.Build != "" {
+			v.errf(sp+".build", "the kubernetes provider cannot build images: push the image to a registry and set image")
 		}
 	case "local":
 		if s.Image != "" {

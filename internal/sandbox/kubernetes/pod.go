@@ -26,6 +26,10 @@ import (
 	"github.com/steward-evals/steward/internal/sandbox"
 )
 
+// StewardDir is where the runner copies the steward binary (a writable
+// emptyDir, like the workdir and /tmp, under the read-only root).
+const StewardDir = "/opt/steward"
+
 // containerName is the sandbox container of every sandbox pod.
 const containerName = "sandbox"
 
@@ -120,17 +124,23 @@ func (p *Provider) podFor(spec sandbox.Spec) (*corev1.Pod, error) {
 					ReadOnlyRootFilesystem:   &readOnly,
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: caps},
 				},
-				VolumeMounts: []corev1.VolumeMount{{Name: "work", MountPath: workdir}, {Name: "tmp", MountPath: "/tmp"}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "work", MountPath: workdir}, {Name: "tmp", MountPath: "/tmp"}, {Name: "steward", MountPath: StewardDir}},
 			}},
 			Volumes: []corev1.Volume{
 				{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "steward", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 			},
 		},
 	}
-	if workdir == "/tmp" {
-		pod.Spec.Containers[0].VolumeMounts = pod.Spec.Containers[0].VolumeMounts[:1]
-		pod.Spec.Volumes = pod.Spec.Volumes[:1]
+	// A workdir that is /tmp or the steward directory (or under one) needs no mount of its own.
+	for _, d := range []string{"/tmp", StewardDir} {
+		if workdir == d || strings.HasPrefix(workdir, d+"/") {
+			c := &pod.Spec.Containers[0]
+			c.VolumeMounts = c.VolumeMounts[1:]
+			pod.Spec.Volumes = pod.Spec.Volumes[1:]
+			break
+		}
 	}
 	if p.opts.RuntimeClassName != "" {
 		rc := p.opts.RuntimeClassName
