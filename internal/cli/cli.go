@@ -109,7 +109,7 @@ func newRoot(env Env) *cobra.Command {
 	root.AddCommand(
 		newLaunch(env), newReport(env), newVersion(env), newDoctor(env), newSweep(env),
 		newRamp(env), newTend(env), newLease(env), newMerge(env), newAction(env), newAgent(env),
-		newRelay(env), newKubeRelay(env), newWorker(env),
+		newRelay(env), newKubeRelay(env), newKubeProbe(env), newWorker(env),
 	)
 	return root
 }

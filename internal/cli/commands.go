@@ -8,16 +8,19 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/run"
 	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox/docker"
+	"github.com/steward-evals/steward/internal/sandbox/kubernetes"
 	"github.com/steward-evals/steward/internal/sandbox/kubernetes/kuberelay"
 	"github.com/steward-evals/steward/internal/sandbox/local"
 )
@@ -91,19 +94,59 @@ func render(w io.Writer, rep *report.Report, format string, env Env) error {
 func newDoctor(env Env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "doctor",
-		Short: "Print what Steward sees of this machine: Docker daemon, CPUs, memory, networks, address pools",
+		Short: "Print what Steward sees of this machine: Docker daemon, CPUs, memory, networks, address pools; and the Kubernetes cluster when one is configured",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if !docker.Available(ctx) {
 				fmt.Fprintln(env.Stdout, "docker: no daemon answers (DOCKER_HOST or /var/run/docker.sock); tasks default to the local provider")
-				return nil
+			} else {
+				p, err := docker.New(ctx, docker.Options{InContainer: inContainer(env)})
+				if err != nil {
+					return err
+				}
+				if err := p.Doctor(ctx, env.Stdout); err != nil {
+					return err
+				}
 			}
-			p, err := docker.New(ctx, docker.Options{InContainer: inContainer(env)})
-			if err != nil {
-				return err
-			}
-			return p.Doctor(ctx, env.Stdout)
+			return kubeDoctor(cmd, env)
+		},
+	}
+}
+
+// kubeDoctor reports the cluster when one is configured: _steward.yaml's
+// kubernetes: section in this directory, KUBECONFIG, STEWARD_KUBE_* or the
+// in-cluster environment.
+func kubeDoctor(cmd *cobra.Command, env Env) error {
+	fleet, err := evalset.LoadFleet(evalset.FleetFileName, env.Getenv, evalset.FleetOverrides{})
+	if err != nil {
+		return exitWith(ExitBadInput, err)
+	}
+	k := fleet.Kubernetes
+	if k.Kubeconfig == "" && k.Namespace == "" && k.RelayImage == "" && env.Getenv("KUBECONFIG") == "" &&
+		env.Getenv(kubernetes.EnvNamespace) == "" && env.Getenv("KUBERNETES_SERVICE_HOST") == "" {
+		return nil
+	}
+	o, err := kubernetes.OptionsFrom(k, env.Getenv)
+	if err != nil {
+		return exitWith(ExitBadInput, err)
+	}
+	o.RunID = "doctor-" + strings.ToLower(strconv.FormatInt(time.Now().UnixNano()%1e9, 36))
+	p, err := kubernetes.New(cmd.Context(), o)
+	if err != nil {
+		fmt.Fprintf(env.Stdout, "kubernetes: %v\n", err)
+		return nil
+	}
+	return p.Doctor(cmd.Context(), env.Stdout)
+}
+
+// newKubeProbe is the doctor's probe pod command (see kubernetes.Probe).
+func newKubeProbe(env Env) *cobra.Command {
+	return &cobra.Command{
+		Use: kubernetes.ProbeArg + " URL", Hidden: true, Args: cobra.ExactArgs(1),
+		Short: "internal: fetch a URL through the kubernetes relay",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return kubernetes.Probe(cmd.Context(), args[0])
 		},
 	}
 }
