@@ -118,26 +118,35 @@ func newDoctor(env Env) *cobra.Command {
 // kubernetes: section in this directory, KUBECONFIG, STEWARD_KUBE_* or the
 // in-cluster environment.
 func kubeDoctor(cmd *cobra.Command, env Env) error {
+	p, err := configuredKube(cmd, env, "doctor")
+	if p == nil || err != nil {
+		return err
+	}
+	return p.Doctor(cmd.Context(), env.Stdout)
+}
+
+// configuredKube connects to the cluster configured here (nil when none is).
+func configuredKube(cmd *cobra.Command, env Env, role string) (*kubernetes.Provider, error) {
 	fleet, err := evalset.LoadFleet(evalset.FleetFileName, env.Getenv, evalset.FleetOverrides{})
 	if err != nil {
-		return exitWith(ExitBadInput, err)
+		return nil, exitWith(ExitBadInput, err)
 	}
 	k := fleet.Kubernetes
 	if k.Kubeconfig == "" && k.Namespace == "" && k.RelayImage == "" && env.Getenv("KUBECONFIG") == "" &&
 		env.Getenv(kubernetes.EnvNamespace) == "" && env.Getenv("KUBERNETES_SERVICE_HOST") == "" {
-		return nil
+		return nil, nil
 	}
 	o, err := kubernetes.OptionsFrom(k, env.Getenv)
 	if err != nil {
-		return exitWith(ExitBadInput, err)
+		return nil, exitWith(ExitBadInput, err)
 	}
-	o.RunID = "doctor-" + strings.ToLower(strconv.FormatInt(time.Now().UnixNano()%1e9, 36))
+	o.RunID = role + "-" + strings.ToLower(strconv.FormatInt(time.Now().UnixNano()%1e9, 36))
 	p, err := kubernetes.New(cmd.Context(), o)
 	if err != nil {
 		fmt.Fprintf(env.Stdout, "kubernetes: %v\n", err)
-		return nil
+		return nil, nil
 	}
-	return p.Doctor(cmd.Context(), env.Stdout)
+	return p, nil
 }
 
 // newKubeProbe is the doctor's probe pod command (see kubernetes.Probe).
@@ -159,6 +168,13 @@ func newSweep(env Env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			local.Sweep(os.TempDir(), runlock.Alive, env.Stdout)
+			if kp, err := configuredKube(cmd, env, "sweep"); err != nil {
+				return err
+			} else if kp != nil {
+				if _, err := kp.Sweep(ctx, env.Stdout); err != nil {
+					return err
+				}
+			}
 			if !docker.Available(ctx) {
 				fmt.Fprintln(env.Stdout, "docker: no daemon answers; nothing to sweep")
 				return nil
