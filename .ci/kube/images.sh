@@ -15,4 +15,5 @@ DOCKER_BUILDKIT=0 docker build -q -t "$PAUSE_IMAGE" "$work/pause" >/dev/null
 DOCKER_BUILDKIT=0 docker build -q -t "$BUSYBOX_IMAGE" "$work/busybox" >/dev/null
 docker save "$PAUSE_IMAGE" "$BUSYBOX_IMAGE" "$@" -o "$work/images.tar"
 ctr -a "$CTR_SOCK" -n k8s.io images import "$work/images.tar" >/dev/null
+docker rmi "$PAUSE_IMAGE" "$BUSYBOX_IMAGE" >/dev/null 2>&1 || true  # Docker keeps nothing of them
 echo "images.sh: imported $PAUSE_IMAGE $BUSYBOX_IMAGE $*"
