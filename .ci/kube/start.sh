@@ -9,9 +9,12 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/env.sh"
 [[ -x "$KUBE_BIN/kube-apiserver" && -x "$KUBE_BIN/kubelet" ]] || { echo "start.sh: no kube binaries in $KUBE_BIN: run build.sh" >&2; exit 1; }
-if [[ -f "$KDIR/kubeconfig" ]] && "$here/kubectl.sh" get --raw /readyz >/dev/null 2>&1; then
+nodeready() { "$here/kubectl.sh" get --raw "/api/v1/nodes/$NODE" 2>/dev/null | grep -q '"type":"Ready","status":"True"'; }
+if [[ -f "$KDIR/kubeconfig" ]] && nodeready; then
   echo "start.sh: cluster already running ($KDIR/kubeconfig)"; exit 0
 fi
+# a half-started or dead cluster: clear it first
+[[ -d "$KDIR" ]] && "$here/stop.sh" >/dev/null 2>&1
 mkdir -p "$KDIR"/{etcd,pki,log,containerd/root,containerd/state,cni/net.d,cni/ipam,kubelet,opt}
 log="$KDIR/log"
 fail() { echo "start.sh: $*" >&2; for f in "$log"/*.log; do echo "== $f"; tail -20 "$f"; done >&2; "$here/stop.sh" >/dev/null 2>&1 || true; exit 1; }
@@ -152,7 +155,6 @@ cat > "$KDIR/kubelet/kubeconfig" < "$KDIR/kubeconfig"
 bg kubelet "$KUBE_BIN/kubelet" --config "$KDIR/kubelet/config.yaml" --kubeconfig "$KDIR/kubelet/kubeconfig" \
   --root-dir "$KDIR/kubelet/root" --cert-dir "$KDIR/kubelet/pki" --hostname-override "$NODE" \
   --node-ip "$BRIDGE_IP" --v 1
-nodeready() { "$here/kubectl.sh" get --raw "/api/v1/nodes/$NODE" | grep -q '"type":"Ready","status":"True"'; }
 waitfor 90 "node $NODE" nodeready
 
 # --- the test namespace

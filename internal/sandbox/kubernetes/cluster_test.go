@@ -392,3 +392,39 @@ func TestClusterSweepAfterSIGKILL(t *testing.T) {
 		t.Fatalf("the live run's pod was removed: %v", err)
 	}
 }
+
+// The budget comes from the namespace's ResourceQuota when one bounds it, and
+// the PLAN source names it. (The test cluster has no quota controller: the
+// test writes the quota's status as the controller would.)
+func TestClusterQuotaCapacity(t *testing.T) {
+	c := kubetest.Get(t)
+	ctx := context.Background()
+	p := newProvider(t, c, "quota-"+randomID(3), heldLock(t))
+	spec := []sandbox.Spec{{Task: "q", Image: c.Busybox, CPUs: 0.5, Memory: 64 << 20}}
+	before, err := p.Capacity(ctx, spec)
+	if err != nil || before.Limit != 0 || before.Source != SourceUnlimited {
+		t.Fatalf("without a quota: %+v %v", before, err)
+	}
+	q := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "steward-test-" + randomID(3)},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.cpu": quantityCPU(2), "pods": quantityCPU(10)}},
+	}
+	q, err = c.Client.CoreV1().ResourceQuotas(c.Namespace).Create(ctx, q, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Client.CoreV1().ResourceQuotas(c.Namespace).Delete(context.Background(), q.Name, metav1.DeleteOptions{})
+	q.Status.Hard = q.Spec.Hard
+	q.Status.Used = corev1.ResourceList{"requests.cpu": quantityCPU(0.5), "pods": quantityCPU(1)}
+	if _, err := c.Client.CoreV1().ResourceQuotas(c.Namespace).UpdateStatus(ctx, q, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.Capacity(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (2 - 0.5 used - 0.2 relay) / 0.5 = 2.6 → 2
+	if got.Limit != 2 || !strings.Contains(got.Source, "quota "+c.Namespace+"/"+q.Name+": requests.cpu 2 (used 500m)") {
+		t.Fatalf("with a quota: %+v", got)
+	}
+}
