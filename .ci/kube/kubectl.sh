@@ -6,7 +6,7 @@ set -euo pipefail
 source "$(cd "$(dirname "$0")" && pwd)/env.sh"
 token="$(sed -n 's/^ *token: //p' "$KDIR/kubeconfig")"
 api="https://127.0.0.1:$API_PORT"
-c=(curl -fsSk --max-time 10 -H "Authorization: Bearer $token")
+c=(curl -fsSk --max-time 10 -A steward-kube-sh -H "Authorization: Bearer $token")
 case "$1" in
   get) "${c[@]}" "$api$3" ;;
   create-namespace) "${c[@]}" -X POST -H 'Content-Type: application/json' \

@@ -77,7 +77,15 @@ func TestKubernetesLaunchEndToEnd(t *testing.T) {
 	if !strings.Contains(out, "concurrency unbounded (from kubernetes: unlimited, the ramp governs)") {
 		t.Fatalf("PLAN line does not show the elastic budget:\n%s", out)
 	}
-	_, as, run := history(t, rec)
+	pts, as, run := history(t, rec)
+	if len(pts) == 0 {
+		t.Fatalf("no ramp history: the ramp must govern the elastic budget:\n%s", out)
+	}
+	for _, p := range pts {
+		if p.Setpoint < 2 || p.Setpoint > 8 {
+			t.Fatalf("setpoint %d outside samples_ramp [2, 8]:\n%s", p.Setpoint, fmtHistory(pts))
+		}
+	}
 	passed := 0
 	for _, a := range as {
 		if a.Status == "passed" {

@@ -92,7 +92,7 @@ func (p *Provider) podFor(spec sandbox.Spec) (*corev1.Pod, error) {
 	for _, c := range spec.CapAdd {
 		caps = append(caps, corev1.Capability(strings.TrimPrefix(strings.ToUpper(c), "CAP_")))
 	}
-	no := false
+	no, yes := false, true
 	readOnly := !p.opts.WritableRoot
 	grace := int64(0)
 	pod := &corev1.Pod{
@@ -106,6 +106,9 @@ func (p *Provider) podFor(spec sandbox.Spec) (*corev1.Pod, error) {
 			NodeSelector:                  p.opts.NodeSelector,
 			Tolerations:                   p.opts.Tolerations,
 			Hostname:                      "sandbox",
+			// The pause process is PID 1 of the pod and reaps orphans, as
+			// Docker's --init does for the docker provider.
+			ShareProcessNamespace: &yes,
 			SecurityContext: &corev1.PodSecurityContext{
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
@@ -458,8 +461,13 @@ func (s *Sandbox) execErr(ctx context.Context, err error) error {
 // so that none is re-parented away before it is found).
 const killTreeScript = `t=" $1 "; for r in 1 2 3 4 5 6; do for d in /proc/[0-9]*; do read -r p c s pp rest < $d/stat 2>/dev/null || continue; case "$t" in *" $pp "*) case "$t" in *" $p "*) ;; *) t="$t$p ";; esac;; esac; done; done; for p in $t; do kill -KILL $p 2>/dev/null; done; true`
 
-// killAllScript kills every process except init (1), the idle shell and itself.
-const killAllScript = `me=$$; for round in 1 2 3 4 5; do left=0; for d in /proc/[0-9]*; do p=${d#/proc/}; case $p in 1|$me) continue;; esac; kill -KILL $p 2>/dev/null && left=1; done; [ $left = 0 ] && break; done; true`
+// killAllScript kills every process except the pod's init (1, the pause
+// process, which reaps orphans), the idle shell (the oldest process started
+// from outside the pod's PID namespace: parent 0) and itself, in a few
+// rounds so forking loops die too.
+const killAllScript = `me=$$; idle=0
+for d in /proc/[0-9]*; do read -r p c s pp r < $d/stat 2>/dev/null || continue; if [ "$pp" = 0 ] && [ "$p" != 1 ] && { [ $idle = 0 ] || [ $p -lt $idle ]; }; then idle=$p; fi; done
+for round in 1 2 3 4 5; do left=0; for d in /proc/[0-9]*; do p=${d#/proc/}; case $p in 1|$me|$idle) continue;; esac; kill -KILL $p 2>/dev/null && left=1; done; [ $left = 0 ] && break; done; true`
 
 // killTree kills a timed-out command and its children from a second exec;
 // without a pid it kills everything but the idle shell (pid 1).

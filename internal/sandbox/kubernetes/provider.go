@@ -29,6 +29,7 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/steward-evals/steward/internal/sandbox"
 )
@@ -106,6 +107,13 @@ type Provider struct {
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
+
+// client-go logs through klog to stderr (e.g. a cancelled exec stream's
+// reader ending); Steward reports errors itself, so klog is silenced.
+func init() {
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
+}
 
 // LoadConfig resolves the REST config: the kubeconfig file named, else
 // $KUBECONFIG, else the in-cluster config when running in a pod, else
