@@ -9,6 +9,9 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/env.sh"
 [[ -x "$KUBE_BIN/kube-apiserver" && -x "$KUBE_BIN/kubelet" ]] || { echo "start.sh: no kube binaries in $KUBE_BIN: run build.sh" >&2; exit 1; }
+# one start at a time on this machine (parallel test binaries may both try)
+exec 9>"${KDIR%/}.start.lock"
+flock 9
 nodeready() { "$here/kubectl.sh" get --raw "/api/v1/nodes/$NODE" 2>/dev/null | grep -q '"type":"Ready","status":"True"'; }
 if [[ -f "$KDIR/kubeconfig" ]] && nodeready; then
   echo "start.sh: cluster already running ($KDIR/kubeconfig)"; exit 0
@@ -25,7 +28,7 @@ waitfor() { # waitfor SECONDS what cmd...
 }
 bg() { # bg name cmd... : run detached in its own session, pid in $KDIR/name.pid
   local name=$1; shift
-  setsid "$@" >"$log/$name.log" 2>&1 < /dev/null &
+  setsid "$@" >"$log/$name.log" 2>&1 < /dev/null 9>&- &
   echo $! > "$KDIR/$name.pid"
 }
 

@@ -7,7 +7,7 @@
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/env.sh"
-[[ -d "$KDIR" ]] || { ip link del "$BRIDGE" 2>/dev/null; exit 0; }
+[[ -d "$KDIR" ]] || { ip link del "$BRIDGE" 2>/dev/null; rm -f "${KDIR%/}.start.lock"; exit 0; }
 alive() { [[ -f "$KDIR/$1.pid" ]] && kill -0 "$(cat "$KDIR/$1.pid")" 2>/dev/null; }
 stopproc() { # stopproc name: TERM, then KILL after 10 s
   alive "$1" || return 0
@@ -47,5 +47,5 @@ done
 grep -o " $KDIR[^ ]*" /proc/self/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
 while iptables -D FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT -m comment --comment steward-kube 2>/dev/null; do :; done
 ip link del "$BRIDGE" 2>/dev/null
-rm -rf "$KDIR"
+rm -rf "$KDIR" "${KDIR%/}.start.lock"
 echo "stop.sh: cluster stopped, $KDIR removed"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -175,6 +176,36 @@ func TestKubernetesKilledLaunchIsSwept(t *testing.T) {
 	for name, r := range runPods(t, c) {
 		if r == run2.ID {
 			t.Fatalf("the second run left pod %s", name)
+		}
+	}
+}
+
+// `steward doctor` reports the configured cluster: API server and version,
+// namespace, the budget, and whether a pod reaches the gateway through the relay.
+func TestKubernetesDoctor(t *testing.T) {
+	c := kubetest.Get(t)
+	image := "steward.local/steward-doctor:" + fmt.Sprint(os.Getpid())
+	c.BinaryImage(t, exe, image, false)
+	cmd := exec.Command(exe, "doctor")
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig, "STEWARD_KUBE_NAMESPACE="+c.Namespace, "STEWARD_KUBE_NODE="+c.Node,
+		"STEWARD_KUBE_RELAY_IMAGE="+image, "STEWARD_KUBE_IMAGE_PULL_POLICY=Never")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("doctor: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"kubernetes: API server https://127.0.0.1:", "(v1.34.3), namespace " + c.Namespace,
+		"kubernetes: budget unbounded (kubernetes: unlimited, the ramp governs)",
+		"kubernetes: relay: a pod reached the gateway through the relay",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("doctor output lacks %q:\n%s", want, out)
+		}
+	}
+	for name := range runPods(t, c) {
+		if strings.Contains(name, "doctor") {
+			t.Fatalf("doctor left pod %s", name)
 		}
 	}
 }

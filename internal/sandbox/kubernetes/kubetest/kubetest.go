@@ -77,7 +77,8 @@ func up() (*Cluster, error) {
 		if err := cmd.Run(); err != nil {
 			return nil, fmt.Errorf("start the test cluster (.ci/kube/start.sh; build the binaries first with .ci/kube/build.sh): %v\n%s", err, out.String())
 		}
-		started = true
+		// Another process may have started it meanwhile: then it is theirs to stop.
+		started = !strings.Contains(out.String(), "already running")
 		if !c.ready() {
 			return nil, fmt.Errorf("the test cluster started but does not answer")
 		}
