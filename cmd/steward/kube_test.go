@@ -127,7 +127,24 @@ func TestKubernetesKilledLaunchIsSwept(t *testing.T) {
 	dir := t.TempDir()
 	rec := filepath.Join(dir, "rec")
 	kubeEvalSet(t, c, dir, url, image, "sleep 1000", 3)
-	l := startLaunch(t, dir, rec)
+	// The launch and its workers in a process group of their own, all
+	// killed at once (a runner that dies): nobody gets to clean up.
+	cmd := exec.Command(exe, "launch", "--record", rec)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "RAMP_FAKE_KEY="+rampKey, "CI=true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	l := &launched{cmd: cmd, out: &syncBuf{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = l.out, l.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { l.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-l.done
+		}
+	})
 	var killed map[string]string
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		_, _, run := history(t, rec)
@@ -144,7 +161,7 @@ func TestKubernetesKilledLaunchIsSwept(t *testing.T) {
 			t.Fatalf("the launch made no pods:\n%s", l.out.String())
 		}
 	}
-	if err := l.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-l.done

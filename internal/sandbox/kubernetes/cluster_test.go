@@ -303,6 +303,7 @@ func helperMain() int {
 	if err != nil {
 		return fail(err)
 	}
+	defer lock.Release() // keeps the lock reachable: a collected *os.File would close and unlock it
 	p, err := New(ctx, Options{RunID: os.Getenv("HELPER_RUN"), LockPath: lock.Path(), Kubeconfig: os.Getenv("HELPER_KUBECONFIG"),
 		Namespace: os.Getenv("HELPER_NS"), NodeName: os.Getenv("HELPER_NODE"), ImagePullPolicy: corev1.PullNever})
 	if err != nil {
