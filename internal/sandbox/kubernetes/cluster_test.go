@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/steward-evals/steward/internal/fakeprovider"
 	"github.com/steward-evals/steward/internal/gateway"
@@ -427,5 +428,25 @@ func TestClusterQuotaCapacity(t *testing.T) {
 	// (2 - 0.5 used - 0.2 relay) / 0.5 = 2.6 → 2
 	if got.Limit != 2 || !strings.Contains(got.Source, "quota "+c.Namespace+"/"+q.Name+": requests.cpu 2 (used 500m)") {
 		t.Fatalf("with a quota: %+v", got)
+	}
+}
+
+// Bad configuration gets a clear error, not an infrastructure retry.
+func TestClusterNewErrors(t *testing.T) {
+	c := kubetest.Get(t)
+	ctx := context.Background()
+	_, err := New(ctx, Options{Kubeconfig: c.Kubeconfig, Namespace: "absent-" + randomID(3)})
+	if err == nil || !strings.Contains(err.Error(), "does not exist") || errors.Is(err, sandbox.ErrInfra) {
+		t.Fatalf("missing namespace: %v", err)
+	}
+	bad := rest.CopyConfig(c.Config)
+	bad.BearerToken = "not-the-token"
+	_, err = New(ctx, Options{Config: bad, Namespace: c.Namespace})
+	if err == nil || !strings.Contains(err.Error(), "refuses this kubeconfig's user") || errors.Is(err, sandbox.ErrInfra) {
+		t.Fatalf("bad credentials: %v", err)
+	}
+	_, err = New(ctx, Options{Kubeconfig: filepath.Join(t.TempDir(), "none.yaml")})
+	if err == nil || !strings.Contains(err.Error(), "kubeconfig") {
+		t.Fatalf("missing kubeconfig: %v", err)
 	}
 }

@@ -180,10 +180,20 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if _, err := cs.CoreV1().Namespaces().Get(pctx, ns, metav1.GetOptions{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("kubernetes namespace %q does not exist: create it (kubectl create namespace %s) or configure another", ns, ns)
+		if apierrors.IsForbidden(err) {
+			// A namespaced Role cannot grant get on namespaces (cluster-scoped):
+			// check what the provider needs instead, listing pods there.
+			_, err = cs.CoreV1().Pods(ns).List(pctx, metav1.ListOptions{Limit: 1})
 		}
-		return nil, sandbox.InfraError(fmt.Errorf("connect to kubernetes API server %s: %w", rc.Host, err))
+		switch {
+		case err == nil:
+		case apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("kubernetes namespace %q does not exist: create it (kubectl create namespace %s) or configure another", ns, ns)
+		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+			return nil, fmt.Errorf("kubernetes API server %s refuses this kubeconfig's user in namespace %s (see docs/kubernetes.md for the Role it needs): %w", rc.Host, ns, err)
+		default:
+			return nil, sandbox.InfraError(fmt.Errorf("connect to kubernetes API server %s: %w", rc.Host, err))
+		}
 	}
 	lock := ""
 	if opts.LockPath != "" {
