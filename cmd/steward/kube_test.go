@@ -226,3 +226,25 @@ func TestKubernetesDoctor(t *testing.T) {
 		}
 	}
 }
+
+// provider: kubernetes without a relay image, or without any cluster
+// configuration, is bad input (exit 2) naming what to set; nothing runs.
+func TestKubernetesConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "steward.yaml"), "tasks:\n  - name: t\n    sandbox: {provider: kubernetes, image: busybox}\n    agent: 'echo 1'\n    scorer: {match: exact}\n    samples: [{input: x, target: \"1\"}]\n")
+	writeFile(t, filepath.Join(dir, "_steward.yaml"), "kubernetes:\n  namespace: evals\n")
+	out, code := steward(t, dir, "launch")
+	if code != 2 || !strings.Contains(out, "kubernetes.relay_image") {
+		t.Fatalf("no relay image: exit %d\n%s", code, out)
+	}
+	writeFile(t, filepath.Join(dir, "_steward.yaml"), "kubernetes:\n  relay_image: r\n  kubeconfig: absent.yaml\n")
+	out, code = steward(t, dir, "launch")
+	if code != 2 || !strings.Contains(out, "kubeconfig") {
+		t.Fatalf("no kubeconfig: exit %d\n%s", code, out)
+	}
+	writeFile(t, filepath.Join(dir, "_steward.yaml"), "kubernetes:\n  image_pull_policy: Sometimes\n")
+	out, code = steward(t, dir, "launch")
+	if code != 2 || !strings.Contains(out, "_steward.yaml:2") || !strings.Contains(out, "image_pull_policy") {
+		t.Fatalf("bad pull policy: exit %d\n%s", code, out)
+	}
+}

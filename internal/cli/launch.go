@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -211,11 +212,18 @@ func (pf providerFactory) Provider(ctx context.Context, name string, ri run.RunI
 	case "kubernetes":
 		o, err := kubernetes.OptionsFrom(ri.Kubernetes, pf.env.Getenv)
 		if err != nil {
-			return nil, err
+			return nil, exitWith(ExitBadInput, err)
+		}
+		if o.RelayImage == "" {
+			return nil, exitWith(ExitBadInput, fmt.Errorf("_steward.yaml: kubernetes.relay_image (or %s) is not set: sandboxes reach the model gateway through a relay pod running that image (a static steward binary at /steward, e.g. the action's image; see docs/kubernetes.md)", kubernetes.EnvRelayImage))
 		}
 		o.RunID, o.LockPath, o.Log, o.Labels = ri.RunID, ri.LockPath, ri.Stderr, map[string]string{}
 		p, err := kubernetes.New(ctx, o)
 		if err != nil {
+			if !errors.Is(err, sandbox.ErrInfra) {
+				// no kubeconfig, a missing namespace, refused credentials: the user's to fix
+				return nil, exitWith(ExitBadInput, err)
+			}
 			return nil, err
 		}
 		return kubeProvider{p}, nil
