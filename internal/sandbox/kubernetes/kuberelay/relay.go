@@ -49,6 +49,10 @@ type idle struct {
 // Run serves until ctx ends: sandboxes connect to sandboxListen, the
 // supervisor's port-forward to controlListen.
 func Run(ctx context.Context, sandboxListen, controlListen string, log io.Writer) error {
+	return run(ctx, sandboxListen, controlListen, log, PairTimeout)
+}
+
+func run(ctx context.Context, sandboxListen, controlListen string, log io.Writer, pairTimeout time.Duration) error {
 	var lc net.ListenConfig
 	sl, err := lc.Listen(ctx, "tcp", sandboxListen)
 	if err != nil {
@@ -107,7 +111,7 @@ func Run(ctx context.Context, sandboxListen, controlListen string, log io.Writer
 		go func() {
 			defer wg.Done()
 			defer c.Close()
-			u, err := pair(ctx, pool)
+			u, err := pair(ctx, pool, pairTimeout)
 			if err != nil {
 				fmt.Fprintf(log, "relay: %v\n", err)
 				return
@@ -119,8 +123,8 @@ func Run(ctx context.Context, sandboxListen, controlListen string, log io.Writer
 }
 
 // pair takes idle control connections until one acknowledges a call.
-func pair(ctx context.Context, pool chan idle) (net.Conn, error) {
-	deadline := time.NewTimer(PairTimeout)
+func pair(ctx context.Context, pool chan idle, timeout time.Duration) (net.Conn, error) {
+	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
 		var it idle
