@@ -450,3 +450,30 @@ func TestClusterNewErrors(t *testing.T) {
 		t.Fatalf("missing kubeconfig: %v", err)
 	}
 }
+
+// Finalize removes what its own provider instance left (a pod never closed),
+// and never the pods of another instance of the same run (a worker still running).
+func TestClusterFinalizeOwnPodsOnly(t *testing.T) {
+	c := kubetest.Get(t)
+	ctx := context.Background()
+	run, lock := "fin-"+randomID(3), heldLock(t)
+	a, b := newProvider(t, c, run, lock), newProvider(t, c, run, lock)
+	spec := sandbox.Spec{Task: "fin", Image: c.Busybox, CPUs: 0.1, Memory: 32 << 20}
+	left, err := a.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	if err := a.Finalize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	podGone(t, c, left.ID())
+	res, err := other.Exec(ctx, sandbox.ExecSpec{Shell: "echo alive"})
+	if err != nil || string(res.Stdout) != "alive\n" {
+		t.Fatalf("the other instance's pod was removed: %v %q", err, res.Stdout)
+	}
+}

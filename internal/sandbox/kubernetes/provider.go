@@ -42,6 +42,9 @@ const (
 	AnnotationLockScope = "dev.steward.lock-scope"
 	AnnotationTask      = "dev.steward.task"
 	labelRole           = "dev.steward.role"
+	// labelInstance tells apart the provider instances of one run (the
+	// supervisor's and each worker's, W1): Finalize removes only its own.
+	labelInstance = "dev.steward.instance"
 )
 
 // Defaults applied when a spec leaves a limit at zero.
@@ -99,6 +102,7 @@ type Provider struct {
 	ns    string
 	lock  string
 	scope string
+	inst  string
 	log   io.Writer
 
 	mu      sync.Mutex
@@ -213,7 +217,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = DefaultStartTimeout
 	}
-	return &Provider{cs: cs, rc: rc, opts: opts, ns: ns, lock: lock, scope: Scope(), log: log}, nil
+	return &Provider{cs: cs, rc: rc, opts: opts, ns: ns, lock: lock, scope: Scope(), inst: randomID(4), log: log}, nil
 }
 
 // Scope is where this process's lock paths mean something: the host name
@@ -279,6 +283,9 @@ func (p *Provider) meta(name, task, role string, extra map[string]string) metav1
 		l[sandbox.LabelTask] = labelValue(task)
 	}
 	l[labelRole] = role
+	if p.inst != "" {
+		l[labelInstance] = p.inst
+	}
 	return metav1.ObjectMeta{
 		Name: name, Namespace: p.ns, Labels: l,
 		Annotations: map[string]string{AnnotationLock: p.lock, AnnotationLockScope: p.scope, AnnotationTask: task},
@@ -336,14 +343,14 @@ func (p *Provider) Finalize(ctx context.Context) error {
 	if r != nil {
 		r.stop()
 	}
-	pods, err := p.cs.CoreV1().Pods(p.ns).List(ctx, metav1.ListOptions{LabelSelector: p.runSelector()})
+	// Pods never closed (a create interrupted after the API server made the
+	// pod) cannot outlive this provider; other instances' pods of the run
+	// (workers still running) are theirs.
+	pods, err := p.cs.CoreV1().Pods(p.ns).List(ctx, metav1.ListOptions{LabelSelector: p.runSelector() + "," + labelInstance + "=" + p.inst})
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list leftover pods: %w", err))
 	} else {
 		for _, pod := range pods.Items {
-			if pod.Annotations[AnnotationLock] != p.lock {
-				continue
-			}
 			if err := p.deletePod(ctx, pod.Name); err != nil {
 				errs = append(errs, err)
 			}
