@@ -153,8 +153,16 @@ serializeImagePulls: false
 maxPods: 250
 podPidsLimit: -1
 resolvConf: ""
+podLogsDir: $KDIR/pod-logs
 YAML
 cat > "$KDIR/kubelet/kubeconfig" < "$KDIR/kubeconfig"
+# What the kubelet makes outside $KDIR whatever its flags (fixed paths, its
+# cgroup hierarchy): noted when absent now, so that stop.sh removes exactly that.
+for p in /var/lib/kubelet /var/log/pods /var/log/containers /sys/fs/cgroup/*/kubepods; do
+  [[ "$p" == *"*"* ]] && continue
+  [[ -e "$p" ]] || echo "$p" >> "$KDIR/created.list"
+done
+for c in /sys/fs/cgroup/*/; do [[ -e "${c}kubepods" ]] || echo "${c}kubepods" >> "$KDIR/created.list"; done
 bg kubelet "$KUBE_BIN/kubelet" --config "$KDIR/kubelet/config.yaml" --kubeconfig "$KDIR/kubelet/kubeconfig" \
   --root-dir "$KDIR/kubelet/root" --cert-dir "$KDIR/kubelet/pki" --hostname-override "$NODE" \
   --node-ip "$BRIDGE_IP" --v 1

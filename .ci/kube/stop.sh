@@ -43,6 +43,15 @@ for ns in $(ls /var/run/netns 2>/dev/null | grep '^cni-'); do
   peer="$(ip -n "$ns" -o link show eth0 2>/dev/null | sed -n 's/.*eth0@if\([0-9]*\).*/\1/p')"
   [[ -n "$peer" ]] && ip -o link show 2>/dev/null | grep -q "^$peer: .* master $BRIDGE " && ip netns delete "$ns" 2>/dev/null
 done
+# what the kubelet made outside the state directory (listed by start.sh)
+if [[ -f "$KDIR/created.list" ]]; then
+  while read -r p; do
+    case "$p" in
+      /sys/fs/cgroup/*) [[ -d "$p" ]] && find "$p" -depth -type d -exec rmdir {} \; 2>/dev/null ;;
+      *) rm -rf -- "$p" ;;
+    esac
+  done < "$KDIR/created.list"
+fi
 # mounts under the state directory, deepest first
 grep -o " $KDIR[^ ]*" /proc/self/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
 while iptables -D FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT -m comment --comment steward-kube 2>/dev/null; do :; done

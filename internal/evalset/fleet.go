@@ -250,6 +250,14 @@ func applyFleetFlags(f *Fleet, fl FleetOverrides, errs *Errors) {
 	bad := func(name, format string, args ...any) {
 		errs.add(Error{File: "flag", Field: name, Msg: fmt.Sprintf(format, args...)})
 	}
+	if fl.Kubeconfig != nil {
+		if abs, err := filepath.Abs(*fl.Kubeconfig); err != nil || strings.TrimSpace(*fl.Kubeconfig) == "" {
+			bad("kubeconfig", "must name a file")
+		} else {
+			f.Kubernetes.Kubeconfig, f.Kubernetes.KubeconfigFromFlag = abs, true
+			f.Sources["kubernetes.kubeconfig"] = SourceFlag
+		}
+	}
 	for _, k := range []struct {
 		key string
 		v   *int

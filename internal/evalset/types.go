@@ -205,7 +205,9 @@ type Kubernetes struct {
 	// Kubeconfig is a kubeconfig file (relative to the fleet file); "" =
 	// $KUBECONFIG, the in-cluster config in a pod, then ~/.kube/config.
 	Kubeconfig string `yaml:"kubeconfig" json:"kubeconfig,omitempty"`
-	Context    string `yaml:"context" json:"context,omitempty"`
+	// KubeconfigFromFlag: Kubeconfig came from --kubeconfig and wins over KUBECONFIG.
+	KubeconfigFromFlag bool   `yaml:"-" json:"-"`
+	Context            string `yaml:"context" json:"context,omitempty"`
 	// Namespace for the run's pods ("" = the kubeconfig's, else "default").
 	Namespace string `yaml:"namespace" json:"namespace,omitempty"`
 	// NodeName pins pods to one node (clusters without a scheduler).

@@ -31,8 +31,12 @@ func OptionsFrom(k evalset.Kubernetes, getenv func(string) string) (Options, err
 		}
 		return file
 	}
+	kubeconfig := pick("KUBECONFIG", k.Kubeconfig)
+	if k.KubeconfigFromFlag {
+		kubeconfig = k.Kubeconfig // flag > environment > _steward.yaml
+	}
 	o := Options{
-		Kubeconfig:       pick("KUBECONFIG", k.Kubeconfig),
+		Kubeconfig:       kubeconfig,
 		Context:          pick(EnvContext, k.Context),
 		Namespace:        pick(EnvNamespace, k.Namespace),
 		NodeName:         pick(EnvNode, k.NodeName),

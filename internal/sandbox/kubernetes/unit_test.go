@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/sandbox"
 )
 
@@ -133,5 +134,25 @@ func TestQuotaCapacity(t *testing.T) {
 	}
 	if _, err := QuotaCapacity("ns", []corev1.ResourceQuota{quota("tiny", map[corev1.ResourceName]string{"limits.memory": "100Mi"}, nil)}, specs, false); err == nil {
 		t.Fatal("a quota with room for no sandbox was accepted")
+	}
+}
+
+// kubeconfig: --kubeconfig > KUBECONFIG > _steward.yaml; the other settings: STEWARD_KUBE_* > file.
+func TestOptionsPrecedence(t *testing.T) {
+	env := map[string]string{"KUBECONFIG": "/env/kc", EnvNamespace: "env-ns"}
+	getenv := func(k string) string { return env[k] }
+	file := evalset.Kubernetes{Kubeconfig: "/file/kc", Namespace: "file-ns", NodeName: "n1", ImagePullPolicy: "Never",
+		Tolerations: []evalset.KubeToleration{{Key: "k", Operator: "Exists"}}}
+	o, err := OptionsFrom(file, getenv)
+	if err != nil || o.Kubeconfig != "/env/kc" || o.Namespace != "env-ns" || o.NodeName != "n1" || o.ImagePullPolicy != corev1.PullNever || len(o.Tolerations) != 1 {
+		t.Fatalf("env over file: %+v %v", o, err)
+	}
+	file.KubeconfigFromFlag, file.Kubeconfig = true, "/flag/kc"
+	if o, _ := OptionsFrom(file, getenv); o.Kubeconfig != "/flag/kc" {
+		t.Fatalf("flag over env: %q", o.Kubeconfig)
+	}
+	env[EnvPullPolicy] = "Sometimes"
+	if _, err := OptionsFrom(file, getenv); err == nil || !strings.Contains(err.Error(), EnvPullPolicy) {
+		t.Fatalf("bad pull policy in the environment: %v", err)
 	}
 }
