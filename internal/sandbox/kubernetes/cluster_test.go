@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -475,5 +476,44 @@ func TestClusterFinalizeOwnPodsOnly(t *testing.T) {
 	res, err := other.Exec(ctx, sandbox.ExecSpec{Shell: "echo alive"})
 	if err != nil || string(res.Stdout) != "alive\n" {
 		t.Fatalf("the other instance's pod was removed: %v %q", err, res.Stdout)
+	}
+}
+
+// runtimeClassName, nodeSelector and tolerations reach the pod and it runs
+// under them; an unknown runtime class is refused with a clear error.
+func TestClusterRuntimeClassAndPlacement(t *testing.T) {
+	c := kubetest.Get(t)
+	ctx := context.Background()
+	rcName := "steward-test-" + randomID(3)
+	if _, err := c.Client.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: rcName}, Handler: "runc"}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Client.NodeV1().RuntimeClasses().Delete(context.Background(), rcName, metav1.DeleteOptions{})
+	p := newProvider(t, c, "place-"+randomID(3), heldLock(t))
+	p.opts.RuntimeClassName = rcName
+	p.opts.NodeSelector = map[string]string{"kubernetes.io/hostname": c.Node}
+	p.opts.Tolerations = []corev1.Toleration{{Key: "steward.dev/evals", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	sb, err := p.Create(ctx, sandbox.Spec{Task: "place", Image: c.Busybox, CPUs: 0.1, Memory: 32 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(ctx)
+	pod, err := c.Client.CoreV1().Pods(c.Namespace).Get(ctx, sb.ID(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Spec.RuntimeClassName == nil || *pod.Spec.RuntimeClassName != rcName || pod.Spec.NodeSelector["kubernetes.io/hostname"] != c.Node || len(pod.Spec.Tolerations) == 0 {
+		t.Fatalf("pod spec: %+v", pod.Spec)
+	}
+	if res, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: "echo ok"}); err != nil || string(res.Stdout) != "ok\n" {
+		t.Fatalf("exec: %v %q", err, res.Stdout)
+	}
+	p.opts.RuntimeClassName = "absent-" + randomID(3)
+	_, err = p.Create(ctx, sandbox.Spec{Task: "place", Image: c.Busybox})
+	if err == nil || !strings.Contains(err.Error(), "RuntimeClass") || errors.Is(err, sandbox.ErrInfra) {
+		t.Fatalf("unknown runtime class: %v", err)
+	}
+	if err := p.Finalize(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -48,7 +48,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota") {
 			return nil, sandbox.InfraError(fmt.Errorf("create pod for task %s: the namespace quota is full: %w", spec.Task, err))
 		}
-		if apierrors.IsInvalid(err) {
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			// the pod spec or an admission rule refused (an unknown runtime
+			// class, a policy): the configuration's fault, retrying cannot help
 			return nil, fmt.Errorf("create pod for task %s: %w", spec.Task, err)
 		}
 		return nil, sandbox.InfraError(fmt.Errorf("create pod for task %s: %w", spec.Task, err))
