@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/sandbox/kubernetes/kubetest"
 )
 
 var exe string
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := kubetest.Main(m) // stops the kubernetes test cluster if a test started it
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/run"
@@ -128,11 +129,15 @@ func newDoctor(env Env) *cobra.Command {
 		Short: "Print what Steward sees of this machine for each sandbox provider: Docker daemon, CPUs, memory, networks, address pools",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			settings, err := providerSettingsHere(env)
+			if err != nil {
+				return err
+			}
 			for _, d := range sandbox.Registered() {
 				if d.Doctor == nil {
 					continue
 				}
-				if err := d.Doctor(cmd.Context(), env.Stdout, env.Getenv); err != nil {
+				if err := d.Doctor(cmd.Context(), env.Stdout, env.Getenv, settings); err != nil {
 					return fmt.Errorf("%s: %w", d.Name, err)
 				}
 			}
@@ -141,18 +146,32 @@ func newDoctor(env Env) *cobra.Command {
 	}
 }
 
+// providerSettingsHere reads the providers' sections of _steward.yaml in
+// the working directory (kubernetes:), for doctor and sweep.
+func providerSettingsHere(env Env) (map[string]any, error) {
+	fleet, err := evalset.LoadFleet(evalset.FleetFileName, env.Getenv, evalset.FleetOverrides{})
+	if err != nil {
+		return nil, exitWith(ExitBadInput, err)
+	}
+	return fleet.ProviderSettings(), nil
+}
+
 func newSweep(env Env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "sweep",
 		Short: "Remove the sandboxes, containers and networks that dead Steward runs left behind (never a live run's)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			settings, err := providerSettingsHere(env)
+			if err != nil {
+				return err
+			}
 			var errs []error
 			for _, d := range sandbox.Registered() {
 				if d.Sweep == nil {
 					continue
 				}
-				if err := d.Sweep(cmd.Context(), env.Stdout, env.Getenv); err != nil {
+				if err := d.Sweep(cmd.Context(), env.Stdout, env.Getenv, settings); err != nil {
 					errs = append(errs, fmt.Errorf("%s: %w", d.Name, err))
 				}
 			}

@@ -23,6 +23,7 @@ type launchFlags struct {
 	concurrency, maxWorkers, maxTasks               int
 	budget                                          float64
 	shard, title, record, samplesRamp, reportDir    string
+	kubeconfig                                      string
 	tendInterval, grace                             time.Duration
 }
 
@@ -64,6 +65,7 @@ ramp, and print the results table in discovery order.`,
 	fl.StringVar(&f.shard, "shard", "", "run one slice of the eval set, e.g. 2/4")
 	fl.StringVar(&f.title, "title", "", "report title")
 	fl.StringVar(&f.record, "record", "", "record directory (default .steward beside the eval set)")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for provider: kubernetes (wins over KUBECONFIG and _steward.yaml)")
 	fl.IntVar(&f.maxWorkers, "max-workers", 0, "worker processes to pack tasks into")
 	fl.IntVar(&f.maxTasks, "max-tasks", 0, "tasks running at once (default all)")
 	fl.StringVar(&f.samplesRamp, "samples-ramp", "", `sample ramp range "40,300", or "false"`)
@@ -97,6 +99,9 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 	}
 	if changed("record") {
 		ov.Record = &f.record
+	}
+	if changed("kubeconfig") {
+		ov.Kubeconfig = &f.kubeconfig
 	}
 	es, err := evalset.Load(path, evalset.LoadOptions{Getenv: env.Getenv, Flags: ov})
 	if err != nil {

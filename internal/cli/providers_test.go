@@ -32,11 +32,11 @@ func TestDoctorAndSweepAskTheRegistry(t *testing.T) {
 		New: func(ctx context.Context, ri sandbox.RunInfo) (sandbox.Provider, error) {
 			return nil, errors.New("unused")
 		},
-		Doctor: func(ctx context.Context, w io.Writer, getenv func(string) string) error {
+		Doctor: func(ctx context.Context, w io.Writer, getenv func(string) string, _ map[string]any) error {
 			fmt.Fprintf(w, "pods: cluster %s answers\n", getenv("PODS_CLUSTER"))
 			return nil
 		},
-		Sweep: func(ctx context.Context, w io.Writer, getenv func(string) string) error {
+		Sweep: func(ctx context.Context, w io.Writer, getenv func(string) string, _ map[string]any) error {
 			if failSweep {
 				return errors.New("cluster gone")
 			}

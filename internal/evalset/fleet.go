@@ -164,6 +164,19 @@ func decodeFleetFile(display, dir string, data []byte, f *Fleet, errs *Errors) {
 			f.Sources["secrets"] = from(p)
 		}
 	}
+	if p, ok := set("kubernetes"); ok {
+		k := got.Kubernetes
+		switch k.ImagePullPolicy {
+		case "", "Always", "IfNotPresent", "Never":
+		default:
+			errAt("kubernetes.image_pull_policy", "must be Always, IfNotPresent or Never, got %q", k.ImagePullPolicy)
+		}
+		if k.Kubeconfig != "" && !filepath.IsAbs(k.Kubeconfig) {
+			k.Kubeconfig = filepath.Join(dir, k.Kubeconfig)
+		}
+		f.Kubernetes = k
+		f.Sources["kubernetes"] = from(p)
+	}
 	if p, ok := set("record"); ok {
 		if strings.TrimSpace(got.Record) == "" {
 			errAt("record", "must name a directory")
@@ -281,6 +294,14 @@ func applyFleetFlags(f *Fleet, fl FleetOverrides, errs *Errors) {
 	bad := func(name, format string, args ...any) {
 		errs.add(Error{File: "flag", Field: name, Msg: fmt.Sprintf(format, args...)})
 	}
+	if fl.Kubeconfig != nil {
+		if abs, err := filepath.Abs(*fl.Kubeconfig); err != nil || strings.TrimSpace(*fl.Kubeconfig) == "" {
+			bad("kubeconfig", "must name a file")
+		} else {
+			f.Kubernetes.Kubeconfig, f.Kubernetes.KubeconfigFromFlag = abs, true
+			f.Sources["kubernetes.kubeconfig"] = SourceFlag
+		}
+	}
 	for _, k := range []struct {
 		key string
 		v   *int
@@ -323,4 +344,10 @@ func applyFleetFlags(f *Fleet, fl FleetOverrides, errs *Errors) {
 			f.Sources["record"] = SourceFlag
 		}
 	}
+}
+
+// ProviderSettings are the sections of providers that have one, by provider
+// name, as sandbox.RunInfo carries them.
+func (f Fleet) ProviderSettings() map[string]any {
+	return map[string]any{"kubernetes": f.Kubernetes}
 }

@@ -51,6 +51,9 @@ type FleetOverrides struct {
 	// Record is the record directory; relative paths resolve against the
 	// current working directory.
 	Record *string
+	// Kubeconfig is kubernetes.kubeconfig (wins over KUBECONFIG); relative
+	// to the current working directory.
+	Kubeconfig *string
 }
 
 // LoadOptions are what Load needs from the outside world.

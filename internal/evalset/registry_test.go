@@ -86,7 +86,7 @@ func TestValidationReadsTheRegistry(t *testing.T) {
 		{"did you mean", "      provider: testpod\n", []string{`unknown provider "testpod" (did you mean "testpods"?)`}},
 		{"local refuses an image", "      provider: local\n      image: x\n", []string{"tasks[0].sandbox.image: the local provider runs on the host and takes no image"}},
 		{"docker wants one", "      provider: docker\n", []string{"tasks[0].sandbox: the docker provider needs image"}},
-		{"unknown lists all", "      provider: zzzzzzzz\n", []string{"use one of docker, local, testpods"}},
+		{"unknown lists all", "      provider: zzzzzzzz\n", []string{"use one of docker, kubernetes, local, testpods"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

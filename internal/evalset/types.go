@@ -2,7 +2,11 @@
 // settings file (_steward.yaml), and loads and validates both.
 package evalset
 
-import "time"
+import (
+	"time"
+
+	"github.com/steward-evals/steward/internal/sandbox/kubernetes/kubeconf"
+)
 
 // EvalSet is a loaded, validated eval set. Paths inside it are absolute,
 // except Task.Inputs (globs relative to Dir). Defaults are filled in and
@@ -227,6 +231,8 @@ type Fleet struct {
 	// the gateway scrubs from every upstream answer and the run masks in
 	// what it records and prints.
 	Secrets []string `yaml:"secrets" json:"secrets,omitempty"`
+	// Kubernetes configures provider: kubernetes (see docs/kubernetes.md).
+	Kubernetes Kubernetes `yaml:"kubernetes" json:"kubernetes"`
 
 	// File is the _steward.yaml path it came from ("" if none).
 	File string `yaml:"-" json:"-"`
@@ -235,6 +241,12 @@ type Fleet struct {
 	// "env STEWARD_MAX_SANDBOXES" or "flag" (for the PLAN line, C2).
 	Sources map[string]string `yaml:"-" json:"sources,omitempty"`
 }
+
+// Kubernetes is _steward.yaml's kubernetes: section (provider kubernetes, docs/kubernetes.md).
+type Kubernetes = kubeconf.Settings
+
+// KubeToleration is a pod toleration.
+type KubeToleration = kubeconf.Toleration
 
 // RampRange is samples_ramp: [lo, hi] or false.
 type RampRange struct {

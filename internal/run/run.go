@@ -81,7 +81,7 @@ type ProviderFactory interface {
 type RunInfo = sandbox.RunInfo
 
 // ErrBadInput marks errors caused by the user's input (exit code 2).
-var ErrBadInput = errors.New("bad input")
+var ErrBadInput = sandbox.ErrBadInput // one sentinel: providers refuse configuration with it too
 
 func badInput(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadInput, fmt.Sprintf(format, args...))
@@ -347,7 +347,7 @@ func (l *launcher) chooseProviders(ctx context.Context) error {
 			if l.opts.Providers == nil {
 				return fmt.Errorf("no sandbox provider factory")
 			}
-			prov, err := l.opts.Providers.Provider(ctx, name, RunInfo{RunID: l.runID, LockPath: l.lockPath(), Stderr: l.opts.Stderr})
+			prov, err := l.opts.Providers.Provider(ctx, name, RunInfo{RunID: l.runID, LockPath: l.lockPath(), Stderr: l.opts.Stderr, Settings: l.es.Fleet.ProviderSettings()})
 			if err != nil {
 				return fmt.Errorf("sandbox provider %s (task %s): %w", name, l.p.Tasks[i].Task.Name, err)
 			}
@@ -415,6 +415,14 @@ func (l *launcher) budgetFromConfig(caps map[string]sandbox.Capacity) {
 			}
 			if c.Limit > 0 && (l.budget == 0 || c.Limit < l.budget) {
 				l.budget, l.budgetSrc = c.Limit, "from "+c.Source
+			}
+		}
+		if l.budget == 0 {
+			// An elastic provider (kubernetes) says why nothing bounds the fleet.
+			for _, n := range names {
+				if c := caps[n]; !c.Exclusive && c.Limit == 0 && c.Source != "" {
+					l.budgetSrc = "from " + c.Source
+				}
 			}
 		}
 	}

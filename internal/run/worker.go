@@ -759,7 +759,7 @@ func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, provide
 		byProv[ini.TaskProv[ti]] = append(byProv[ini.TaskProv[ti]], x.specs[ti])
 	}
 	for name, specs := range byProv {
-		prov, err := providers.Provider(ctx, name, RunInfo{RunID: ini.RunID, LockPath: ini.LockPath, Stderr: stderr})
+		prov, err := providers.Provider(ctx, name, RunInfo{RunID: ini.RunID, LockPath: ini.LockPath, Stderr: stderr, Settings: es.Fleet.ProviderSettings()})
 		if err != nil {
 			return nil, finalize, fmt.Errorf("sandbox provider %s: %w", name, err)
 		}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -22,7 +23,14 @@ type RunInfo struct {
 	Stderr   io.Writer
 	// Getenv reads the environment (nil = none set).
 	Getenv func(string) string
+	// Settings are the _steward.yaml sections of providers that have one,
+	// by provider name (kubernetes: kubeconf.Settings); nil = none.
+	Settings map[string]any
 }
+
+// ErrBadInput marks a provider's refusal of the user's configuration (a
+// missing kubeconfig, an unknown namespace): exit code 2, not infra.
+var ErrBadInput = errors.New("bad input")
 
 // Settings are the sandbox settings of one task that a provider judges
 // when the eval set is validated.
@@ -60,10 +68,11 @@ type Descriptor struct {
 	Check func(Settings) []Problem
 	// New makes the provider for one run (or for a probe: RunID "").
 	New func(ctx context.Context, ri RunInfo) (Provider, error)
-	// Sweep removes what dead runs left, for `steward sweep` (nil = nothing to sweep).
-	Sweep func(ctx context.Context, w io.Writer, getenv func(string) string) error
+	// Sweep removes what dead runs left, for `steward sweep` (nil = nothing
+	// to sweep). settings are as in RunInfo, from _steward.yaml here.
+	Sweep func(ctx context.Context, w io.Writer, getenv func(string) string, settings map[string]any) error
 	// Doctor prints what the provider sees of this machine, for `steward doctor` (nil = nothing).
-	Doctor func(ctx context.Context, w io.Writer, getenv func(string) string) error
+	Doctor func(ctx context.Context, w io.Writer, getenv func(string) string, settings map[string]any) error
 	// Internal are hidden commands the provider's own processes run as
 	// `steward NAME ARGS…` (docker: the gateway relay in its relay container).
 	Internal []InternalCommand

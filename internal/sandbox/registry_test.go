@@ -11,7 +11,7 @@ import (
 )
 
 func TestRegisteredProviders(t *testing.T) {
-	if got, want := sandbox.Names(), []string{"docker", "local"}; !reflect.DeepEqual(got, want) {
+	if got, want := sandbox.Names(), []string{"docker", "kubernetes", "local"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}
 	local, _ := sandbox.Lookup("local")

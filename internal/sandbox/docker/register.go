@@ -26,7 +26,7 @@ func init() {
 				InContainer: InContainer(ri.Getenv), Labels: map[string]string{},
 			})
 		},
-		Sweep: func(ctx context.Context, w io.Writer, getenv func(string) string) error {
+		Sweep: func(ctx context.Context, w io.Writer, getenv func(string) string, _ map[string]any) error {
 			if !Available(ctx) {
 				fmt.Fprintln(w, "docker: no daemon answers; nothing to sweep")
 				return nil
@@ -44,7 +44,7 @@ func init() {
 				return RunRelay(ctx, args[0], args[1], stderr)
 			},
 		}},
-		Doctor: func(ctx context.Context, w io.Writer, getenv func(string) string) error {
+		Doctor: func(ctx context.Context, w io.Writer, getenv func(string) string, _ map[string]any) error {
 			if !Available(ctx) {
 				fmt.Fprintln(w, "docker: no daemon answers (DOCKER_HOST or /var/run/docker.sock); tasks that name no provider run on the fallback provider")
 				return nil

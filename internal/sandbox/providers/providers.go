@@ -4,6 +4,7 @@
 package providers
 
 import (
-	_ "github.com/steward-evals/steward/internal/sandbox/docker" // a container per attempt
-	_ "github.com/steward-evals/steward/internal/sandbox/local"  // host processes
+	_ "github.com/steward-evals/steward/internal/sandbox/docker"     // a container per attempt
+	_ "github.com/steward-evals/steward/internal/sandbox/kubernetes" // a pod per attempt
+	_ "github.com/steward-evals/steward/internal/sandbox/local"      // host processes
 )

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Starts the single-node test cluster: etcd (loopback), a containerd of its own,
+# a CNI bridge, kube-apiserver and kubelet (from build.sh's cache), then
+# imports the test images and creates the test namespace. Writes
+# $KDIR/kubeconfig. Idempotent: a running cluster is left as is.
+# Facts and fixes: the shared notes on the kubernetes test cluster (restrict_oom_score_adj,
+# node IP on the bridge, kubelet preferred address type InternalIP).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/env.sh"
+[[ -x "$KUBE_BIN/kube-apiserver" && -x "$KUBE_BIN/kubelet" ]] || { echo "start.sh: no kube binaries in $KUBE_BIN: run build.sh" >&2; exit 1; }
+# one start at a time on this machine (parallel test binaries may both try)
+exec 9>"${KDIR%/}.start.lock"
+flock 9
+nodeready() { "$here/kubectl.sh" get --raw "/api/v1/nodes/$NODE" 2>/dev/null | grep -q '"type":"Ready","status":"True"'; }
+if [[ -f "$KDIR/kubeconfig" ]] && nodeready; then
+  echo "start.sh: cluster already running ($KDIR/kubeconfig)"; exit 0
+fi
+# a half-started or dead cluster: clear it first
+[[ -d "$KDIR" ]] && "$here/stop.sh" >/dev/null 2>&1
+mkdir -p "$KDIR"/{etcd,pki,log,containerd/root,containerd/state,cni/net.d,cni/ipam,kubelet,opt}
+log="$KDIR/log"
+fail() { echo "start.sh: $*" >&2; for f in "$log"/*.log; do echo "== $f"; tail -20 "$f"; done >&2; "$here/stop.sh" >/dev/null 2>&1 || true; exit 1; }
+waitfor() { # waitfor SECONDS what cmd...
+  local n=$(( $1 * 5 )) what=$2; shift 2
+  for ((i = 0; i < n; i++)); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
+  fail "$what did not come up"
+}
+bg() { # bg name cmd... : run detached in its own session, pid in $KDIR/name.pid
+  local name=$1; shift
+  setsid "$@" >"$log/$name.log" 2>&1 < /dev/null 9>&- &
+  echo $! > "$KDIR/$name.pid"
+}
+
+# --- etcd, loopback only, on ports of its own
+bg etcd etcd --name steward --data-dir "$KDIR/etcd" \
+  --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+  --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+  --initial-cluster "steward=http://127.0.0.1:$ETCD_PEER_PORT" --listen-metrics-urls "" 
+
+# --- the CNI bridge with its gateway address (the kubelet's node IP lives on it)
+if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
+  ip link add "$BRIDGE" type bridge
+fi
+ip addr replace "$BRIDGE_IP/${POD_CIDR#*/}" dev "$BRIDGE"
+ip link set "$BRIDGE" up
+# Docker sets the FORWARD policy to DROP and bridged traffic passes iptables
+# (br_netfilter): let pods on this bridge reach each other (sandbox -> relay).
+iptables -C FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT -m comment --comment steward-kube 2>/dev/null ||
+  iptables -I FORWARD 1 -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT -m comment --comment steward-kube
+cni_bin=/usr/lib/cni; [[ -x $cni_bin/bridge ]] || cni_bin=/opt/cni/bin
+cat > "$KDIR/cni/net.d/10-steward.conflist" <<JSON
+{"cniVersion": "1.0.0", "name": "steward-kube", "plugins": [
+  {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+   "ipam": {"type": "host-local", "dataDir": "$KDIR/cni/ipam", "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$BRIDGE_IP"}]]}},
+  {"type": "loopback"}]}
+JSON
+
+# --- a containerd of its own (config, root, state, socket); never Docker's
+cat > "$KDIR/containerd/config.toml" <<TOML
+version = 2
+root = "$KDIR/containerd/root"
+state = "$KDIR/containerd/state"
+[grpc]
+  address = "$CTR_SOCK"
+[ttrpc]
+  address = "$CTR_SOCK.ttrpc"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$KDIR/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  restrict_oom_score_adj = true
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "$cni_bin"
+    conf_dir = "$KDIR/cni/net.d"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+    SystemdCgroup = false
+    Root = "$KDIR/containerd/runc"
+TOML
+bg containerd containerd --config "$KDIR/containerd/config.toml"
+
+# --- credentials: a service-account key and a static admin token (loopback test cluster only)
+[[ -f "$KDIR/pki/sa.key" ]] || openssl genrsa -out "$KDIR/pki/sa.key" 2048 2>/dev/null
+token="$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+echo "$token,steward-admin,steward-admin,system:masters" > "$KDIR/pki/tokens.csv"
+cat > "$KDIR/kubeconfig" <<YAML
+apiVersion: v1
+kind: Config
+clusters:
+- name: steward-test
+  cluster:
+    server: https://127.0.0.1:$API_PORT
+    insecure-skip-tls-verify: true
+users:
+- name: steward-admin
+  user:
+    token: $token
+contexts:
+- name: steward-test
+  context: {cluster: steward-test, user: steward-admin, namespace: $NAMESPACE}
+current-context: steward-test
+YAML
+chmod 600 "$KDIR/kubeconfig" "$KDIR/pki/tokens.csv"
+
+waitfor 30 etcd bash -c "exec 3<>/dev/tcp/127.0.0.1/$ETCD_PORT"
+waitfor 30 containerd ctr -a "$CTR_SOCK" version
+
+# --- kube-apiserver: loopback, token auth, AlwaysAllow, no ServiceAccount admission
+bg kube-apiserver "$KUBE_BIN/kube-apiserver" \
+  --etcd-servers "http://127.0.0.1:$ETCD_PORT" --etcd-prefix /steward-registry \
+  --bind-address 127.0.0.1 --secure-port "$API_PORT" --advertise-address "$BRIDGE_IP" \
+  --cert-dir "$KDIR/pki" --token-auth-file "$KDIR/pki/tokens.csv" \
+  --authorization-mode AlwaysAllow --disable-admission-plugins ServiceAccount \
+  --service-account-issuer https://steward-test.invalid --service-account-key-file "$KDIR/pki/sa.key" \
+  --service-account-signing-key-file "$KDIR/pki/sa.key" --service-cluster-ip-range 10.97.0.0/24 \
+  --kubelet-preferred-address-types InternalIP --enable-priority-and-fairness=false \
+  --profiling=false --endpoint-reconciler-type none
+
+# images go in while the apiserver starts
+"$here/images.sh" >"$log/images.log" 2>&1 || fail "importing the images failed: $(tail -5 "$log/images.log")"
+waitfor 60 kube-apiserver "$here/kubectl.sh" get --raw /readyz
+
+# --- kubelet: node IP and serving address on the bridge (its port stays private)
+cat > "$KDIR/kubelet/config.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $BRIDGE_IP
+port: 10250
+readOnlyPort: 0
+healthzPort: 0
+cgroupDriver: cgroupfs
+failSwapOn: false
+containerRuntimeEndpoint: unix://$CTR_SOCK
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
+registerNode: true
+serializeImagePulls: false
+maxPods: 250
+podPidsLimit: -1
+resolvConf: ""
+podLogsDir: $KDIR/pod-logs
+YAML
+cat > "$KDIR/kubelet/kubeconfig" < "$KDIR/kubeconfig"
+# What the kubelet makes outside $KDIR whatever its flags (fixed paths, its
+# cgroup hierarchy): noted when absent now, so that stop.sh removes exactly that.
+for p in /var/lib/kubelet /var/log/pods /var/log/containers /sys/fs/cgroup/*/kubepods; do
+  [[ "$p" == *"*"* ]] && continue
+  [[ -e "$p" ]] || echo "$p" >> "$KDIR/created.list"
+done
+for c in /sys/fs/cgroup/*/; do [[ -e "${c}kubepods" ]] || echo "${c}kubepods" >> "$KDIR/created.list"; done
+bg kubelet "$KUBE_BIN/kubelet" --config "$KDIR/kubelet/config.yaml" --kubeconfig "$KDIR/kubelet/kubeconfig" \
+  --root-dir "$KDIR/kubelet/root" --cert-dir "$KDIR/kubelet/pki" --hostname-override "$NODE" \
+  --node-ip "$BRIDGE_IP" --v 1
+waitfor 90 "node $NODE" nodeready
+
+# --- the test namespace
+"$here/kubectl.sh" get --raw "/api/v1/namespaces/$NAMESPACE" >/dev/null 2>&1 ||
+  "$here/kubectl.sh" create-namespace "$NAMESPACE"
+echo "start.sh: cluster up: KUBECONFIG=$KDIR/kubeconfig node=$NODE namespace=$NAMESPACE"

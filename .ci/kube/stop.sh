@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Stops the test cluster and leaves nothing: pods deleted through the API
+# (so the kubelet tears down their containers and networks), then the
+# kubelet, apiserver, containerd (and its shims) and etcd stopped, leftover
+# mounts and network namespaces on the bridge removed, the bridge and its
+# iptables rule deleted, and the state directory removed. Safe to run twice.
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/env.sh"
+[[ -d "$KDIR" ]] || { ip link del "$BRIDGE" 2>/dev/null; rm -f "${KDIR%/}.start.lock"; exit 0; }
+alive() { [[ -f "$KDIR/$1.pid" ]] && kill -0 "$(cat "$KDIR/$1.pid")" 2>/dev/null; }
+stopproc() { # stopproc name: TERM, then KILL after 10 s
+  alive "$1" || return 0
+  local pid; pid="$(cat "$KDIR/$1.pid")"
+  kill -TERM "$pid" 2>/dev/null
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.2; done
+  kill -KILL "$pid" 2>/dev/null
+}
+if alive kube-apiserver && alive kubelet; then
+  # every pod of every namespace, immediately; the kubelet confirms each removal
+  for ns in $("$here/kubectl.sh" get --raw /api/v1/pods 2>/dev/null | grep -o '"namespace":"[^"]*"' | sort -u | cut -d'"' -f4); do
+    "$here/kubectl.sh" delete-raw "/api/v1/namespaces/$ns/pods?gracePeriodSeconds=0" 2>/dev/null
+  done
+  for _ in $(seq 100); do
+    "$here/kubectl.sh" get --raw /api/v1/pods 2>/dev/null | grep -q '"kind":"Pod"' || break
+    sleep 0.2
+  done
+fi
+stopproc kubelet
+# whatever pod sandboxes remain (a killed kubelet): stop them through containerd
+if alive containerd; then
+  for t in $(ctr -a "$CTR_SOCK" -n k8s.io tasks ls -q 2>/dev/null); do ctr -a "$CTR_SOCK" -n k8s.io tasks kill -s KILL "$t" >/dev/null 2>&1; done
+  sleep 0.5
+  for t in $(ctr -a "$CTR_SOCK" -n k8s.io tasks ls -q 2>/dev/null); do ctr -a "$CTR_SOCK" -n k8s.io tasks delete -f "$t" >/dev/null 2>&1; done
+fi
+stopproc kube-apiserver
+stopproc containerd
+# the runc shims of this containerd (their command line names its socket)
+for pid in $(pgrep -f -- "-address $CTR_SOCK" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
+stopproc etcd
+# network namespaces whose pod end sits on this cluster's bridge
+for ns in $(ls /var/run/netns 2>/dev/null | grep '^cni-'); do
+  peer="$(ip -n "$ns" -o link show eth0 2>/dev/null | sed -n 's/.*eth0@if\([0-9]*\).*/\1/p')"
+  [[ -n "$peer" ]] && ip -o link show 2>/dev/null | grep -q "^$peer: .* master $BRIDGE " && ip netns delete "$ns" 2>/dev/null
+done
+# what the kubelet made outside the state directory (listed by start.sh)
+if [[ -f "$KDIR/created.list" ]]; then
+  while read -r p; do
+    case "$p" in
+      /sys/fs/cgroup/*) [[ -d "$p" ]] && find "$p" -depth -type d -exec rmdir {} \; 2>/dev/null ;;
+      *) rm -rf -- "$p" ;;
+    esac
+  done < "$KDIR/created.list"
+fi
+# mounts under the state directory, deepest first
+grep -o " $KDIR[^ ]*" /proc/self/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
+while iptables -D FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT -m comment --comment steward-kube 2>/dev/null; do :; done
+ip link del "$BRIDGE" 2>/dev/null
+rm -rf "$KDIR" "${KDIR%/}.start.lock"
+echo "stop.sh: cluster stopped, $KDIR removed"

@@ -1,0 +1,118 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/steward-evals/steward/internal/sandbox"
+)
+
+// ProbeArg makes the steward binary (in the relay image) fetch a URL and
+// exit 0 when it answers: the doctor's relay reachability probe.
+const ProbeArg = "__kubeprobe"
+
+// Probe GETs url and fails unless it answers 200.
+func Probe(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("probe %s: %w", url, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("probe %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("probe %s: status %d", url, resp.StatusCode)
+	}
+	return nil
+}
+
+// Doctor prints what Steward sees of the cluster: the API server and its
+// version, the namespace, the sandbox budget its quota allows for a default
+// sandbox, and whether a pod reaches the relay (when a relay image is set:
+// it starts the relay and a probe pod, and removes both).
+func (p *Provider) Doctor(ctx context.Context, w io.Writer) error {
+	v, err := p.cs.Discovery().ServerVersion()
+	if err != nil {
+		return sandbox.InfraError(fmt.Errorf("kubernetes: read the server version: %w", err))
+	}
+	fmt.Fprintf(w, "kubernetes: API server %s (%s), namespace %s\n", p.rc.Host, v.GitVersion, p.ns)
+	c, err := p.Capacity(ctx, []sandbox.Spec{{}})
+	if err != nil {
+		fmt.Fprintf(w, "kubernetes: budget: %v\n", err)
+	} else if c.Limit > 0 {
+		fmt.Fprintf(w, "kubernetes: budget %d default sandboxes (%g CPU, %d MiB) from %s\n", c.Limit, DefaultCPUs, DefaultMemory>>20, c.Source)
+	} else {
+		fmt.Fprintf(w, "kubernetes: budget unbounded (%s)\n", c.Source)
+	}
+	if p.opts.RelayImage == "" {
+		fmt.Fprintln(w, "kubernetes: relay: no relay_image set: tasks cannot reach the model gateway")
+		return nil
+	}
+	ok, why := p.probeRelay(ctx)
+	if ok {
+		fmt.Fprintf(w, "kubernetes: relay: a pod reached the gateway through the relay (%s)\n", why)
+	} else {
+		fmt.Fprintf(w, "kubernetes: relay: NOT reachable from a pod: %s\n", why)
+	}
+	return p.Finalize(ctx)
+}
+
+// probeRelay starts the relay, serves a stand-in gateway on its loopback
+// address, and runs a pod that fetches it through the relay.
+func (p *Provider) probeRelay(ctx context.Context) (bool, string) {
+	g, err := p.Gateway(ctx)
+	if err != nil {
+		return false, err.Error()
+	}
+	ln, err := net.Listen("tcp", g.Listen)
+	if err != nil {
+		return false, err.Error()
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(g.Listen)
+	url := "http://" + net.JoinHostPort(g.Host, port) + "/"
+	pod := p.relayPod([]string{"/steward", ProbeArg, url})
+	pod.Name = podName(p.opts.RunID, "probe", randomID(3))
+	pod.Labels[labelRole] = "probe"
+	created, err := p.cs.CoreV1().Pods(p.ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	defer func() {
+		cctx, cancel := cleanupCtx(ctx)
+		_ = p.deletePod(cctx, created.Name)
+		cancel()
+	}()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		cur, err := p.cs.CoreV1().Pods(p.ns).Get(ctx, created.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		switch cur.Status.Phase {
+		case corev1.PodSucceeded:
+			return true, "pod " + cur.Name + " → " + url
+		case corev1.PodFailed:
+			return false, "probe pod failed: " + podWhy(cur)
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err().Error()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return false, "probe pod did not finish within 2m"
+}

@@ -1,0 +1,245 @@
+// Package kuberelay is the gateway relay that runs in a pod of its own, one
+// per run, in the cluster where the sandboxes are. It holds no secret and
+// dials nothing: sandboxes connect to its pod address; the supervisor, which
+// may sit anywhere the API server is reachable from, keeps idle "control"
+// connections open to it through a port-forward; each sandbox connection is
+// paired with one control connection and the bytes flow between them. The
+// supervisor carries them on to the model gateway on its own loopback.
+//
+// The protocol on a control connection: the relay writes Call ('C') when it
+// pairs the connection with a sandbox connection; the supervisor answers Ack
+// ('A') and from then on both ends copy bytes. An idle control connection that
+// ends (EOF) is dropped; the supervisor keeps opening new ones.
+//
+// Only the standard library is used, so the relay binary is small and the
+// image is FROM scratch.
+package kuberelay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// Arg is the argument that makes a binary (steward, or a test binary) run the relay:
+// ARG SANDBOX-LISTEN CONTROL-LISTEN.
+const Arg = "__kuberelay"
+
+// Protocol bytes on a control connection.
+const (
+	Call = 'C'
+	Ack  = 'A'
+)
+
+// ControlPort is the relay's control port inside its pod.
+const ControlPort = 7070
+
+// PairTimeout bounds how long a sandbox connection waits for a control connection.
+const PairTimeout = 30 * time.Second
+
+type idle struct {
+	c   net.Conn
+	ack chan error // the one byte read from c: nil = Ack, else why it died
+}
+
+// Run serves until ctx ends: sandboxes connect to sandboxListen, the
+// supervisor's port-forward to controlListen.
+func Run(ctx context.Context, sandboxListen, controlListen string, log io.Writer) error {
+	return run(ctx, sandboxListen, controlListen, log, PairTimeout)
+}
+
+func run(ctx context.Context, sandboxListen, controlListen string, log io.Writer, pairTimeout time.Duration) error {
+	var lc net.ListenConfig
+	sl, err := lc.Listen(ctx, "tcp", sandboxListen)
+	if err != nil {
+		return fmt.Errorf("relay listen %s: %w", sandboxListen, err)
+	}
+	cl, err := lc.Listen(ctx, "tcp", controlListen)
+	if err != nil {
+		sl.Close()
+		return fmt.Errorf("relay listen %s: %w", controlListen, err)
+	}
+	fmt.Fprintf(log, "relay: sandboxes on %s, control on %s\n", sl.Addr(), cl.Addr())
+	go func() { <-ctx.Done(); sl.Close(); cl.Close() }()
+	pool := make(chan idle, 1024)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := cl.Accept()
+			if err != nil {
+				if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+					return
+				}
+				continue
+			}
+			it := idle{c: c, ack: make(chan error, 1)}
+			go func() {
+				var b [1]byte
+				_, err := io.ReadFull(c, b[:])
+				if err == nil && b[0] != Ack {
+					err = fmt.Errorf("bad control byte %q", b[0])
+				}
+				it.ack <- err
+			}()
+			select {
+			case pool <- it:
+			default:
+				c.Close() // more idle connections than anyone needs
+			}
+		}
+	}()
+	for {
+		c, err := sl.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("relay accept: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			u, err := pair(ctx, pool, pairTimeout)
+			if err != nil {
+				fmt.Fprintf(log, "relay: %v\n", err)
+				return
+			}
+			defer u.Close()
+			Pipe(c, u)
+		}()
+	}
+}
+
+// pair takes idle control connections until one acknowledges a call.
+func pair(ctx context.Context, pool chan idle, timeout time.Duration) (net.Conn, error) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		var it idle
+		select {
+		case it = <-pool:
+		case <-deadline.C:
+			return nil, errors.New("no control connection from the supervisor")
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		select {
+		case err := <-it.ack:
+			// It ended (or misbehaved) while idle.
+			it.c.Close()
+			_ = err
+			continue
+		default:
+		}
+		if _, err := it.c.Write([]byte{Call}); err != nil {
+			it.c.Close()
+			continue
+		}
+		select {
+		case err := <-it.ack:
+			if err != nil {
+				it.c.Close()
+				continue
+			}
+			return it.c, nil
+		case <-time.After(10 * time.Second):
+			it.c.Close()
+			continue
+		}
+	}
+}
+
+// Pipe copies both ways until both directions end.
+func Pipe(a, b net.Conn) {
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(b, a); closeWrite(b); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(a, b); closeWrite(a); done <- struct{}{} }()
+	<-done
+	<-done
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+		return
+	}
+	_ = c.Close()
+}
+
+// Feed keeps n idle control connections open through dial (the supervisor's
+// side): each, once called, is acknowledged and joined to a fresh connection
+// to target (the gateway). It returns when ctx ends.
+func Feed(ctx context.Context, n int, dial func(ctx context.Context) (net.Conn, error), target string, log io.Writer) {
+	slots := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	backoff := 50 * time.Millisecond
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		c, err := dial(ctx)
+		if err != nil {
+			<-slots
+			if ctx.Err() != nil {
+				return
+			}
+			fmt.Fprintf(log, "relay feed: %v\n", err)
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return
+			}
+			if backoff < 2*time.Second {
+				backoff *= 2
+			}
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stop := context.AfterFunc(ctx, func() { c.Close() })
+			defer stop()
+			defer c.Close()
+			var b [1]byte
+			_, err := io.ReadFull(c, b[:])
+			if err != nil || b[0] != Call {
+				// The stream died idle (relay gone, port-forward lost):
+				// wait a little before the slot opens another one.
+				select {
+				case <-time.After(200 * time.Millisecond):
+				case <-ctx.Done():
+				}
+				<-slots
+				return
+			}
+			<-slots // called: open another idle one
+			var d net.Dialer
+			u, err := d.DialContext(ctx, "tcp", target)
+			if err != nil {
+				fmt.Fprintf(log, "relay feed: dial gateway %s: %v\n", target, err)
+				return
+			}
+			defer u.Close()
+			if _, err := c.Write([]byte{Ack}); err != nil {
+				return
+			}
+			Pipe(c, u)
+		}()
+	}
+}
