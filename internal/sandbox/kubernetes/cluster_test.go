@@ -517,3 +517,57 @@ func TestClusterRuntimeClassAndPlacement(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The agent cannot influence its verdict on a cluster either: Settle leaves
+// no process of the agent running (a background job rewriting the answer
+// after the agent ended), and the grader is a fresh pod holding a copy of
+// the workdir with the scorer's files where the agent never was, and
+// without the links the agent planted to reach them or anything else
+// outside its workdir.
+func TestClusterSettleAndGrader(t *testing.T) {
+	c := kubetest.Get(t)
+	ctx := context.Background()
+	p := newProvider(t, c, "grade-"+randomID(3), heldLock(t))
+	spec := sandbox.Spec{Task: "grade", Image: c.Busybox, CPUs: 0.5, Memory: 64 << 20}
+	if err := p.Prepare(ctx, []*sandbox.Spec{&spec}); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := p.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(ctx)
+	res, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: `echo wrong > answer.txt
+(setsid sh -c 'while true; do echo tampered > answer.txt; sleep 0.2; done' >/dev/null 2>&1 &)
+ln -s /tmp/steward-scorer/expected peek; ln -s /etc/hostname host; ln -s answer.txt inside; echo started`})
+	if err != nil || string(res.Stdout) != "started\n" {
+		t.Fatalf("agent: %v %+v", err, res)
+	}
+	if err := sb.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g, dir, err := sb.Grader(ctx, []sandbox.File{{Path: "expected", Data: []byte("42\n")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close(ctx)
+	if g.ID() == sb.ID() || dir == "" {
+		t.Fatalf("grader %s dir %q: want a pod of its own", g.ID(), dir)
+	}
+	res, err = g.Exec(ctx, sandbox.ExecSpec{Shell: `cat "$D/expected"; for f in peek host inside; do [ -L $f ] && echo "link $f"; done; cat answer.txt`, Env: map[string]string{"D": dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := string(res.Stdout); out != "42\nlink inside\nwrong\n" && out != "42\nlink inside\ntampered\n" {
+		t.Fatalf("grader sees %q: want the scorer's file, only the link inside the workdir, the answer", out)
+	}
+	// Nothing of the agent runs on in its pod: the answer stays as settled.
+	before, err := sb.CopyOut(ctx, "answer.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = sb.Exec(ctx, sandbox.ExecSpec{Shell: `echo settled > answer.txt; sleep 1; cat answer.txt`})
+	if err == nil && string(res.Stdout) != "settled\n" {
+		t.Fatalf("a process of the agent ran on after Settle (answer was %q, now %q)", before, res.Stdout)
+	}
+}
