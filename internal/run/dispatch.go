@@ -117,9 +117,7 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 		l.recordFull(err)
 		l.cancelQueued("not started: the record's disk is full")
 		l.finishItem(it.ID)
-		if l.onFinish != nil {
-			l.onFinish()
-		}
+		l.tasks.check()
 		return
 	}
 	l.keepTranscript(row, tr)
@@ -159,9 +157,7 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 		l.cancelQueued(fmt.Sprintf("budget spent ($%.2f)", b))
 	}
 	l.finishItem(it.ID)
-	if l.onFinish != nil {
-		l.onFinish()
-	}
+	l.tasks.check()
 }
 
 // finishItem frees an attempt's slots; a refusal is a scheduler bug, said aloud.

@@ -481,9 +481,9 @@ func (l *launcher) gatewayFor(addr sandbox.GatewayAddr) (string, error) {
 	url := "http://" + net.JoinHostPort(host, strconv.Itoa(port))
 	l.gwListen[key] = url
 	if addr.Proxied {
-		go func() { _ = l.gw.ServeProxied(l.gwCtx, ln) }()
+		l.gwServing.Go(func() error { return l.gw.ServeProxied(l.gwCtx, ln) })
 	} else {
-		go func() { _ = l.gw.Serve(l.gwCtx, ln) }()
+		l.gwServing.Go(func() error { return l.gw.Serve(l.gwCtx, ln) })
 	}
 	return url, nil
 }
