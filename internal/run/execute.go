@@ -342,7 +342,9 @@ func (l *launcher) finish(ctx context.Context, sess *session) (*Result, error) {
 		rep.Left = l.leftNow()
 	}
 	l.mu.Lock()
-	rep.Spend.BudgetStopped = l.spentStop
+	if l.spentStop {
+		rep.Spend.BudgetStopped = true
+	}
 	l.mu.Unlock()
 	return &Result{Report: rep, Cancelled: status == "cancelled"}, nil
 }
@@ -634,7 +636,7 @@ func (l *launcher) taskLifecycle(ctx, actx context.Context, ti int, slots chan s
 
 func (l *launcher) taskTeardown(ti int) bool {
 	t := l.p.Tasks[ti].Task
-	ok := l.runner.closeTask(ti)
+	ok := l.runner.closeTask(context.Background(), ti)
 	if t.Host.Teardown != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()

@@ -2,7 +2,6 @@ package run
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"os/exec"
 	"strings"
@@ -24,7 +23,7 @@ func TestHeartbeatKillsSilentWorker(t *testing.T) {
 	}
 	defer cmd.Process.Kill()
 	var log bytes.Buffer
-	w := &workerProc{l: &launcher{opts: Options{Stderr: &log}}, name: "victim", cmd: cmd, in: in, enc: json.NewEncoder(io.Discard), done: make(chan struct{})}
+	w := &workerProc{l: &launcher{opts: Options{Stderr: &log}}, name: "victim", cmd: cmd, in: in, out: &msgWriter{w: io.Discard}, pings: make(chan struct{}, 1), done: make(chan struct{})}
 	start := time.Unix(1000, 0)
 	clock := start
 	w.lastSeen.Store(start.UnixNano())
