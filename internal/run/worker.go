@@ -610,6 +610,23 @@ func (b *mailbox) get(ctx context.Context) (wireMsg, bool) {
 	}
 }
 
+// gatewayURL is the supervisor's answer to a gateway question: the next
+// message, which must be a gateway_url.
+func (b *mailbox) gatewayURL(ctx context.Context) (*msgGatewayURL, error) {
+	r, ok := b.get(ctx)
+	if !ok {
+		if err := b.failure(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("the supervisor is gone")
+	}
+	u, isURL := r.(*msgGatewayURL)
+	if !isURL {
+		return nil, fmt.Errorf("worker: expected gateway_url, the supervisor sent %s", r.op())
+	}
+	return u, nil
+}
+
 // readSupervisor puts the supervisor's messages in box and answers pings at
 // once; a line it cannot read ends the stream with the error.
 func readSupervisor(in io.Reader, box *mailbox, send func(wireMsg)) {
@@ -678,18 +695,7 @@ func Worker(ctx context.Context, in io.Reader, out io.Writer, stderr io.Writer, 
 	}()
 	x, finalize, err := workerSetup(actx, ini, stderr, providers, getenv, func(m *msgGateway) (*msgGatewayURL, error) {
 		send(m)
-		r, ok := box.get(actx)
-		if !ok {
-			if err := box.failure(); err != nil {
-				return nil, err
-			}
-			return nil, errors.New("the supervisor is gone")
-		}
-		u, isURL := r.(*msgGatewayURL)
-		if !isURL {
-			return nil, fmt.Errorf("worker: expected gateway_url, the supervisor sent %s", r.op())
-		}
-		return u, nil
+		return box.gatewayURL(actx)
 	})
 	defer finalize()
 	if err != nil {
@@ -868,30 +874,40 @@ func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, provide
 				x.specs[ti].Image = ini.Images[ti]
 			}
 		}
-		sh, canShare := prov.(sharer)
-		if st := ini.Shared[name]; canShare && st != nil {
-			if err := sh.AdoptShared(st); err != nil {
-				return nil, finalize, err
-			}
-		} else if err := prov.Prepare(ctx, specs); err != nil {
-			return nil, finalize, fmt.Errorf("prepare %s sandboxes: %w", name, err)
-		}
-		if url := ini.GatewayURL[name]; url != "" {
-			x.gwURL[name] = url
-			continue
-		}
-		addr, err := prov.Gateway(ctx)
+		url, err := adoptProvider(ctx, ini, name, prov, specs, ask)
 		if err != nil {
-			return nil, finalize, fmt.Errorf("find the gateway address for %s sandboxes: %w", name, err)
-		}
-		r, err := ask(&msgGateway{Provider: name, Listen: addr.Listen, Host: addr.Host, Proxied: addr.Proxied})
-		if err != nil {
-			return nil, finalize, fmt.Errorf("ask for the gateway: %w", err)
-		}
-		if err := r.Err.err(); err != nil {
 			return nil, finalize, err
 		}
-		x.gwURL[name] = r.URL
+		x.gwURL[name] = url
 	}
 	return x, finalize, nil
+}
+
+// adoptProvider adopts what the supervisor prepared for a provider (its
+// networks; Prepare only when it shares nothing) and returns the gateway
+// URL its sandboxes use, asking the supervisor when it has none yet.
+func adoptProvider(ctx context.Context, ini *workerInit, name string, prov sandbox.Provider, specs []*sandbox.Spec, ask func(*msgGateway) (*msgGatewayURL, error)) (string, error) {
+	sh, canShare := prov.(sharer)
+	if st := ini.Shared[name]; canShare && st != nil {
+		if err := sh.AdoptShared(st); err != nil {
+			return "", err
+		}
+	} else if err := prov.Prepare(ctx, specs); err != nil {
+		return "", fmt.Errorf("prepare %s sandboxes: %w", name, err)
+	}
+	if url := ini.GatewayURL[name]; url != "" {
+		return url, nil
+	}
+	addr, err := prov.Gateway(ctx)
+	if err != nil {
+		return "", fmt.Errorf("find the gateway address for %s sandboxes: %w", name, err)
+	}
+	r, err := ask(&msgGateway{Provider: name, Listen: addr.Listen, Host: addr.Host, Proxied: addr.Proxied})
+	if err != nil {
+		return "", fmt.Errorf("ask for the gateway: %w", err)
+	}
+	if err := r.Err.err(); err != nil {
+		return "", err
+	}
+	return r.URL, nil
 }
