@@ -230,16 +230,9 @@ func (l *launcher) dispatch(ctx context.Context) (*dispatched, error) {
 	// grace period; the second signal (Hard) or the end of grace aborts them.
 	actx, abort := context.WithCancel(context.Background())
 	d := &dispatched{stop: make(chan struct{}), abort: abort}
-	if l.opts.Workers {
-		if d.workers, err = l.startWorkers(ctx); err != nil {
-			abort()
-			return nil, err
-		}
-		l.runner = d.workers
-	} else {
-		l.runner = inProcess{newExecutor(&execEnv{bind: l.bindToken, p: l.p, specs: l.specs, providers: l.providers, taskProv: l.taskProv,
-			gwURL: l.gwURL, runID: l.runID, exe: l.opts.Exe, model: l.es.Model.Name, modelSettings: modelSettings(l.es), stderr: l.opts.Stderr,
-			started: l.started})}
+	if d.workers, err = l.startRunner(ctx); err != nil {
+		abort()
+		return nil, err
 	}
 	if ctx.Err() != nil {
 		// Stopped while preparing: nothing starts (the watcher, below, may
@@ -268,6 +261,28 @@ func (l *launcher) dispatch(ctx context.Context) (*dispatched, error) {
 		l.cancelQueued("cancelled before it started")
 	}
 	return d, nil
+}
+
+// startRunner sets the runner: worker processes (returned) or this process.
+// A first signal while workers start is a stop like any other: they are
+// waited for (only the second signal aborts) and then run nothing; none
+// starts once the run is stopped.
+func (l *launcher) startRunner(ctx context.Context) (*workerPool, error) {
+	if !l.opts.Workers {
+		l.runner = inProcess{newExecutor(&execEnv{bind: l.bindToken, p: l.p, specs: l.specs, providers: l.providers, taskProv: l.taskProv,
+			gwURL: l.gwURL, runID: l.runID, exe: l.opts.Exe, model: l.es.Model.Name, modelSettings: modelSettings(l.es), stderr: l.opts.Stderr,
+			started: l.started})}
+		return nil, nil
+	}
+	pool := &workerPool{l: l, byTask: map[int]*workerProc{}}
+	if ctx.Err() == nil {
+		var err error
+		if pool, err = l.startWorkers(l.opts.Hard); err != nil {
+			return nil, err
+		}
+	}
+	l.runner = pool
+	return pool, nil
 }
 
 // watchStop turns the first signal (ctx) into "no new attempts" and, after

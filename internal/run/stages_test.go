@@ -34,6 +34,12 @@ func (f cancelFactory) DockerAvailable(ctx context.Context) bool { return false 
 // watcher reads the task-finished hook only after it was set (the hook used
 // to be assigned after the watcher had started).
 func TestCancelBeforeDispatchSkipsEverything(t *testing.T) {
+	t.Run("in-process", func(t *testing.T) { cancelBeforeDispatch(t, false) })
+	// Workers start between the watcher and the hook: the window is wide.
+	t.Run("workers", func(t *testing.T) { cancelBeforeDispatch(t, true) })
+}
+
+func cancelBeforeDispatch(t *testing.T, workers bool) {
 	dir := t.TempDir()
 	write(t, dir, "helper.txt", "ok")
 	path := write(t, dir, "steward.yaml", basicSet)
@@ -44,7 +50,11 @@ func TestCancelBeforeDispatchSkipsEverything(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	prov := cancelAtGateway{counting: &counting{Provider: local.New(local.Options{BaseDir: t.TempDir()})}, cancel: cancel}
-	res, err := Launch(ctx, Options{EvalSet: es, Providers: cancelFactory{prov}})
+	opts := Options{EvalSet: es, Providers: cancelFactory{prov}}
+	if workers {
+		opts.Workers, opts.Exe = true, buildSteward(t)
+	}
+	res, err := Launch(ctx, opts)
 	if err != nil {
 		t.Fatalf("launch: %v", err)
 	}
