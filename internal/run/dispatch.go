@@ -13,6 +13,7 @@ import (
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/sched"
+	"github.com/steward-evals/steward/internal/transcript"
 )
 
 // runner executes attempts: in this process (executor) or in worker
@@ -21,7 +22,7 @@ type runner interface {
 	// attempt runs one try of a with the gateway token and returns its row.
 	attempt(ctx context.Context, a *plan.Attempt, token string) record.Attempt
 	// closeTask removes the task's pooled sandboxes; false when some failed.
-	closeTask(task int) bool
+	closeTask(ctx context.Context, task int) bool
 }
 
 type inProcess struct{ *executor }
@@ -78,6 +79,38 @@ func (h *hooks) Usage(in, out int64, cost float64) {}
 // publishes it, frees its slots, and applies early exit and the budget stop.
 func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 	a := l.bySeq(l.seqOf[it.ID])
+	row, tr := l.tryAttempt(ctx, it, a)
+	var arts []record.Artifact
+	if s, ok := l.runner.(artifactSource); ok {
+		arts = s.takeArtifacts(a.Seq)
+	}
+	if err := l.db.Publish(context.Background(), row); err != nil {
+		// The record cannot take results (a full disk): what runs now could
+		// not be kept, so nothing more is dispatched.
+		// The error is said once, when the launch ends (finishOnRecordError).
+		l.recordFull(err)
+		l.cancelQueued("not started: the record's disk is full")
+		l.finishItem(it.ID)
+		l.tasks.check()
+		return
+	}
+	l.keepTranscript(row, tr)
+	l.keepArtifacts(row, arts)
+	l.mu.Lock()
+	l.published[a.Seq] = row.Status
+	if row.Status == report.StatusErrored || row.Status == report.StatusInfra {
+		l.errWin[a.Task]++
+	}
+	l.mu.Unlock()
+	l.afterResult(a, row)
+	l.finishItem(it.ID)
+	l.tasks.check()
+}
+
+// tryAttempt runs an attempt with its gateway token, retrying
+// infrastructure errors, and returns its row (usage charged, secrets
+// scrubbed, the supervisor's fingerprint) and the gateway's transcript.
+func (l *launcher) tryAttempt(ctx context.Context, it sched.Item, a *plan.Attempt) (record.Attempt, *transcript.Transcript) {
 	t := l.p.Tasks[a.Task].Task
 	retries := 1
 	if t.Retries != nil {
@@ -105,34 +138,13 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 	row.Reason, row.Log, row.Answer, row.Explanation = l.scrub(row.Reason), l.scrub(row.Log), l.scrub(row.Answer), l.scrub(row.Explanation)
 	// The supervisor's plan holds the fingerprint with the resolved image ID.
 	row.Fingerprint, row.Parts = a.Fingerprint, a.PartsJSON()
-	tr := l.gw.Transcript(gwID)
-	var arts []record.Artifact
-	if s, ok := l.runner.(artifactSource); ok {
-		arts = s.takeArtifacts(a.Seq)
-	}
-	if err := l.db.Publish(context.Background(), row); err != nil {
-		// The record cannot take results (a full disk): what runs now could
-		// not be kept, so nothing more is dispatched.
-		// The error is said once, when the launch ends (finishOnRecordError).
-		l.recordFull(err)
-		l.cancelQueued("not started: the record's disk is full")
-		l.finishItem(it.ID)
-		if l.onFinish != nil {
-			l.onFinish()
-		}
-		return
-	}
-	l.keepTranscript(row, tr)
-	l.keepArtifacts(row, arts)
-	l.mu.Lock()
-	l.published[a.Seq] = row.Status
-	if row.Status == report.StatusErrored || row.Status == report.StatusInfra {
-		l.errWin[a.Task]++
-	}
-	l.mu.Unlock()
+	return row, l.gw.Transcript(gwID)
+}
 
-	// S4: after a pass, the sample's undispatched attempts are not dispatched
-	// (decided before this attempt's slot is freed, so none slips in).
+// afterResult applies early exit (S4) and the budget stop (S5) once a's row
+// is published, before its slot is freed (so no attempt slips in).
+func (l *launcher) afterResult(a *plan.Attempt, row record.Attempt) {
+	t := l.p.Tasks[a.Task].Task
 	if row.Status == report.StatusPassed && (t.EarlyExit || l.opts.EarlyExit) {
 		var ids []int
 		l.disp.With(func(s *sched.State) {
@@ -146,8 +158,8 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 		})
 		l.publishSkipped(ids, fmt.Sprintf("early exit: attempt %d passed", a.Number))
 	}
-	// S5: when the budget is spent, or the gateway refused a request the
-	// rest of it could not cover, no new attempt starts.
+	// When the budget is spent, or the gateway refused a request the rest
+	// of it could not cover, no new attempt starts.
 	if b := l.opts.BudgetUSD; b > 0 && (l.gw.Spent() >= b || l.gw.BudgetRefusals() > 0) {
 		l.mu.Lock()
 		first := !l.spentStop
@@ -157,10 +169,6 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 			fmt.Fprintf(l.opts.Stderr, "steward: budget spent ($%.4f of $%.2f; the gateway refuses model calls it cannot cover): no new attempts start\n", l.gw.Spent(), b)
 		}
 		l.cancelQueued(fmt.Sprintf("budget spent ($%.2f)", b))
-	}
-	l.finishItem(it.ID)
-	if l.onFinish != nil {
-		l.onFinish()
 	}
 }
 

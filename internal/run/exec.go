@@ -539,7 +539,9 @@ func (e *executor) put(key string, task int, sb sandbox.Sandbox, healthy bool) {
 }
 
 // closeTask removes a task's pooled sandboxes; it reports whether all went.
-func (e *executor) closeTask(task int) bool {
+// Removal outlives ctx's cancellation (an aborted run still cleans up) but
+// keeps its values, each sandbox bounded by two minutes.
+func (e *executor) closeTask(ctx context.Context, task int) bool {
 	e.mu.Lock()
 	var boxes []sandbox.Sandbox
 	for k, p := range e.pools {
@@ -551,7 +553,7 @@ func (e *executor) closeTask(task int) bool {
 	e.mu.Unlock()
 	ok := true
 	for _, sb := range boxes {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		if err := sb.Close(ctx); err != nil {
 			fmt.Fprintf(e.x.stderr, "steward: remove sandbox %s: %v\n", sb.ID(), err)
 			ok = false

@@ -19,72 +19,155 @@ import (
 	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sched"
+	"golang.org/x/sync/errgroup"
 )
 
+// A launch is an ordered list of stages, each taking what the one before
+// produced: load → plan → carry (launch, run.go), then preflight → prepare →
+// dispatch → drain → finish (execute, here). Every goroutine a stage starts
+// belongs to an errgroup that a later stage waits for.
 func (l *launcher) execute(ctx context.Context) (*Result, error) {
-	db := l.db
+	sess, err := l.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer sess.end()
+	needed := l.neededSpecs()
+	if err := l.preflightAll(ctx, needed); err != nil {
+		return nil, err
+	}
+	prep, err := l.prepare(ctx, needed)
+	defer prep.close()
+	if err != nil {
+		if errors.Is(err, record.ErrDiskFull) {
+			return nil, sess.stopOnRecordError()
+		}
+		return nil, err
+	}
+	d, err := l.dispatch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l.drain(d)
+	return l.finish(ctx, sess)
+}
+
+// session is a run that has started: it holds the run lock and the
+// record's reserve, and its row says it runs. end gives them back and,
+// unless finished, marks the run crashed.
+type session struct {
+	l        *launcher
+	lock     interface{ Release() error }
+	finished bool
+}
+
+// begin (the first part of the preflight stage) takes the run lock and the
+// record's reserve, records the run and its plan, and prints the PLAN line.
+func (l *launcher) begin(ctx context.Context) (*session, error) {
 	lock, err := runlock.Acquire(l.lockPath())
 	if err != nil {
 		return nil, fmt.Errorf("take the run lock: %w", err)
 	}
-	defer func() {
-		// Once this run's lock is released it counts as dead, so a last sweep
-		// removes whatever a crashed worker of this run left (D4).
-		_ = lock.Release()
-		for _, prov := range l.providers {
-			if s, ok := prov.(sandbox.AfterRunSweeper); ok {
-				sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				s.SweepAfterRun(sctx)
-				cancel()
-			}
-		}
-	}()
-	if err := l.reserveRoom(); err != nil {
+	s := &session{l: l, lock: lock, finished: true}
+	fail := func(err error) (*session, error) {
+		s.end()
 		return nil, err
 	}
-	defer l.releaseRoom()
-	if err := db.StartRun(ctx, record.Run{ID: l.runID, EvalSet: l.es.File, Title: l.opts.Title, Plan: l.planLine, Shard: l.opts.Shard,
+	if err := l.reserveRoom(); err != nil {
+		return fail(err)
+	}
+	if err := l.db.StartRun(ctx, record.Run{ID: l.runID, EvalSet: l.es.File, Title: l.opts.Title, Plan: l.planLine, Shard: l.opts.Shard,
 		Started: l.start, PID: os.Getpid(), Host: hostname(), LockPath: l.lockPath(), BudgetUSD: l.opts.BudgetUSD}); err != nil {
-		return nil, record.Classify(db.Dir, err)
+		return fail(record.Classify(l.db.Dir, err))
 	}
 	if err := l.recordStart(ctx); err != nil {
-		return nil, err
+		return fail(err)
 	}
+	s.finished = false
 	fmt.Fprintln(l.opts.Stderr, report.PlanLine(l.planLine))
-	status, finished := "finished", false
-	defer func() {
-		if finished {
-			return
-		}
-		status = "crashed"
-		fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = db.FinishRun(fctx, l.runID, status, time.Now(), l.left)
-	}()
+	return s, nil
+}
 
-	// Providers: sweep what dead runs left, then build images and networks,
-	// once per run: worker processes adopt them (W1), so a run has one
-	// gateway network and builds each build: directory once.
-	cleanup := &cleanups{}
-	defer cleanup.run()
+// end marks an unfinished run crashed, gives back the reserve, releases the
+// lock and then sweeps: once this run's lock is released it counts as dead,
+// so a last sweep removes whatever a crashed worker of this run left (D4).
+func (s *session) end() {
+	l := s.l
+	if !s.finished {
+		fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = l.db.FinishRun(fctx, l.runID, "crashed", time.Now(), l.leftNow())
+		cancel()
+	}
+	l.releaseRoom()
+	_ = s.lock.Release()
+	for _, prov := range l.providers {
+		if sw, ok := prov.(sandbox.AfterRunSweeper); ok {
+			sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			sw.SweepAfterRun(sctx)
+			cancel()
+		}
+	}
+}
+
+// stopOnRecordError ends a run whose record could not take results.
+func (s *session) stopOnRecordError() error {
+	s.finished = true
+	s.l.finishOnRecordError()
+	return s.l.recordErr
+}
+
+// neededSpecs are the sandbox specs of the tasks with work, by provider.
+func (l *launcher) neededSpecs() map[string][]*sandbox.Spec {
 	needed := map[string][]*sandbox.Spec{}
 	for i, name := range l.taskProv {
 		if l.taskHasWork(i) {
+			l.specs[i].RunID = l.runID
 			needed[name] = append(needed[name], l.specs[i])
 		}
 	}
+	return needed
+}
+
+// preflightAll checks the machine for every provider with work before any
+// sandbox is prepared (docker: address pools, D1).
+func (l *launcher) preflightAll(ctx context.Context, needed map[string][]*sandbox.Spec) error {
+	for name, specs := range needed {
+		if err := l.preflight(ctx, name, l.providers[name], specs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepared is what the prepare stage made: providers to finalize and the
+// gateway's listeners to stop.
+type prepared struct {
+	cleanup cleanups
+	stopGW  context.CancelFunc
+	serving *errgroup.Group // the gateway's listeners (gatewayFor)
+}
+
+// close stops the gateway, waits for its listeners, then finalizes the
+// providers in reverse order.
+func (p *prepared) close() {
+	if p.stopGW != nil {
+		p.stopGW()
+		_ = p.serving.Wait()
+	}
+	p.cleanup.run()
+}
+
+// prepare builds images and networks once per run (worker processes adopt
+// them, W1), starts the gateway where each provider's sandboxes reach it and
+// publishes the carried results. A full record disk is record.ErrDiskFull.
+func (l *launcher) prepare(ctx context.Context, needed map[string][]*sandbox.Spec) (*prepared, error) {
+	p := &prepared{serving: &errgroup.Group{}}
 	for name, specs := range needed {
 		prov := l.providers[name]
-		for _, s := range specs {
-			s.RunID = l.runID
-		}
-		if err := l.preflight(ctx, name, prov, specs); err != nil {
-			return nil, err
-		}
 		if err := prov.Prepare(ctx, specs); err != nil {
-			return nil, fmt.Errorf("prepare %s sandboxes: %w", name, err)
+			return p, fmt.Errorf("prepare %s sandboxes: %w", name, err)
 		}
-		cleanup.add(func() {
+		p.cleanup.add(func() {
 			fctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			if err := prov.Finalize(fctx); err != nil {
@@ -92,29 +175,41 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 			}
 		})
 	}
-
-	// The model gateway.
 	gwCtx, stopGW := context.WithCancel(context.Background())
-	defer stopGW()
-	if err := l.startGateway(gwCtx, needed); err != nil {
-		return nil, err
+	p.stopGW = stopGW
+	if err := l.startGateway(gwCtx, p.serving, needed); err != nil {
+		return p, err
 	}
-
-	// Carried results are published at once; the rest are scheduled.
 	if err := l.publishCarried(ctx); err != nil {
-		if err := record.Classify(db.Dir, err); !errors.Is(err, record.ErrDiskFull) {
-			return nil, err
+		err = record.Classify(l.db.Dir, err)
+		if errors.Is(err, record.ErrDiskFull) {
+			l.recordFull(err)
 		}
-		l.recordFull(err)
-		finished = true
-		l.finishOnRecordError()
-		return nil, l.recordErr
+		return p, err
 	}
+	return p, nil
+}
+
+// dispatched is what the dispatch stage started and the drain stage waits for.
+type dispatched struct {
+	workers *workerPool
+	// work tracks every task lifecycle and every admitted attempt.
+	work errgroup.Group
+	// loops tracks the tend and panel loops and the stop watchers; they
+	// return once stop closes.
+	loops errgroup.Group
+	stop  chan struct{}
+	abort context.CancelFunc
+}
+
+// dispatch builds the scheduler and the ramp, starts the runner (workers or
+// in-process), one lifecycle per task, the loops and the stop watcher, and
+// admits attempts until none is left or the run is aborted.
+func (l *launcher) dispatch(ctx context.Context) (*dispatched, error) {
 	st, err := l.newState()
 	if err != nil {
 		return nil, err
 	}
-	l.disp = sched.NewDispatcher(st)
 	ctl, err := l.newRamp()
 	if err != nil {
 		return nil, err
@@ -122,153 +217,194 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 	for i, sp := range ctl.Setpoints() {
 		st.SetCap(i, sp)
 	}
+	// Set before any goroutine starts; read-only afterwards.
+	l.disp = sched.NewDispatcher(st)
 	l.errWin = make([]int, len(l.p.Tasks))
-
+	l.tasks = newTaskTracker(l.disp, len(l.p.Tasks))
 	// Attempts run under actx: a soft cancel lets them finish within the
 	// grace period; the second signal (Hard) or the end of grace aborts them.
 	actx, abort := context.WithCancel(context.Background())
-	defer abort()
-	go func() {
-		select {
-		case <-l.opts.Hard.Done():
-			abort()
-		case <-ctx.Done():
-			l.cancelQueued("cancelled before it started")
-			fmt.Fprintf(l.opts.Stderr, "steward: stopping: no new attempts; running ones may finish within %s (signal again to stop at once)\n", l.opts.Grace)
+	d := &dispatched{stop: make(chan struct{}), abort: abort}
+	if d.workers, err = l.startRunner(ctx); err != nil {
+		abort()
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		// Stopped while preparing: nothing starts (the watcher, below, may
+		// run only after the first task is ready).
+		l.cancelQueued("cancelled before it started")
+	}
+	d.loops.Go(func() error { l.watchStop(ctx, actx, abort, d.stop); return nil })
+	if w := d.workers; w != nil {
+		d.loops.Go(func() error {
 			select {
-			case <-time.After(l.opts.Grace):
-			case <-l.opts.Hard.Done():
 			case <-actx.Done():
+				w.abort()
+			case <-d.stop:
 			}
-			abort()
-		case <-actx.Done():
-		}
-	}()
-
-	var workers *workerPool
-	if l.opts.Workers {
-		workers, err = l.startWorkers(ctx)
-		if err != nil {
-			return nil, err
-		}
-		l.runner = workers
-	} else {
-		l.runner = inProcess{newExecutor(&execEnv{bind: l.bindToken, p: l.p, specs: l.specs, providers: l.providers, taskProv: l.taskProv,
-			gwURL: l.gwURL, runID: l.runID, exe: l.opts.Exe, model: l.es.Model.Name, modelSettings: modelSettings(l.es), stderr: l.opts.Stderr,
-			started: l.started})}
-	}
-	tasksDone := make([]chan struct{}, len(l.p.Tasks))
-	for i := range tasksDone {
-		tasksDone[i] = make(chan struct{})
-	}
-	var closeOnce = make([]sync.Once, len(l.p.Tasks))
-	checkTasks := func() {
-		l.disp.With(func(s *sched.State) {
-			for i := range l.p.Tasks {
-				if s.TaskFinished(i) {
-					closeOnce[i].Do(func() { close(tasksDone[i]) })
-				}
-			}
+			return nil
 		})
 	}
-	l.onFinish = checkTasks
-
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, max(1, l.es.Fleet.MaxTasks))
-	if l.es.Fleet.MaxTasks <= 0 {
-		slots = nil
-	}
-	for i := range l.p.Tasks {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			l.taskLifecycle(ctx, actx, i, slots, tasksDone[i])
-		}(i)
-	}
-	checkTasks()
-
-	stopLoops := make(chan struct{})
-	var loops sync.WaitGroup
-	loops.Add(2)
-	go func() { defer loops.Done(); l.tendLoop(actx, ctl, stopLoops) }()
-	go func() { defer loops.Done(); l.panelLoop(stopLoops) }()
-
-	if workers != nil {
-		go func() {
-			<-actx.Done()
-			workers.abort()
-		}()
-	}
+	l.startTasks(ctx, actx, &d.work)
+	d.loops.Go(func() error { l.tendLoop(actx, ctl, d.stop); return nil })
+	d.loops.Go(func() error { l.panelLoop(d.stop); return nil })
 	err = l.disp.Run(actx, func(it sched.Item) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l.runItem(actx, it)
-		}()
+		d.work.Go(func() error { l.runItem(actx, it); return nil })
 	})
 	if err != nil && actx.Err() != nil {
 		// Aborted: whatever is still queued was never started.
 		l.cancelQueued("cancelled before it started")
 	}
-	wg.Wait()
-	if workers != nil {
-		workers.shutdown()
+	return d, nil
+}
+
+// startRunner sets the runner: worker processes (returned) or this process.
+// A first signal while workers start is a stop like any other: they are
+// waited for (only the second signal aborts) and then run nothing; none
+// starts once the run is stopped.
+func (l *launcher) startRunner(ctx context.Context) (*workerPool, error) {
+	if !l.opts.Workers {
+		l.runner = inProcess{newExecutor(&execEnv{bind: l.bindToken, p: l.p, specs: l.specs, providers: l.providers, taskProv: l.taskProv,
+			gwURL: l.gwURL, runID: l.runID, exe: l.opts.Exe, model: l.es.Model.Name, modelSettings: modelSettings(l.es), stderr: l.opts.Stderr,
+			started: l.started})}
+		return nil, nil
 	}
-	close(stopLoops)
-	loops.Wait()
+	pool := &workerPool{l: l, byTask: map[int]*workerProc{}}
+	if ctx.Err() == nil {
+		var err error
+		if pool, err = l.startWorkers(l.opts.Hard); err != nil {
+			return nil, err
+		}
+	}
+	l.runner = pool
+	return pool, nil
+}
+
+// watchStop turns the first signal (ctx) into "no new attempts" and, after
+// the grace period or at the second signal (Hard), aborts running ones.
+func (l *launcher) watchStop(ctx, actx context.Context, abort context.CancelFunc, stop <-chan struct{}) {
+	select {
+	case <-l.opts.Hard.Done():
+		abort()
+	case <-ctx.Done():
+		l.cancelQueued("cancelled before it started")
+		fmt.Fprintf(l.opts.Stderr, "steward: stopping: no new attempts; running ones may finish within %s (signal again to stop at once)\n", l.opts.Grace)
+		grace := time.NewTimer(l.opts.Grace)
+		defer grace.Stop()
+		select {
+		case <-grace.C:
+		case <-l.opts.Hard.Done():
+		case <-actx.Done():
+		case <-stop:
+			return
+		}
+		abort()
+	case <-actx.Done():
+	case <-stop:
+	}
+}
+
+// startTasks starts one lifecycle per task (max_tasks slot, lease, host
+// setup, ready, teardown) in g.
+func (l *launcher) startTasks(ctx, actx context.Context, g *errgroup.Group) {
+	var slots chan struct{}
+	if l.es.Fleet.MaxTasks > 0 {
+		slots = make(chan struct{}, l.es.Fleet.MaxTasks)
+	}
+	for i := range l.p.Tasks {
+		g.Go(func() error { l.taskLifecycle(ctx, actx, i, slots, l.tasks.done[i]); return nil })
+	}
+	l.tasks.check()
+}
+
+// drain waits for every attempt and task lifecycle, shuts the workers down,
+// stops the loops and prints the last panel.
+func (l *launcher) drain(d *dispatched) {
+	_ = d.work.Wait()
+	if d.workers != nil {
+		d.workers.shutdown()
+	}
+	close(d.stop)
+	_ = d.loops.Wait()
+	d.abort()
 	l.panelFinal()
+}
+
+// finish records the run's final status and builds its report from the record.
+func (l *launcher) finish(ctx context.Context, sess *session) (*Result, error) {
+	status := "finished"
 	if ctx.Err() != nil || l.opts.Hard.Err() != nil {
 		status = "cancelled"
 	}
 	if l.recordErr != nil {
-		finished = true
-		l.finishOnRecordError()
-		return nil, l.recordErr
+		return nil, sess.stopOnRecordError()
 	}
-	if err := db.FinishRun(context.Background(), l.runID, status, time.Now(), l.left); err != nil {
-		return nil, record.Classify(db.Dir, err)
+	if err := l.db.FinishRun(context.Background(), l.runID, status, time.Now(), l.leftNow()); err != nil {
+		return nil, record.Classify(l.db.Dir, err)
 	}
-	finished = true
+	sess.finished = true
 	rep, err := l.buildReport(context.Background())
 	if err != nil {
 		return nil, err
 	}
 	if status == "cancelled" {
 		rep.Partial = true
-		rep.Left = l.left
+		rep.Left = l.leftNow()
 	}
+	l.mu.Lock()
 	if l.spentStop {
 		rep.Spend.BudgetStopped = true
 	}
+	l.mu.Unlock()
 	return &Result{Report: rep, Cancelled: status == "cancelled"}, nil
+}
+
+// leftNow is a copy of what the run leaves undone, so far.
+func (l *launcher) leftNow() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.left...)
+}
+
+// taskTracker closes a task's done channel once the scheduler says the
+// task is finished (check runs after every change that may finish one).
+type taskTracker struct {
+	disp *sched.Dispatcher
+	done []chan struct{}
+	once []sync.Once
+}
+
+func newTaskTracker(disp *sched.Dispatcher, n int) *taskTracker {
+	t := &taskTracker{disp: disp, done: make([]chan struct{}, n), once: make([]sync.Once, n)}
+	for i := range t.done {
+		t.done[i] = make(chan struct{})
+	}
+	return t
+}
+
+func (t *taskTracker) check() {
+	t.disp.With(func(s *sched.State) {
+		for i := range t.done {
+			if s.TaskFinished(i) {
+				t.once[i].Do(func() { close(t.done[i]) })
+			}
+		}
+	})
 }
 
 // newState builds the scheduler's state for the attempts to run, with the
 // budget set and every task not ready yet (it becomes ready after its
 // max_tasks slot, lease and host setup).
 func (l *launcher) newState() (*sched.State, error) {
-	l.items, l.seqOf, l.itemOf = nil, nil, map[int]int{}
-	for _, a := range l.p.Attempts {
-		if a.Action != plan.ActionRun {
-			continue
-		}
-		it := sched.Item{ID: len(l.items), Task: a.Task, Lane: a.Lane}
-		if l.exclusive[a.Task] {
-			it.Exclusive = l.taskProv[a.Task] // one at a time per exclusive provider
-		}
-		l.itemOf[a.Seq] = it.ID
-		l.items = append(l.items, it)
-		l.seqOf = append(l.seqOf, a.Seq)
-	}
-	var order []int
-	for _, t := range l.p.Tasks {
-		for _, seq := range t.Order {
-			if id, ok := l.itemOf[seq]; ok {
-				order = append(order, id)
-			}
+	excl := make([]string, len(l.exclusive))
+	for i, e := range l.exclusive {
+		if e {
+			excl[i] = l.taskProv[i]
 		}
 	}
-	st, err := sched.New(l.items, len(l.p.Tasks), order)
+	sp := schedItems(l.p, excl)
+	l.items, l.seqOf, l.itemOf = sp.items, sp.seqOf, sp.itemOf
+	st, err := sched.New(sp.items, len(l.p.Tasks), sp.order)
 	if err != nil {
 		return nil, err
 	}
@@ -337,7 +473,7 @@ func (l *launcher) taskHasWork(i int) bool {
 	return false
 }
 
-func (l *launcher) startGateway(ctx context.Context, needed map[string][]*sandbox.Spec) error {
+func (l *launcher) startGateway(ctx context.Context, serving *errgroup.Group, needed map[string][]*sandbox.Spec) error {
 	m := l.es.Model
 	key := ""
 	if m.Upstream != "" && m.Upstream != "mock" {
@@ -371,6 +507,7 @@ func (l *launcher) startGateway(ctx context.Context, needed map[string][]*sandbo
 	l.gwURL = map[string]string{}
 	l.gwListen = map[string]string{}
 	l.gwCtx = ctx
+	l.gwServing = serving
 	// One listener per provider for the whole run, workers included (they
 	// receive the URL).
 	for name := range needed {
@@ -456,8 +593,8 @@ func (l *launcher) publishSkipped(ids []int, reason string) {
 		l.published[a.Seq] = report.StatusSkipped
 		l.mu.Unlock()
 	}
-	if l.onFinish != nil && len(ids) > 0 {
-		l.onFinish()
+	if len(ids) > 0 {
+		l.tasks.check()
 	}
 }
 
@@ -517,7 +654,7 @@ func (l *launcher) taskLifecycle(ctx, actx context.Context, ti int, slots chan s
 
 func (l *launcher) taskTeardown(ti int) bool {
 	t := l.p.Tasks[ti].Task
-	ok := l.runner.closeTask(ti)
+	ok := l.runner.closeTask(context.Background(), ti)
 	if t.Host.Teardown != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
@@ -543,9 +680,7 @@ func (l *launcher) failTask(ti int, status, reason string) {
 		l.published[a.Seq] = status
 		l.mu.Unlock()
 	}
-	if l.onFinish != nil {
-		l.onFinish()
-	}
+	l.tasks.check()
 }
 
 // acquireLease waits, holding nothing, until key is free (S1). It returns ""

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 
@@ -92,8 +93,12 @@ func (l *launcher) printDry() error {
 	if err := tw.Render(); err != nil {
 		return err
 	}
-	// Every attempt, one plain aligned line each (thousands of rows: a
-	// boxed table costs more than the whole plan).
+	return l.printDryAttempts(w)
+}
+
+// printDryAttempts prints every attempt, one plain aligned line each
+// (thousands of rows: a boxed table costs more than the whole plan).
+func (l *launcher) printDryAttempts(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	at := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(at, "#\ttask\tsample\tattempt\taction\treason\tlane")

@@ -2,10 +2,10 @@ package run
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -24,26 +24,30 @@ func TestHeartbeatKillsSilentWorker(t *testing.T) {
 	}
 	defer cmd.Process.Kill()
 	var log bytes.Buffer
-	w := &workerProc{l: &launcher{opts: Options{Stderr: &log}}, name: "victim", cmd: cmd, in: in, enc: json.NewEncoder(io.Discard), done: make(chan struct{})}
-	start := time.Unix(1000, 0)
-	clock := start
-	w.lastSeen.Store(start.UnixNano())
+	w := &workerProc{l: &launcher{opts: Options{Stderr: &log}}, name: "victim", cmd: cmd, in: in, out: &msgWriter{w: io.Discard}, pings: make(chan struct{}, 1), done: make(chan struct{})}
+	// The fake clock is read by the heartbeat's goroutine while the test
+	// moves it: atomic.
+	var clock atomic.Int64
+	clock.Store(time.Unix(1000, 0).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	advance := func() time.Time { return time.Unix(0, clock.Add(int64(time.Second))) }
+	w.lastSeen.Store(clock.Load())
 	tick := make(chan time.Time)
 	ended := make(chan struct{})
-	go func() { w.heartbeat(tick, func() time.Time { return clock }, 5*time.Second); close(ended) }()
+	go func() { w.heartbeat(tick, now, 5*time.Second); close(ended) }()
 
 	for i := 0; i < 10; i++ { // answers every second: never killed
-		clock = clock.Add(time.Second)
-		w.lastSeen.Store(clock.UnixNano())
-		tick <- clock
+		c := advance()
+		w.lastSeen.Store(c.UnixNano())
+		tick <- c
 	}
 	if w.killed.Load() != nil {
 		t.Fatal("a worker that answers was killed")
 	}
 	for i := 0; i < 6; i++ { // silent for 6 s
-		clock = clock.Add(time.Second)
+		c := advance()
 		select {
-		case tick <- clock:
+		case tick <- c:
 		case <-ended:
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sched"
 	"github.com/steward-evals/steward/internal/shard"
+	"golang.org/x/sync/errgroup"
 )
 
 // Options configure one launch. The CLI fills them from flags.
@@ -93,46 +93,59 @@ type Result struct {
 	Cancelled bool
 }
 
+// launcher is one launch. Its state is grouped by what guards it.
 type launcher struct {
-	opts  Options
-	es    *evalset.EvalSet
-	p     *plan.Plan
-	db    *record.DB
-	runID string
-	start time.Time
-
+	// Set by the load, plan and carry stages (one goroutine) and read-only
+	// once execute starts.
+	opts      Options
+	es        *evalset.EvalSet // es.Fleet.SamplesRamp is written by tendLoop only, which alone reads it afterwards
+	p         *plan.Plan
+	seqIndex  map[int]*plan.Attempt
+	db        *record.DB
+	runID     string
+	start     time.Time
 	providers map[string]sandbox.Provider
 	taskProv  []string // provider name per plan task
 	exclusive []bool   // per plan task
 	specs     []*sandbox.Spec
-	gw        *gateway.Gateway
-	gwURL     map[string]string // provider -> base URL sandboxes use
+	budget    int
+	budgetSrc string
+	planLine  string
 
-	items  []sched.Item
-	seqOf  []int // item id -> attempt seq
-	itemOf map[int]int
-	disp   *sched.Dispatcher
+	// Set by the prepare and dispatch stages before the goroutines that
+	// read them start; read-only afterwards. disp guards its own state.
+	gw      *gateway.Gateway
+	gwURL   map[string]string // provider -> base URL sandboxes use
+	apiKey  string
+	secrets []string // values of the fleet's secrets: masked like the key
+	items   []sched.Item
+	seqOf   []int       // item id -> attempt seq
+	itemOf  map[int]int // attempt seq -> item id
+	disp    *sched.Dispatcher
+	tasks   *taskTracker // closes a task's done channel when it finishes
+	runner  runner
 
+	// mu guards the run's tallies: written by attempts, task lifecycles
+	// and the tend loop; read by the panel, tend and the finish stage.
 	mu        sync.Mutex
 	published map[int]string // seq -> status, for counts
 	errWin    []int          // errored attempts this window, per task
 	spentStop bool
-	budget    int
-	budgetSrc string
-	planLine  string
 	left      []string
 	hold      string
-	apiKey    string
-	secrets   []string // values of the fleet's secrets: masked like the key
-	onFinish  func()
-	panelLast string
-	seqIndex  map[int]*plan.Attempt
 	reused    int
-	runner    runner
+	recordErr error
+
+	// panelLast is the last panel line printed: the panel loop's alone
+	// (panelFinal runs after the loop has stopped).
+	panelLast string
+
+	// gwMu guards the gateway's listeners, opened on demand (workers ask
+	// for theirs from their reader goroutines).
 	gwMu      sync.Mutex
 	gwListen  map[string]string
 	gwCtx     context.Context
-	recordErr error
+	gwServing *errgroup.Group // every listener's Serve; waited for by prepared.close
 }
 
 // Launch runs (or with Dry, plans) the eval set.
@@ -162,21 +175,43 @@ func Launch(ctx context.Context, opts Options) (*Result, error) {
 	return l.launch(ctx)
 }
 
+// launch walks the first stages, load → plan → carry; --dry stops after
+// carry, a real launch goes on with execute's stages.
 func (l *launcher) launch(ctx context.Context) (*Result, error) {
+	if err := l.load(ctx); err != nil {
+		return nil, err
+	}
+	if l.db != nil {
+		defer l.db.Close()
+	}
+	if err := l.planStage(ctx); err != nil {
+		return nil, err
+	}
+	if err := l.carry(ctx); err != nil {
+		return nil, err
+	}
+	if l.opts.Dry {
+		return &Result{Report: l.dryReport()}, l.printDry()
+	}
+	return l.execute(ctx)
+}
+
+// load builds the plan (attempts in discovery order) and opens the record;
+// --dry only reads it (and a missing record means no history).
+func (l *launcher) load(ctx context.Context) error {
 	es := l.es
 	p, err := plan.Build(es, plan.Options{TaskGlobs: l.opts.TaskGlobs, SampleGlobs: l.opts.SampleGlobs})
 	if err != nil {
-		return nil, badInput("%v", err)
+		return badInput("%v", err)
 	}
 	if len(p.Attempts) == 0 {
-		return nil, badInput("the filters select no attempts (tasks %v, samples %v)", l.opts.TaskGlobs, l.opts.SampleGlobs)
+		return badInput("the filters select no attempts (tasks %v, samples %v)", l.opts.TaskGlobs, l.opts.SampleGlobs)
 	}
 	l.p = p
 	l.seqIndex = map[int]*plan.Attempt{}
 	for _, a := range p.Attempts {
 		l.seqIndex[a.Seq] = a
 	}
-	// --dry only reads the record (and a missing record means no history).
 	var db *record.DB
 	if l.opts.Dry {
 		db, err = record.OpenReadOnly(ctx, es.Fleet.Record)
@@ -187,35 +222,39 @@ func (l *launcher) launch(ctx context.Context) (*Result, error) {
 		db, err = record.Open(ctx, es.Fleet.Record)
 	}
 	if err != nil {
-		return nil, err
-	}
-	if db != nil {
-		defer db.Close()
+		return err
 	}
 	l.db = db
+	return nil
+}
+
+// planStage picks each task's provider and the budget, resolves images
+// named by tag into the fingerprints and keeps this shard's attempts.
+func (l *launcher) planStage(ctx context.Context) error {
 	if err := l.chooseProviders(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if err := l.resolveImages(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if l.opts.Shard != "" {
-		if err := l.applyShard(ctx); err != nil {
-			return nil, err
-		}
+		return l.applyShard(ctx)
 	}
+	return nil
+}
+
+// carry asks the record for judged results with equal fingerprints and
+// composes the PLAN line.
+func (l *launcher) carry(ctx context.Context) error {
 	var hist plan.History
-	if db != nil {
-		hist = db
+	if l.db != nil {
+		hist = l.db
 	}
-	if err := plan.Carry(ctx, p, hist, plan.CarryOptions{Rerun: l.opts.Rerun, EarlyExit: l.opts.EarlyExit}); err != nil {
-		return nil, record.Classify(es.Fleet.Record, err)
+	if err := plan.Carry(ctx, l.p, hist, plan.CarryOptions{Rerun: l.opts.Rerun, EarlyExit: l.opts.EarlyExit}); err != nil {
+		return record.Classify(l.es.Fleet.Record, err)
 	}
 	l.planLine = l.makePlanLine()
-	if l.opts.Dry {
-		return &Result{Report: l.dryReport()}, l.printDry()
-	}
-	return l.execute(ctx)
+	return nil
 }
 
 // applyShard keeps this shard's attempts: a sample's attempts stay together,
@@ -225,59 +264,13 @@ func (l *launcher) applyShard(ctx context.Context) error {
 	if err != nil {
 		return badInput("--shard: %v", err)
 	}
-	type key struct {
-		task   int
-		sample string
-	}
-	var units []shard.Unit
-	unitOf := map[key]int{}
-	for _, a := range l.p.Attempts {
-		k := key{a.Task, a.Sample.ID}
-		u, ok := unitOf[k]
-		if !ok {
-			t := l.p.Tasks[a.Task].Task
-			bind := a.Lane
-			if t.SharedState.Key != "" {
-				bind = "lease:" + t.SharedState.Key
-			}
-			u = len(units)
-			unitOf[k] = u
-			units = append(units, shard.Unit{Key: t.Name + "/" + a.Sample.ID, Bind: bind})
-		}
-		units[u].Cost++
-	}
-	// Balance by expected cost: the seconds the newest run of each attempt
-	// took, from the record's history; attempts with no history cost the mean.
-	if hist := l.durationHistory(ctx); len(hist) > 0 {
-		var sum float64
-		for _, d := range hist {
-			sum += d
-		}
-		mean := sum / float64(len(hist))
-		for i := range units {
-			units[i].Cost = 0
-		}
-		for _, a := range l.p.Attempts {
-			d, ok := hist[fmt.Sprintf("%s/%s#%d", l.p.Tasks[a.Task].Task.Name, a.Sample.ID, a.Number)]
-			if !ok {
-				d = mean
-			}
-			units[unitOf[key{a.Task, a.Sample.ID}]].Cost += d
-		}
-	}
-	assign := shard.Assign(units, n)
-	keep := map[key]bool{}
-	for k, u := range unitOf {
-		keep[k] = assign[u] == i-1
-	}
+	keepSeq := selectShard(l.p, i, n, l.durationHistory(ctx))
 	// Seq stays the attempt's index in the whole eval set's discovery order,
 	// so merged shard records sort back into one run's order (C8).
 	var kept []*plan.Attempt
-	keepSeq := map[int]bool{}
 	for _, a := range l.p.Attempts {
-		if keep[key{a.Task, a.Sample.ID}] {
+		if keepSeq[a.Seq] {
 			kept = append(kept, a)
-			keepSeq[a.Seq] = true
 		}
 	}
 	l.p.Attempts = kept
@@ -382,50 +375,15 @@ func (l *launcher) lockPath() string {
 	return p
 }
 
+// budgetFromConfig sets the budget and its source (budgetFor).
 func (l *launcher) budgetFromConfig(caps map[string]sandbox.Capacity) {
-	switch {
-	case l.opts.Concurrency > 0:
-		l.budget, l.budgetSrc = l.opts.Concurrency, "from flag"
-	case l.es.Fleet.MaxSandboxes > 0:
-		l.budget, l.budgetSrc = l.es.Fleet.MaxSandboxes, "from config"
-	default:
-		// The tightest provider default among providers that bound the fleet.
-		l.budget, l.budgetSrc = 0, "from the providers' defaults"
-		names := make([]string, 0, len(caps))
-		for n := range caps {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		if len(names) > 0 {
-			l.budgetSrc = "from " + caps[names[0]].Source
-		}
-		allExclusive := true
-		for i := range l.p.Tasks {
-			if !l.exclusive[i] {
-				allExclusive = false
-			}
-		}
-		for _, n := range names {
-			c := caps[n]
-			if c.Exclusive {
-				if allExclusive && l.budget == 0 {
-					l.budget, l.budgetSrc = 1, "from "+c.Source
-				}
-				continue
-			}
-			if c.Limit > 0 && (l.budget == 0 || c.Limit < l.budget) {
-				l.budget, l.budgetSrc = c.Limit, "from "+c.Source
-			}
-		}
-		if l.budget == 0 {
-			// An elastic provider (kubernetes) says why nothing bounds the fleet.
-			for _, n := range names {
-				if c := caps[n]; !c.Exclusive && c.Limit == 0 && c.Source != "" {
-					l.budgetSrc = "from " + c.Source
-				}
-			}
+	allExclusive := true
+	for i := range l.p.Tasks {
+		if !l.exclusive[i] {
+			allExclusive = false
 		}
 	}
+	l.budget, l.budgetSrc = budgetFor(l.opts.Concurrency, l.es.Fleet.MaxSandboxes, caps, allExclusive)
 }
 
 func (l *launcher) makePlanLine() string {

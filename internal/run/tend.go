@@ -168,14 +168,9 @@ func (l *launcher) tendLoop(ctx context.Context, ctl *ramp.Controller, stop chan
 		}
 		w := l.gw.Window()
 		g := ramp.Signals{Pushback: w.Pushback || w.Episodes > 0, Retries: w.Retries, Requests: w.Requests, ConnLimit: w.Limit, ConnFixed: w.Fixed}
-		ts := make([]ramp.TaskSignals, len(l.p.Tasks))
 		l.mu.Lock()
-		// Requests that filled the connection limit while it sat below its
-		// ceiling mean the provider, not the sample limit, is what holds work
-		// back: more samples would only wait at the gateway, so no task climbs.
-		gatewayBound := w.Saturated && w.Ceiling > 0 && w.Limit < w.Ceiling
+		ts := taskSignals(saturated, budgetBound, l.errWin, gatewayBound(w))
 		for i := range ts {
-			ts[i] = ramp.TaskSignals{Saturated: saturated[i] && !gatewayBound, BudgetBound: budgetBound[i] && !saturated[i], Errored: l.errWin[i]}
 			l.errWin[i] = 0
 			saturated[i], budgetBound[i] = false, false
 		}

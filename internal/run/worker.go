@@ -29,30 +29,6 @@ import (
 // WorkerArg is the hidden subcommand that runs a worker process (W1).
 const WorkerArg = "__worker"
 
-// wmsg is one line of the supervisor ⇄ worker protocol (JSON lines on the
-// worker's stdin and stdout).
-type wmsg struct {
-	Op string `json:"op"`
-	// init
-	Init *workerInit `json:"init,omitempty"`
-	// attempt / result
-	Seq   int             `json:"seq,omitempty"`
-	Token string          `json:"token,omitempty"`
-	Row   *record.Attempt `json:"row,omitempty"`
-	// Artifacts the attempt left (with a result).
-	Artifacts []record.Artifact `json:"artifacts,omitempty"`
-	// close_task / closed
-	Task int  `json:"task,omitempty"`
-	OK   bool `json:"ok,omitempty"`
-	// gateway / gateway_url
-	Provider string `json:"provider,omitempty"`
-	Listen   string `json:"listen,omitempty"`
-	Host     string `json:"host,omitempty"`
-	URL      string `json:"url,omitempty"`
-	Proxied  bool   `json:"proxied,omitempty"`
-	Err      string `json:"err,omitempty"`
-}
-
 type workerInit struct {
 	EvalSet     string                 `json:"evalset"`
 	Flags       evalset.FleetOverrides `json:"flags"`
@@ -88,8 +64,11 @@ type workerProc struct {
 	tasks []int
 	cmd   *exec.Cmd
 	in    io.WriteCloser
-	encMu sync.Mutex
-	enc   *json.Encoder
+	out   *msgWriter // the worker's stdin
+	// pings wakes the pinger: the heartbeat never blocks on a full pipe.
+	pings chan struct{}
+	// goroutines tracks the reader, the heartbeat and the pinger.
+	goroutines sync.WaitGroup
 
 	mu      sync.Mutex
 	pending map[int]chan record.Attempt
@@ -100,6 +79,7 @@ type workerProc struct {
 	tail    *tailBuffer
 	arts    artifactStore // artifacts that came with results (artifacts.go)
 
+	// mu guards pending, closing and dead (reader, attempts, closeTask).
 	// Heartbeat: the supervisor pings, the worker answers; lastSeen is the
 	// time of the worker's last message (UnixNano), killed the reason the
 	// supervisor killed it ("" = it was not).
@@ -113,11 +93,7 @@ type workerPool struct {
 	byTask map[int]*workerProc
 }
 
-func (w *workerProc) send(m wmsg) error {
-	w.encMu.Lock()
-	defer w.encMu.Unlock()
-	return w.enc.Encode(m)
-}
+func (w *workerProc) send(m wireMsg) error { return w.out.send(m) }
 
 // startWorkers starts the worker processes and waits until each has
 // prepared its sandboxes and found the gateway.
@@ -191,7 +167,7 @@ func (l *launcher) startWorker(ctx context.Context, k int, tasks []int) (*worker
 	w := &workerProc{
 		l: l, name: strings.Join(names, ","), tasks: tasks,
 		pending: map[int]chan record.Attempt{}, closing: map[int]chan bool{},
-		ready: make(chan error, 1), done: make(chan struct{}), tail: &tailBuffer{max: 4096},
+		ready: make(chan error, 1), done: make(chan struct{}), tail: &tailBuffer{max: 4096}, pings: make(chan struct{}, 1),
 	}
 	cmd := exec.Command(l.opts.Exe, WorkerArg, "--for", w.name) // --for names the tasks in ps
 	cmd.Env = l.workerEnv()
@@ -211,15 +187,18 @@ func (l *launcher) startWorker(ctx context.Context, k int, tasks []int) (*worker
 	if err := cmd.Start(); err != nil {
 		return nil, sandbox.InfraError(fmt.Errorf("start worker for %s: %w", w.name, err))
 	}
-	w.cmd, w.in, w.enc = cmd, in, json.NewEncoder(in)
+	w.cmd, w.in, w.out = cmd, in, &msgWriter{w: in}
 	w.lastSeen.Store(time.Now().UnixNano())
-	go w.read(out)
 	every := min(time.Second, l.workerTimeout()/3)
 	tick := time.NewTicker(every)
+	w.goroutines.Add(3)
+	go func() { defer w.goroutines.Done(); w.read(out) }()
 	go func() {
+		defer w.goroutines.Done()
 		w.heartbeat(tick.C, time.Now, l.workerTimeout())
 		tick.Stop()
 	}()
+	go func() { defer w.goroutines.Done(); w.pinger() }()
 	init := &workerInit{
 		EvalSet: l.es.File, Flags: l.opts.FleetFlags, TaskGlobs: l.opts.TaskGlobs, SampleGlobs: l.opts.SampleGlobs,
 		RunID: l.runID, LockPath: l.lockPath(), Exe: l.opts.Exe, Model: l.es.Model.Name, Tasks: tasks, TaskProv: l.taskProv,
@@ -235,7 +214,7 @@ func (l *launcher) startWorker(ctx context.Context, k int, tasks []int) (*worker
 			}
 		}
 	}
-	if err := w.send(wmsg{Op: "init", Init: init}); err != nil {
+	if err := w.send(msgInit{Init: init}); err != nil {
 		return nil, fmt.Errorf("start worker for %s: %w", w.name, err)
 	}
 	return w, nil
@@ -244,59 +223,21 @@ func (l *launcher) startWorker(ctx context.Context, k int, tasks []int) (*worker
 func (w *workerProc) read(out io.Reader) {
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	broken := false
 	for sc.Scan() {
 		w.lastSeen.Store(time.Now().UnixNano())
-		var m wmsg
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			continue
+		if broken {
+			continue // killed for a protocol error: drain until it is gone
 		}
-		switch m.Op {
-		case "gateway":
-			url, err := w.l.gatewayFor(sandbox.GatewayAddr{Listen: m.Listen, Host: m.Host, Proxied: m.Proxied})
-			reply := wmsg{Op: "gateway_url", Provider: m.Provider, URL: url}
-			if err != nil {
-				reply.Err = err.Error()
-			}
-			_ = w.send(reply)
-		case "bind":
-			reply := wmsg{Op: "bound", Seq: m.Seq}
-			ip, err := netip.ParseAddr(m.Host)
-			if err == nil {
-				err = w.l.gw.Bind(m.Token, ip)
-			}
-			if err != nil {
-				reply.Err = err.Error()
-			}
-			_ = w.send(reply)
-		case "ready":
-			var err error
-			if m.Err != "" {
-				err = errors.New(m.Err)
-				if strings.HasPrefix(m.Err, "bad input: ") {
-					err = badInput("%s", strings.TrimPrefix(m.Err, "bad input: "))
-				}
-			}
-			w.ready <- err
-		case "result":
-			w.mu.Lock()
-			ch := w.pending[m.Seq]
-			delete(w.pending, m.Seq)
-			w.mu.Unlock()
-			if ch != nil && m.Row != nil {
-				w.arts.put(m.Seq, m.Artifacts)
-				ch <- *m.Row
-			}
-		case "started":
-			w.l.started(m.Seq)
-		case "closed":
-			w.mu.Lock()
-			ch := w.closing[m.Task]
-			delete(w.closing, m.Task)
-			w.mu.Unlock()
-			if ch != nil {
-				ch <- m.OK
-			}
+		if err := w.handle(sc.Bytes()); err != nil {
+			// A line the supervisor cannot read is the worker's failure,
+			// never skipped: its tasks end with the reason.
+			broken = true
+			w.kill(fmt.Sprintf("worker process for %s broke the protocol: %v; killed", w.name, err))
 		}
+	}
+	if err := sc.Err(); err != nil && !broken {
+		w.kill(fmt.Sprintf("worker process for %s broke the protocol: read its output: %v; killed", w.name, err))
 	}
 	err := w.cmd.Wait()
 	reason := "worker process for " + w.name + " ended"
@@ -337,6 +278,60 @@ func (w *workerProc) read(out io.Reader) {
 	}
 }
 
+// handle acts on one line from the worker; an unreadable line, an unknown
+// op or a message the supervisor never asked for is an error.
+func (w *workerProc) handle(line []byte) error {
+	m, err := decodeMsg(line)
+	if err != nil {
+		return err
+	}
+	switch m := m.(type) {
+	case *msgPong:
+	case *msgGateway:
+		url, err := w.l.gatewayFor(sandbox.GatewayAddr{Listen: m.Listen, Host: m.Host, Proxied: m.Proxied})
+		_ = w.send(msgGatewayURL{Provider: m.Provider, URL: url, Err: toWireErr(err)})
+	case *msgBind:
+		ip, err := netip.ParseAddr(m.Host)
+		if err == nil {
+			err = w.l.gw.Bind(m.Token, ip)
+		}
+		_ = w.send(msgBound{ID: m.ID, Err: toWireErr(err)})
+	case *msgReady:
+		select {
+		case w.ready <- m.Err.err():
+		default:
+			return errors.New("ready sent twice")
+		}
+	case *msgResult:
+		if m.Row == nil {
+			return fmt.Errorf("result for attempt %d without a row", m.Seq)
+		}
+		w.mu.Lock()
+		ch := w.pending[m.Seq]
+		delete(w.pending, m.Seq)
+		w.mu.Unlock()
+		if ch == nil {
+			return fmt.Errorf("result for attempt %d, which it was not running", m.Seq)
+		}
+		w.arts.put(m.Seq, m.Artifacts)
+		ch <- *m.Row
+	case *msgStarted:
+		w.l.started(m.Seq)
+	case *msgClosed:
+		w.mu.Lock()
+		ch := w.closing[m.Task]
+		delete(w.closing, m.Task)
+		w.mu.Unlock()
+		if ch == nil {
+			return fmt.Errorf("closed task %d, which it was not closing", m.Task)
+		}
+		ch <- m.OK
+	default:
+		return fmt.Errorf("unexpected %s message from a worker", m.op())
+	}
+	return nil
+}
+
 // deadStatus is the status of attempts a dead worker never answered.
 func (w *workerProc) deadStatus() string {
 	if w.killed.Load() != nil {
@@ -372,7 +367,22 @@ func (w *workerProc) heartbeat(tick <-chan time.Time, now func() time.Time, time
 			w.kill(fmt.Sprintf("worker process for %s unresponsive: no answer to the heartbeat for %s (timeout %s); killed", w.name, silent.Round(time.Second), timeout))
 			return
 		}
-		go func() { _ = w.send(wmsg{Op: "ping"}) }() // a full pipe must not stop the watch
+		select { // a full pipe must not stop the watch
+		case w.pings <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// pinger sends the heartbeat's pings until the worker is gone.
+func (w *workerProc) pinger() {
+	for {
+		select {
+		case <-w.done:
+			return
+		case <-w.pings:
+			_ = w.send(msgPing{})
+		}
 	}
 }
 
@@ -411,10 +421,22 @@ func (p *workerPool) attempt(ctx context.Context, a *plan.Attempt, token string)
 	}
 	w.pending[a.Seq] = ch
 	w.mu.Unlock()
-	if err := w.send(wmsg{Op: "attempt", Seq: a.Seq, Token: token}); err != nil {
+	if err := w.send(msgAttempt{Seq: a.Seq, Token: token}); err != nil {
 		<-w.done
 		return errRow(w.dead.Error())
 	}
+	select {
+	case row, ok := <-ch:
+		if !ok {
+			return errRow(w.dead.Error())
+		}
+		return row
+	case <-ctx.Done():
+	}
+	// Aborted: the worker interrupts the attempt and still answers with
+	// its row (what ran, the log); a worker that cannot is killed by the
+	// heartbeat and the row says why.
+	_ = w.send(msgAbort{})
 	row, ok := <-ch
 	if !ok {
 		return errRow(w.dead.Error())
@@ -422,7 +444,7 @@ func (p *workerPool) attempt(ctx context.Context, a *plan.Attempt, token string)
 	return row
 }
 
-func (p *workerPool) closeTask(task int) bool {
+func (p *workerPool) closeTask(ctx context.Context, task int) bool {
 	w := p.byTask[task]
 	if w == nil {
 		return true
@@ -435,32 +457,40 @@ func (p *workerPool) closeTask(task int) bool {
 	}
 	w.closing[task] = ch
 	w.mu.Unlock()
-	if err := w.send(wmsg{Op: "close_task", Task: task}); err != nil {
+	if err := w.send(msgCloseTask{Task: task}); err != nil {
 		return false
 	}
-	return <-ch
+	select {
+	case ok := <-ch:
+		return ok
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // abort interrupts every running attempt in every worker.
 func (p *workerPool) abort() {
 	for _, w := range p.procs {
-		_ = w.send(wmsg{Op: "abort"})
+		_ = w.send(msgAbort{})
 	}
 }
 
 // shutdown asks workers to finalize their providers and exit, then waits.
 func (p *workerPool) shutdown() {
 	for _, w := range p.procs {
-		_ = w.send(wmsg{Op: "shutdown"})
+		_ = w.send(msgShutdown{})
 		_ = w.in.Close()
 	}
 	for _, w := range p.procs {
+		t := time.NewTimer(2 * time.Minute)
 		select {
 		case <-w.done:
-		case <-time.After(2 * time.Minute):
+		case <-t.C:
 			_ = w.cmd.Process.Kill()
 			<-w.done
 		}
+		t.Stop()
+		w.goroutines.Wait()
 	}
 }
 
@@ -481,9 +511,9 @@ func (l *launcher) gatewayFor(addr sandbox.GatewayAddr) (string, error) {
 	url := "http://" + net.JoinHostPort(host, strconv.Itoa(port))
 	l.gwListen[key] = url
 	if addr.Proxied {
-		go func() { _ = l.gw.ServeProxied(l.gwCtx, ln) }()
+		l.gwServing.Go(func() error { return l.gw.ServeProxied(l.gwCtx, ln) })
 	} else {
-		go func() { _ = l.gw.Serve(l.gwCtx, ln) }()
+		l.gwServing.Go(func() error { return l.gw.Serve(l.gwCtx, ln) })
 	}
 	return url, nil
 }
@@ -515,9 +545,10 @@ func (t *tailBuffer) String() string {
 // mailbox queues the supervisor's messages for the worker without bound, so
 // the reader never stops answering heartbeats while the worker is busy.
 type mailbox struct {
-	mu     sync.Mutex
-	q      []wmsg
+	mu     sync.Mutex // guards q, closed and err
+	q      []wireMsg
 	closed bool
+	err    error // why the supervisor's stream ended, when not at its end (a protocol error)
 	wake   chan struct{}
 	gone   chan struct{} // closed when the supervisor's end of stdin closes
 }
@@ -526,7 +557,7 @@ func newMailbox() *mailbox {
 	return &mailbox{wake: make(chan struct{}, 1), gone: make(chan struct{})}
 }
 
-func (b *mailbox) put(m wmsg) {
+func (b *mailbox) put(m wireMsg) {
 	b.mu.Lock()
 	b.q = append(b.q, m)
 	b.mu.Unlock()
@@ -536,9 +567,11 @@ func (b *mailbox) put(m wmsg) {
 	}
 }
 
-func (b *mailbox) close() {
+// close ends the stream; err says why when it is not the supervisor's end.
+func (b *mailbox) close(err error) {
 	b.mu.Lock()
 	b.closed = true
+	b.err = err
 	b.mu.Unlock()
 	close(b.gone)
 	select {
@@ -547,8 +580,15 @@ func (b *mailbox) close() {
 	}
 }
 
+// failure is the protocol error that ended the stream, if one did.
+func (b *mailbox) failure() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
 // get returns the next message; ok is false once the supervisor is gone (or ctx ends).
-func (b *mailbox) get(ctx context.Context) (wmsg, bool) {
+func (b *mailbox) get(ctx context.Context) (wireMsg, bool) {
 	for {
 		b.mu.Lock()
 		if len(b.q) > 0 {
@@ -560,54 +600,91 @@ func (b *mailbox) get(ctx context.Context) (wmsg, bool) {
 		closed := b.closed
 		b.mu.Unlock()
 		if closed {
-			return wmsg{}, false
+			return nil, false
 		}
 		select {
 		case <-b.wake:
 		case <-ctx.Done():
-			return wmsg{}, false
+			return nil, false
 		}
 	}
+}
+
+// gatewayURL is the supervisor's answer to a gateway question: the next
+// message, which must be a gateway_url.
+func (b *mailbox) gatewayURL(ctx context.Context) (*msgGatewayURL, error) {
+	r, ok := b.get(ctx)
+	if !ok {
+		if err := b.failure(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("the supervisor is gone")
+	}
+	u, isURL := r.(*msgGatewayURL)
+	if !isURL {
+		return nil, fmt.Errorf("worker: expected gateway_url, the supervisor sent %s", r.op())
+	}
+	return u, nil
+}
+
+// readSupervisor puts the supervisor's messages in box and answers pings at
+// once; a line it cannot read ends the stream with the error.
+func readSupervisor(in io.Reader, box *mailbox, send func(wireMsg)) {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		m, err := decodeMsg(sc.Bytes())
+		if err != nil {
+			box.close(fmt.Errorf("worker: read from the supervisor: %w", err))
+			return
+		}
+		if _, ok := m.(*msgPing); ok {
+			send(msgPong{})
+			continue
+		}
+		box.put(m)
+	}
+	var err error
+	if sc.Err() != nil {
+		err = fmt.Errorf("worker: read from the supervisor: %w", sc.Err())
+	}
+	box.close(err)
 }
 
 // Worker runs a worker process: it reads the supervisor's messages on in
 // and answers on out. It ends when in closes (the supervisor is gone), when
 // ctx ends (a signal, or the caller saw the supervisor die) or on shutdown,
 // removing every sandbox it made. Heartbeats ("ping") are answered at once,
-// whatever the worker is doing.
+// whatever the worker is doing. A line it cannot read (malformed, an
+// unknown op, a message out of place) stops it with that error.
 func Worker(ctx context.Context, in io.Reader, out io.Writer, stderr io.Writer, providers ProviderFactory, getenv func(string) string) error {
-	var encMu sync.Mutex
-	enc := json.NewEncoder(out)
-	send := func(m wmsg) {
-		encMu.Lock()
-		defer encMu.Unlock()
-		_ = enc.Encode(m) // EPIPE once the supervisor is gone: nobody is left to tell
+	w := &msgWriter{w: out}
+	send := func(m wireMsg) {
+		_ = w.send(m) // EPIPE once the supervisor is gone: nobody is left to tell
 	}
 	box := newMailbox()
-	go func() {
-		defer box.close()
-		dec := json.NewDecoder(bufio.NewReader(in))
-		for {
-			var m wmsg
-			if err := dec.Decode(&m); err != nil {
-				return
-			}
-			if m.Op == "ping" {
-				send(wmsg{Op: "pong"})
-				continue
-			}
-			box.put(m)
-		}
-	}()
+	// The reader blocks on stdin; it is not waited for (the process ends
+	// with Worker), but everything it feeds stops when it closes the box.
+	go readSupervisor(in, box, send)
 	first, ok := box.get(ctx)
-	if !ok || first.Op != "init" || first.Init == nil {
+	init, isInit := first.(*msgInit)
+	if !ok || !isInit || init.Init == nil {
+		if err := box.failure(); err != nil {
+			return err
+		}
 		return fmt.Errorf("worker: expected an init message")
 	}
-	ini := first.Init
+	ini := init.Init
+	var watch sync.WaitGroup // the gone-watcher: it ends with actx
+	defer watch.Wait()
 	actx, abort := context.WithCancel(ctx)
 	defer abort()
 	var shuttingDown atomic.Bool
+	var work sync.WaitGroup // attempts and task closes
+	defer work.Wait()
+	watch.Add(1)
 	go func() {
+		defer watch.Done()
 		select {
 		case <-box.gone:
 			if !shuttingDown.Load() {
@@ -616,118 +693,150 @@ func Worker(ctx context.Context, in io.Reader, out io.Writer, stderr io.Writer, 
 		case <-actx.Done():
 		}
 	}()
-	x, finalize, err := workerSetup(actx, ini, stderr, providers, getenv, func(m wmsg) (wmsg, error) {
+	x, finalize, err := workerSetup(actx, ini, stderr, providers, getenv, func(m *msgGateway) (*msgGatewayURL, error) {
 		send(m)
-		r, ok := box.get(actx)
-		if !ok {
-			return r, errors.New("the supervisor is gone")
-		}
-		return r, nil
+		return box.gatewayURL(actx)
 	})
 	defer finalize()
 	if err != nil {
-		msg := err.Error()
-		if errors.Is(err, ErrBadInput) {
-			msg = "bad input: " + strings.TrimPrefix(msg, "bad input: ")
-		}
-		send(wmsg{Op: "ready", Err: msg})
+		send(msgReady{Err: toWireErr(err)})
 		return nil
 	}
 	x.fault = getenv("STEWARD_WORKER_FAULT")
-	x.started = func(seq int) { send(wmsg{Op: "started", Seq: seq}) }
-	// Token binding asks the supervisor, which holds the gateway.
-	var bindMu sync.Mutex
-	bindWait := map[int]chan string{}
-	bindSeq := 0
+	x.started = func(seq int) { send(msgStarted{Seq: seq}) }
+	binds := &binder{wait: map[int]chan *wireErr{}}
 	x.bind = func(ctx context.Context, token string, ip netip.Addr) error {
-		ch := make(chan string, 1)
-		bindMu.Lock()
-		bindSeq++
-		id := bindSeq
-		bindWait[id] = ch
-		bindMu.Unlock()
-		defer func() {
-			bindMu.Lock()
-			delete(bindWait, id)
-			bindMu.Unlock()
-		}()
-		send(wmsg{Op: "bind", Seq: id, Token: token, Host: ip.String()})
-		select {
-		case e := <-ch:
-			if e != "" {
-				return errors.New(e)
-			}
-			return nil
-		case <-ctx.Done():
-			return fmt.Errorf("bind the gateway token: %w", ctx.Err())
-		}
+		return binds.bind(ctx, send, token, ip)
 	}
-	ex := newExecutor(x)
-	send(wmsg{Op: "ready"})
-	bySeq := map[int]*plan.Attempt{}
+	send(msgReady{})
+	ws := &workerServer{ini: ini, box: box, send: send, ex: newExecutor(x), bySeq: map[int]*plan.Attempt{}, actx: actx, abort: abort, binds: binds, work: &work, shuttingDown: &shuttingDown}
 	for _, a := range x.p.Attempts {
-		bySeq[a.Seq] = a
+		ws.bySeq[a.Seq] = a
 	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	return ws.serve()
+}
+
+// workerServer answers the supervisor's messages once the worker is ready.
+type workerServer struct {
+	ini          *workerInit
+	box          *mailbox
+	send         func(wireMsg)
+	ex           *executor
+	bySeq        map[int]*plan.Attempt
+	actx         context.Context
+	abort        context.CancelFunc
+	binds        *binder
+	work         *sync.WaitGroup // attempts and task closes
+	shuttingDown *atomic.Bool
+}
+
+// serve runs until shutdown, until the supervisor is gone or until a
+// message it cannot act on (an error).
+func (ws *workerServer) serve() error {
 	for {
-		m, ok := box.get(actx)
+		m, ok := ws.box.get(ws.actx)
 		if !ok {
-			// The supervisor is gone: stop what runs, then remove pooled
-			// sandboxes too (finalize removes the rest on the way out).
-			abort()
-			wg.Wait()
-			for _, ti := range ini.Tasks {
-				ex.closeTask(ti)
-			}
-			// Nobody is left to remove what the supervisor prepared for the
-			// run (its shared networks): the workers' finalize does.
-			for _, p := range x.providers {
-				if o, ok := p.(interface{ SupervisorGone() }); ok {
-					o.SupervisorGone()
-				}
-			}
-			return nil
+			// The supervisor is gone (or broke the protocol): stop what
+			// runs, then remove pooled sandboxes too (finalize removes the
+			// rest on the way out).
+			ws.stop()
+			return ws.box.failure() // nil when the supervisor closed its end
 		}
-		switch m.Op {
-		case "attempt":
-			a := bySeq[m.Seq]
-			if a == nil {
-				send(wmsg{Op: "result", Seq: m.Seq, Row: &record.Attempt{Seq: m.Seq, Status: report.StatusErrored, Reason: "worker: unknown attempt"}})
-				continue
-			}
-			wg.Add(1)
-			go func(seq int, token string) {
-				defer wg.Done()
-				row := ex.attempt(actx, a, token)
-				send(wmsg{Op: "result", Seq: seq, Row: &row, Artifacts: ex.takeArtifacts(seq)})
-			}(m.Seq, m.Token)
-		case "bound":
-			bindMu.Lock()
-			ch := bindWait[m.Seq]
-			bindMu.Unlock()
-			if ch != nil {
-				ch <- m.Err
-			}
-		case "close_task":
-			wg.Add(1)
+		switch m := m.(type) {
+		case *msgAttempt:
+			ws.attempt(m)
+		case *msgBound:
+			ws.binds.answer(m)
+		case *msgCloseTask:
+			ws.work.Add(1)
 			go func(task int) {
-				defer wg.Done()
-				send(wmsg{Op: "closed", Task: task, OK: ex.closeTask(task)})
+				defer ws.work.Done()
+				ws.send(msgClosed{Task: task, OK: ws.ex.closeTask(ws.actx, task)})
 			}(m.Task)
-		case "abort":
-			abort()
-		case "shutdown":
-			shuttingDown.Store(true)
-			wg.Wait()
+		case *msgAbort:
+			ws.abort()
+		case *msgShutdown:
+			ws.shuttingDown.Store(true)
+			ws.work.Wait()
 			return nil
+		default:
+			ws.stop()
+			return fmt.Errorf("worker: unexpected %s message from the supervisor", m.op())
 		}
+	}
+}
+
+func (ws *workerServer) attempt(m *msgAttempt) {
+	a := ws.bySeq[m.Seq]
+	if a == nil {
+		ws.send(msgResult{Seq: m.Seq, Row: &record.Attempt{Seq: m.Seq, Status: report.StatusErrored, Reason: "worker: unknown attempt"}})
+		return
+	}
+	ws.work.Add(1)
+	go func(seq int, token string) {
+		defer ws.work.Done()
+		row := ws.ex.attempt(ws.actx, a, token)
+		ws.send(msgResult{Seq: seq, Row: &row, Artifacts: ws.ex.takeArtifacts(seq)})
+	}(m.Seq, m.Token)
+}
+
+// stop aborts what runs, waits for it and removes the pooled sandboxes.
+func (ws *workerServer) stop() {
+	ws.abort()
+	ws.work.Wait()
+	for _, ti := range ws.ini.Tasks {
+		ws.ex.closeTask(context.Background(), ti)
+	}
+	// Nobody is left to remove what the supervisor prepared for the run (its
+	// shared networks): the workers' finalize does.
+	for _, p := range ws.ex.x.providers {
+		if o, ok := p.(interface{ SupervisorGone() }); ok {
+			o.SupervisorGone()
+		}
+	}
+}
+
+// binder asks the supervisor, which holds the gateway, to bind tokens to
+// sandbox addresses; each request waits for its own answer.
+type binder struct {
+	mu   sync.Mutex // guards next and wait
+	next int
+	wait map[int]chan *wireErr
+}
+
+func (b *binder) bind(ctx context.Context, send func(wireMsg), token string, ip netip.Addr) error {
+	ch := make(chan *wireErr, 1)
+	b.mu.Lock()
+	b.next++
+	id := b.next
+	b.wait[id] = ch
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		delete(b.wait, id)
+		b.mu.Unlock()
+	}()
+	send(msgBind{ID: id, Token: token, Host: ip.String()})
+	select {
+	case e := <-ch:
+		return e.err()
+	case <-ctx.Done():
+		return fmt.Errorf("bind the gateway token: %w", ctx.Err())
+	}
+}
+
+func (b *binder) answer(m *msgBound) {
+	b.mu.Lock()
+	ch := b.wait[m.ID]
+	b.mu.Unlock()
+	if ch != nil {
+		ch <- m.Err
 	}
 }
 
 // workerSetup rebuilds the plan, makes the providers for the worker's tasks,
 // prepares them and asks the supervisor for the gateway URL of each.
-func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, providers ProviderFactory, getenv func(string) string, ask func(wmsg) (wmsg, error)) (*execEnv, func(), error) {
+func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, providers ProviderFactory, getenv func(string) string, ask func(*msgGateway) (*msgGatewayURL, error)) (*execEnv, func(), error) {
 	var provs []sandbox.Provider
 	finalize := func() {
 		for _, p := range provs {
@@ -772,30 +881,40 @@ func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, provide
 				x.specs[ti].Image = ini.Images[ti]
 			}
 		}
-		sh, canShare := prov.(sharer)
-		if st := ini.Shared[name]; canShare && st != nil {
-			if err := sh.AdoptShared(st); err != nil {
-				return nil, finalize, err
-			}
-		} else if err := prov.Prepare(ctx, specs); err != nil {
-			return nil, finalize, fmt.Errorf("prepare %s sandboxes: %w", name, err)
-		}
-		if url := ini.GatewayURL[name]; url != "" {
-			x.gwURL[name] = url
-			continue
-		}
-		addr, err := prov.Gateway(ctx)
+		url, err := adoptProvider(ctx, ini, name, prov, specs, ask)
 		if err != nil {
-			return nil, finalize, fmt.Errorf("find the gateway address for %s sandboxes: %w", name, err)
+			return nil, finalize, err
 		}
-		r, err := ask(wmsg{Op: "gateway", Provider: name, Listen: addr.Listen, Host: addr.Host, Proxied: addr.Proxied})
-		if err != nil {
-			return nil, finalize, fmt.Errorf("ask for the gateway: %w", err)
-		}
-		if r.Err != "" {
-			return nil, finalize, errors.New(r.Err)
-		}
-		x.gwURL[name] = r.URL
+		x.gwURL[name] = url
 	}
 	return x, finalize, nil
+}
+
+// adoptProvider adopts what the supervisor prepared for a provider (its
+// networks; Prepare only when it shares nothing) and returns the gateway
+// URL its sandboxes use, asking the supervisor when it has none yet.
+func adoptProvider(ctx context.Context, ini *workerInit, name string, prov sandbox.Provider, specs []*sandbox.Spec, ask func(*msgGateway) (*msgGatewayURL, error)) (string, error) {
+	sh, canShare := prov.(sharer)
+	if st := ini.Shared[name]; canShare && st != nil {
+		if err := sh.AdoptShared(st); err != nil {
+			return "", err
+		}
+	} else if err := prov.Prepare(ctx, specs); err != nil {
+		return "", fmt.Errorf("prepare %s sandboxes: %w", name, err)
+	}
+	if url := ini.GatewayURL[name]; url != "" {
+		return url, nil
+	}
+	addr, err := prov.Gateway(ctx)
+	if err != nil {
+		return "", fmt.Errorf("find the gateway address for %s sandboxes: %w", name, err)
+	}
+	r, err := ask(&msgGateway{Provider: name, Listen: addr.Listen, Host: addr.Host, Proxied: addr.Proxied})
+	if err != nil {
+		return "", fmt.Errorf("ask for the gateway: %w", err)
+	}
+	if err := r.Err.err(); err != nil {
+		return "", err
+	}
+	return r.URL, nil
 }
