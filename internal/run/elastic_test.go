@@ -9,6 +9,7 @@ import (
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sandbox/local"
+	_ "github.com/steward-evals/steward/internal/sandbox/providers" // the eval set names provider: kubernetes
 )
 
 // elastic is a provider whose capacity is unbounded with a reason, as the
