@@ -140,3 +140,38 @@ while [ ! -s p1 ] || [ ! -s p2 ] || [ ! -s p3 ]; do sleep 0.01; done; echo ok`, 
 		t.Fatal(err)
 	}
 }
+
+// A scorer runs in the box's grader: it sees the agent's workdir and its own
+// files, carries the run's marker (so a sweep can find it) and closes cleanly.
+func TestGraderExecCarriesRunMarker(t *testing.T) {
+	ctx := context.Background()
+	p, _, err := ForRun(t.TempDir(), "run-grader", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Create(ctx, sandbox.Spec{Task: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	if _, err := b.Exec(ctx, sandbox.ExecSpec{Shell: `echo answer > out.txt`}); err != nil {
+		t.Fatal(err)
+	}
+	g, dir, err := b.Grader(ctx, []sandbox.File{{Path: "check.sh", Data: []byte("cat out.txt\n")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.Exec(ctx, sandbox.ExecSpec{Shell: `sh "$D/check.sh"; echo "$STEWARD_RUN_ID"`, Env: map[string]string{"D": dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Stdout) != "answer\nrun-grader\n" {
+		t.Fatalf("grader output %q", res.Stdout)
+	}
+	if err := g.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the grader's directory outlives Close: %v", err)
+	}
+}
