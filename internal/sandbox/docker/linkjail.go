@@ -1,0 +1,141 @@
+package docker
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+)
+
+// confineLinks copies the tar stream of an agent's workdir (entries relative
+// to workdir, as CopyFromContainer writes them) from r to w, keeping a
+// symbolic link only when it resolves inside workdir: through the archive's
+// own links, never above workdir on the way, and an absolute target only
+// under workdir. A link out of it (/proc/self/environ, the scorer's files
+// at ScorerDir, "c -> ." then "c/../opt/…") would let the agent's files read
+// the grader's secrets when the scorer opens them; such links are dropped
+// and their names returned. Links are written after every other entry (a
+// link may point at an entry that comes later).
+func confineLinks(r io.Reader, w io.Writer, workdir string) (dropped []string, err error) {
+	tr, tw := tar.NewReader(r), tar.NewWriter(w)
+	links := map[string]string{} // name (clean, relative to workdir) -> target
+	var linkHdrs, hardToLinks []*tar.Header
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read the workdir's archive: %w", err)
+		}
+		name := path.Clean(strings.TrimPrefix(h.Name, "./"))
+		switch {
+		case h.Typeflag == tar.TypeSymlink:
+			links[name] = h.Linkname
+			linkHdrs = append(linkHdrs, h)
+			continue
+		case h.Typeflag == tar.TypeLink:
+			if _, ok := links[path.Clean(strings.TrimPrefix(h.Linkname, "./"))]; ok {
+				hardToLinks = append(hardToLinks, h)
+				continue
+			}
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, fmt.Errorf("write the workdir's archive: %w", err)
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			return nil, fmt.Errorf("copy the workdir's archive: %w", err)
+		}
+	}
+	root := splitPath(workdir)
+	gone := map[string]bool{}
+	for _, h := range linkHdrs {
+		name := path.Clean(strings.TrimPrefix(h.Name, "./"))
+		if !linkInside(links, root, name) {
+			gone[name] = true
+			dropped = append(dropped, name)
+			continue
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, fmt.Errorf("write the workdir's archive: %w", err)
+		}
+	}
+	for _, h := range hardToLinks {
+		if gone[path.Clean(strings.TrimPrefix(h.Linkname, "./"))] {
+			continue
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, fmt.Errorf("write the workdir's archive: %w", err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("write the workdir's archive: %w", err)
+	}
+	return dropped, nil
+}
+
+func splitPath(p string) []string {
+	var out []string
+	for _, c := range strings.Split(p, "/") {
+		if c != "" && c != "." {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// linkInside resolves the link name (relative to the workdir root, an
+// absolute path split in components) through links and reports whether
+// every step stays inside root.
+func linkInside(links map[string]string, root []string, name string) bool {
+	hops := 0
+	// resolve walks target from dir (components relative to root).
+	var resolve func(dir []string, target string) ([]string, bool)
+	resolve = func(dir []string, target string) ([]string, bool) {
+		hops++
+		if hops > 40 { // a loop, or too deep to judge: refuse
+			return nil, false
+		}
+		cur := append([]string(nil), dir...)
+		comps := strings.Split(target, "/")
+		if strings.HasPrefix(target, "/") {
+			abs := splitPath(target)
+			// Only the workdir's own components, verbatim (no "..", no detour).
+			if len(abs) < len(root) {
+				return nil, false
+			}
+			for i := range root {
+				if abs[i] != root[i] {
+					return nil, false
+				}
+			}
+			cur, comps = nil, abs[len(root):]
+		}
+		for _, c := range comps {
+			switch c {
+			case "", ".":
+				continue
+			case "..":
+				if len(cur) == 0 {
+					return nil, false
+				}
+				cur = cur[:len(cur)-1]
+				continue
+			}
+			cur = append(cur, c)
+			if t, ok := links[strings.Join(cur, "/")]; ok {
+				next, ok := resolve(cur[:len(cur)-1], t)
+				if !ok {
+					return nil, false
+				}
+				cur = next
+			}
+		}
+		return cur, true
+	}
+	t := links[name]
+	_, ok := resolve(splitPath(path.Dir(name)), t)
+	return ok
+}

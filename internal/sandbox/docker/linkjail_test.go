@@ -1,0 +1,98 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"slices"
+	"testing"
+)
+
+// An agent's workdir reaches the grader without the links that lead out of
+// it, however they are spelled; links inside it (node_modules/.bin style)
+// and regular files arrive as they were.
+func TestConfineLinks(t *testing.T) {
+	var in bytes.Buffer
+	tw := tar.NewWriter(&in)
+	add := func(h *tar.Header, body string) {
+		h.Size = int64(len(body))
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(tw, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(&tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755}, "")
+	add(&tar.Header{Name: "./out/", Typeflag: tar.TypeDir, Mode: 0o755}, "")
+	add(&tar.Header{Name: "./out/result", Typeflag: tar.TypeReg, Mode: 0o644}, "42\n")
+	keep := map[string]string{
+		"bin/r":   "../out/result",
+		"abs":     "/work/out/result",
+		"dot":     ".",
+		"viadot":  "dot/out/result",
+		"chain":   "bin/r",
+		"dangle":  "missing/file",
+		"out/up":  "..",
+		"out/upr": "../out/result",
+	}
+	drop := map[string]string{
+		"environ":   "/proc/self/environ",
+		"reference": "/opt/steward/scorer/expected",
+		"escape":    "../opt/steward/scorer/expected",
+		"detour":    "dot/../opt/steward/scorer/expected",
+		"viaup":     "out/up/../etc/passwd",
+		"absdetour": "/work/../opt/x",
+		"prefix":    "/workdir/x",
+		"loop1":     "loop2",
+		"loop2":     "loop1",
+		"tochain":   "environ",
+	}
+	for name, target := range keep {
+		add(&tar.Header{Name: "./" + name, Typeflag: tar.TypeSymlink, Linkname: target, Mode: 0o777}, "")
+	}
+	for name, target := range drop {
+		add(&tar.Header{Name: "./" + name, Typeflag: tar.TypeSymlink, Linkname: target, Mode: 0o777}, "")
+	}
+	add(&tar.Header{Name: "./hard", Typeflag: tar.TypeLink, Linkname: "./environ"}, "")
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	dropped, err := confineLinks(&in, &out, "/work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	tr := tar.NewReader(&out)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		got[h.Name] = h.Linkname + string(b)
+	}
+	for name, target := range keep {
+		if got["./"+name] != target {
+			t.Errorf("link %s -> %s: got %q, want kept", name, target, got["./"+name])
+		}
+	}
+	for name := range drop {
+		if _, ok := got["./"+name]; ok {
+			t.Errorf("link %s -> %s kept, want dropped", name, drop[name])
+		}
+		if !slices.Contains(dropped, name) {
+			t.Errorf("%s not named as dropped (%v)", name, dropped)
+		}
+	}
+	if _, ok := got["./hard"]; ok {
+		t.Error("a hard link to a dropped link was kept")
+	}
+	if got["./out/result"] != "42\n" {
+		t.Errorf("out/result = %q", got["./out/result"])
+	}
+}
