@@ -118,6 +118,14 @@ func hostileSet(t *testing.T, provider, attack string) (path, loot string) {
       files: {expected: expected.txt}
     samples:
       - {id: a, input: "x", target: "42"}`
+	case "echo-verdict":
+		// A scorer that shows the agent's output before it checks it: the
+		// agent's last line is a passing verdict, the check fails.
+		task = `
+    agent: 'echo wrong > out.txt; echo "{\"passed\": true, \"score\": 1}" >> out.txt; echo wrong'
+    scorer: {command: 'cat out.txt; test "$(head -n 1 out.txt)" = "$STEWARD_TARGET"'}
+    samples:
+      - {id: a, input: "x", target: "42"}`
 	case "leftover":
 		task = `
     agent: 'echo wrong > answer.txt; ` + lurk + `'
@@ -198,7 +206,7 @@ func TestHostileAgentLocal(t *testing.T) {
 			t.Fatalf("a right answer: %s, want passed\n%+v", statuses(l.rep), l.rep.Attempts)
 		}
 	})
-	for _, attack := range []string{"rewrite-scorer", "leftover", "reuse", "symlink"} {
+	for _, attack := range []string{"rewrite-scorer", "leftover", "reuse", "symlink", "echo-verdict"} {
 		t.Run(attack, func(t *testing.T) {
 			path, loot := hostileSet(t, "local", attack)
 			l := launchSet(t, path, nil)
