@@ -16,7 +16,7 @@ import (
 // under workdir. A link out of it (/proc/self/environ, the scorer's files
 // at ScorerDir, "c -> ." then "c/../opt/…") would let the agent's files read
 // the grader's secrets when the scorer opens them; such links are dropped
-// and their names returned. Links are written after every other entry (a
+// and their names returned, with FIFOs and devices. Links are written after every other entry (a
 // link may point at an entry that comes later).
 func confineLinks(r io.Reader, w io.Writer, workdir string) (dropped []string, err error) {
 	tr, tw := tar.NewReader(r), tar.NewWriter(w)
@@ -35,6 +35,11 @@ func confineLinks(r io.Reader, w io.Writer, workdir string) (dropped []string, e
 		case h.Typeflag == tar.TypeSymlink:
 			links[name] = h.Linkname
 			linkHdrs = append(linkHdrs, h)
+			continue
+		case h.Typeflag == tar.TypeFifo || h.Typeflag == tar.TypeChar || h.Typeflag == tar.TypeBlock:
+			// A FIFO would hang a scorer that reads it (an error instead of
+			// a failure); a device is never evidence.
+			dropped = append(dropped, name)
 			continue
 		case h.Typeflag == tar.TypeLink:
 			if _, ok := links[path.Clean(strings.TrimPrefix(h.Linkname, "./"))]; ok {
