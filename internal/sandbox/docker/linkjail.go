@@ -7,6 +7,8 @@ import (
 	"io"
 	"path"
 	"strings"
+
+	"github.com/steward-evals/steward/internal/sandbox"
 )
 
 // confineLinks copies the tar stream of an agent's workdir (entries relative
@@ -93,54 +95,63 @@ func splitPath(p string) []string {
 
 // linkInside resolves the link name (relative to the workdir root, an
 // absolute path split in components) through links and reports whether
-// every step stays inside root.
+// every step stays inside root, or the link ends at a system path
+// (sandbox.SystemLinkTarget) with nothing resolved after it.
 func linkInside(links map[string]string, root []string, name string) bool {
 	hops := 0
-	// resolve walks target from dir (components relative to root).
-	var resolve func(dir []string, target string) ([]string, bool)
-	resolve = func(dir []string, target string) ([]string, bool) {
+	// resolve walks target from dir (components relative to root); system
+	// is true when it ended at a system path outside root.
+	var resolve func(dir []string, target string) (cur []string, system, ok bool)
+	resolve = func(dir []string, target string) ([]string, bool, bool) {
 		hops++
 		if hops > 40 { // a loop, or too deep to judge: refuse
-			return nil, false
+			return nil, false, false
 		}
 		cur := append([]string(nil), dir...)
 		comps := strings.Split(target, "/")
 		if strings.HasPrefix(target, "/") {
 			abs := splitPath(target)
 			// Only the workdir's own components, verbatim (no "..", no detour).
-			if len(abs) < len(root) {
-				return nil, false
+			inside := len(abs) >= len(root)
+			for i := 0; inside && i < len(root); i++ {
+				inside = abs[i] == root[i]
 			}
-			for i := range root {
-				if abs[i] != root[i] {
-					return nil, false
-				}
+			if !inside {
+				return nil, true, sandbox.SystemLinkTarget(target)
 			}
 			cur, comps = nil, abs[len(root):]
 		}
-		for _, c := range comps {
+		for i, c := range comps {
 			switch c {
 			case "", ".":
 				continue
 			case "..":
 				if len(cur) == 0 {
-					return nil, false
+					return nil, false, false
 				}
 				cur = cur[:len(cur)-1]
 				continue
 			}
 			cur = append(cur, c)
 			if t, ok := links[strings.Join(cur, "/")]; ok {
-				next, ok := resolve(cur[:len(cur)-1], t)
+				next, system, ok := resolve(cur[:len(cur)-1], t)
 				if !ok {
-					return nil, false
+					return nil, false, false
+				}
+				if system {
+					// A system path may only end the walk.
+					for _, rest := range comps[i+1:] {
+						if rest != "" && rest != "." {
+							return nil, false, false
+						}
+					}
+					return nil, true, true
 				}
 				cur = next
 			}
 		}
-		return cur, true
+		return cur, false, true
 	}
-	t := links[name]
-	_, ok := resolve(splitPath(path.Dir(name)), t)
+	_, _, ok := resolve(splitPath(path.Dir(name)), links[name])
 	return ok
 }

@@ -175,3 +175,35 @@ func TestGraderExecCarriesRunMarker(t *testing.T) {
 		t.Fatalf("the grader's directory outlives Close: %v", err)
 	}
 }
+
+// Before a scorer runs in a local sandbox's workdir, the links that lead
+// out of it are gone (a scorer that reads one would read its own
+// environment or files), while links inside it and a venv's link to the
+// system's interpreter stay.
+func TestGraderRemovesEscapingLinks(t *testing.T) {
+	ctx := context.Background()
+	p := New(Options{BaseDir: t.TempDir()})
+	b, err := p.Create(ctx, sandbox.Spec{Task: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	if _, err := b.Exec(ctx, sandbox.ExecSpec{Shell: `mkdir -p out venv/bin && echo 42 > out/result &&
+ln -s ../out/result out/r && ln -s missing dangling && ln -s /usr/bin/env venv/bin/python &&
+ln -s /proc/self/environ env && ln -s .. up && ln -s "$PWD/out/result" abs && ln -s /usr/../proc/self/environ usrdots && ln -s /etc/passwd etc`}); err != nil {
+		t.Fatal(err)
+	}
+	g, _, err := b.Grader(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close(ctx)
+	work := b.(*box).work
+	for name, want := range map[string]bool{"out/r": true, "dangling": true, "venv/bin/python": true,
+		"env": false, "up": false, "abs": false, "usrdots": false, "etc": false} {
+		_, err := os.Lstat(work + "/" + name)
+		if got := err == nil; got != want {
+			t.Errorf("%s: present %v, want %v", name, got, want)
+		}
+	}
+}

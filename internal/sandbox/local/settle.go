@@ -230,7 +230,8 @@ func (b *box) Grader(ctx context.Context, files []sandbox.File) (sandbox.Sandbox
 
 // removeEscapingLinks removes every symbolic link under dir that does not
 // resolve inside dir (os.Root's rule: an absolute target, or one that climbs
-// out on the way, escapes).
+// out on the way, escapes), but for one straight to a system path
+// (sandbox.SystemLinkTarget: /usr/…, /bin/…, /lib/…).
 func removeEscapingLinks(dir string) error {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -247,6 +248,9 @@ func removeEscapingLinks(dir string) error {
 		}
 		if _, serr := root.Stat(rel); serr == nil || errors.Is(serr, os.ErrNotExist) && !strings.Contains(serr.Error(), "escapes") {
 			return nil
+		}
+		if t, lerr := os.Readlink(p); lerr == nil && sandbox.SystemLinkTarget(t) {
+			return nil // a venv's bin/python -> /usr/bin/python3
 		}
 		if rerr := os.Remove(p); rerr != nil {
 			return fmt.Errorf("remove the link %s that leads out of the workdir: %w", rel, rerr)
