@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -161,15 +162,26 @@ func TestGraderExecCarriesRunMarker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := g.Exec(ctx, sandbox.ExecSpec{Shell: `sh "$D/check.sh"; echo "$STEWARD_RUN_ID"`, Env: map[string]string{"D": dir}})
+	res, err := g.Exec(ctx, sandbox.ExecSpec{Shell: `sh "$D/check.sh"; echo "$STEWARD_RUN_ID"; setsid sh -c 'echo $$ > "$D/../left"; exec sleep 300' >/dev/null 2>&1 & while [ ! -s "$D/../left" ]; do sleep 0.01; done`, Env: map[string]string{"D": dir}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(res.Stdout) != "answer\nrun-grader\n" {
 		t.Fatalf("grader output %q", res.Stdout)
 	}
+	pid, err := os.ReadFile(filepath.Join(dir, "..", "left"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := g.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// What the scorer left (it holds the targets in its environment) is gone
+	// with its box: never seen by the next attempt of a reused sandbox.
+	if st, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/stat"); err == nil {
+		if f := strings.Fields(string(st)); len(f) > 2 && f[2] != "Z" {
+			t.Fatalf("the scorer's background process %s outlives its box: %s", strings.TrimSpace(string(pid)), st)
+		}
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("the grader's directory outlives Close: %v", err)
