@@ -24,6 +24,7 @@ func confineLinks(r io.Reader, w io.Writer, workdir string) (dropped []string, e
 	tr, tw := tar.NewReader(r), tar.NewWriter(w)
 	links := map[string]string{} // name (clean, relative to workdir) -> target
 	var linkHdrs, hardToLinks []*tar.Header
+	held := 0
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -35,13 +36,24 @@ func confineLinks(r io.Reader, w io.Writer, workdir string) (dropped []string, e
 		name := path.Clean(strings.TrimPrefix(h.Name, "./"))
 		switch {
 		case h.Typeflag == tar.TypeSymlink:
+			// Links are held until the end: at most maxLinkBytes of them (an
+			// agent can make millions of links in a few bytes of quota each).
+			held += len(name) + len(h.Linkname) + 256
+			if held > maxLinkBytes {
+				if len(dropped) < maxDroppedNames {
+					dropped = append(dropped, name)
+				}
+				continue
+			}
 			links[name] = h.Linkname
 			linkHdrs = append(linkHdrs, h)
 			continue
 		case h.Typeflag == tar.TypeFifo || h.Typeflag == tar.TypeChar || h.Typeflag == tar.TypeBlock:
 			// A FIFO would hang a scorer that reads it (an error instead of
 			// a failure); a device is never evidence.
-			dropped = append(dropped, name)
+			if len(dropped) < maxDroppedNames {
+				dropped = append(dropped, name)
+			}
 			continue
 		case h.Typeflag == tar.TypeLink:
 			if _, ok := links[path.Clean(strings.TrimPrefix(h.Linkname, "./"))]; ok {
@@ -62,7 +74,9 @@ func confineLinks(r io.Reader, w io.Writer, workdir string) (dropped []string, e
 		name := path.Clean(strings.TrimPrefix(h.Name, "./"))
 		if !linkInside(links, root, name) {
 			gone[name] = true
-			dropped = append(dropped, name)
+			if len(dropped) < maxDroppedNames {
+				dropped = append(dropped, name)
+			}
 			continue
 		}
 		if err := tw.WriteHeader(h); err != nil {
@@ -82,6 +96,13 @@ func confineLinks(r io.Reader, w io.Writer, workdir string) (dropped []string, e
 	}
 	return dropped, nil
 }
+
+// The links confineLinks holds (names and targets), and the dropped names
+// it reports, are bounded.
+const (
+	maxLinkBytes    = 16 << 20
+	maxDroppedNames = 1000
+)
 
 func splitPath(p string) []string {
 	var out []string

@@ -3,7 +3,9 @@ package docker
 import (
 	"archive/tar"
 	"bytes"
+	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -106,5 +108,48 @@ func TestConfineLinks(t *testing.T) {
 	}
 	if got["./out/result"] != "42\n" {
 		t.Errorf("out/result = %q", got["./out/result"])
+	}
+}
+
+// A workdir of 400 000 links (a few bytes of quota each) costs the worker
+// a bounded amount of memory: past the bound, links are dropped.
+func TestConfineLinksBounded(t *testing.T) {
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		for i := 0; i < 400_000; i++ {
+			if err := tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("./l%07d", i), Typeflag: tar.TypeSymlink, Linkname: "target-in-the-workdir", Mode: 0o777}); err != nil {
+				pw.CloseWithError(err)
+				return
+			}
+		}
+		pw.CloseWithError(tw.Close())
+	}()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var kept int
+	r, w := io.Pipe()
+	go func() {
+		tr := tar.NewReader(r)
+		for {
+			if _, err := tr.Next(); err != nil {
+				break
+			}
+			kept++
+		}
+		_, _ = io.Copy(io.Discard, r)
+	}()
+	dropped, err := confineLinks(pr, w, "/work")
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if len(dropped) == 0 || len(dropped) > maxDroppedNames {
+		t.Fatalf("%d names dropped, want some and at most %d", len(dropped), maxDroppedNames)
+	}
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 4*maxLinkBytes {
+		t.Fatalf("the heap grew by %d MiB for 400 000 links", grew>>20)
 	}
 }
