@@ -57,7 +57,9 @@ func confineLinks(r io.Reader, w io.Writer, workdir string) (dropped []string, e
 			continue
 		case h.Typeflag == tar.TypeLink:
 			if _, ok := links[path.Clean(strings.TrimPrefix(h.Linkname, "./"))]; ok {
-				hardToLinks = append(hardToLinks, h)
+				if held += len(name) + len(h.Linkname) + 256; held <= maxLinkBytes {
+					hardToLinks = append(hardToLinks, h)
+				}
 				continue
 			}
 		}
