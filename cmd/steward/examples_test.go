@@ -17,3 +17,19 @@ func TestExampleGroupsAndStateFreshRecord(t *testing.T) {
 		t.Fatalf("groups-and-state exit %d:\n%s", code, out)
 	}
 }
+
+// The README's first command: examples/quickstart passes all 13 attempts on a
+// fresh record (the files task's scorer runs in the local grader), and a
+// second launch carries every one of them.
+func TestExampleQuickstartAsTheReadmeSays(t *testing.T) {
+	rec := t.TempDir()
+	out, code := steward(t, "../..", "launch", "--record", rec, "examples/quickstart/steward.yaml")
+	if code != 0 || !strings.Contains(out, "13 total · 0 reused · 0 running · 0 queued · 13 passed · 0 failed · 0 errored") ||
+		strings.Contains(out, "panic") {
+		t.Fatalf("quickstart exit %d:\n%s", code, out)
+	}
+	out, code = steward(t, "../..", "launch", "--record", rec, "examples/quickstart/steward.yaml")
+	if code != 0 || !strings.Contains(out, "13 reused") {
+		t.Fatalf("quickstart re-run exit %d (want 13 reused):\n%s", code, out)
+	}
+}

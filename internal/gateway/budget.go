@@ -29,26 +29,32 @@ func (g *Gateway) estimate(path string, body []byte) estimate {
 	}
 	e := estimate{in: (int64(len(body)) + 3) / 4}
 	if path != "/v1/embeddings" {
-		var m struct {
-			MaxCompletionTokens *int64 `json:"max_completion_tokens"`
-			MaxTokens           *int64 `json:"max_tokens"`
-			MaxOutputTokens     *int64 `json:"max_output_tokens"`
-			N                   *int64 `json:"n"`
-		}
+		// Keys exactly as spelled (the upstream's decoder is case-sensitive;
+		// Go's struct decoding is not, so "Max_Tokens": 1 after "max_tokens"
+		// would hide the real cap), numbers as the upstream reads them.
+		var m map[string]json.RawMessage
 		_ = json.Unmarshal(body, &m)
+		num := func(k string) int64 {
+			var f float64
+			if json.Unmarshal(m[k], &f) != nil || f < 1 {
+				return 0
+			}
+			if f > 1<<40 {
+				return 1 << 40
+			}
+			return int64(f + 0.999999)
+		}
 		e.out = g.cfg.DefaultMaxTokens
-		for _, v := range []*int64{m.MaxCompletionTokens, m.MaxTokens, m.MaxOutputTokens} {
-			if v != nil && *v > 0 {
-				e.out = *v
+		for _, k := range []string{"max_completion_tokens", "max_tokens", "max_output_tokens"} {
+			if v := num(k); v > 0 {
+				e.out = v
 				break
 			}
 		}
-		if m.N != nil && *m.N > 1 {
-			n := *m.N
-			if n > 128 {
-				n = 128
-			}
-			e.out *= n
+		// n answers, or best_of (legacy completions: each one is billed).
+		n := max(num("n"), num("best_of"))
+		if n > 1 {
+			e.out *= min(n, 128)
 		}
 	}
 	e.cost = g.cfg.Prices.Cost(e.in, e.out)

@@ -94,6 +94,12 @@ func TestBudgetEstimate(t *testing.T) {
 		{"/v1/chat/completions", `{"model":"m"}`, 4, 100},
 		{"/v1/embeddings", `{"input":"abcdefgh"}`, 5, 0},
 		{"/v1/messages/count_tokens", `{"max_tokens":50}`, 0, 0},
+		// What the upstream reads, not what Go's case-insensitive decoder
+		// would: the key as spelled, numbers written as floats, every
+		// completion best_of makes (each is billed).
+		{"/v1/chat/completions", `{"max_tokens":5000,"Max_Tokens":1}`, 9, 5000},
+		{"/v1/chat/completions", `{"max_tokens":20.0,"n":2.0}`, 7, 40},
+		{"/v1/completions", `{"max_tokens":9,"best_of":4,"n":2}`, 9, 36},
 	} {
 		e := g.estimate(c.path, []byte(c.body))
 		if e.in != c.in || e.out != c.out || e.cost != float64(c.in+c.out) {

@@ -589,3 +589,47 @@ func TestBodyRatePerSandbox(t *testing.T) {
 		t.Fatalf("after refilling: wait %v", d)
 	}
 }
+
+// TestSandboxCannotRedirectTheKey plays an agent that keeps to the allowed
+// routes but asks the upstream, through headers, to do something else with
+// the real key: another method (DELETE a fine-tuned model through a method
+// override a framework may honour), another organization or project the
+// key can reach. The upstream sees none of those headers; the request's own
+// headers (content type, the SDK's) still pass.
+func TestSandboxCannotRedirectTheKey(t *testing.T) {
+	seen := make(chan http.Header, 1)
+	up := newUpstream(t, "openai", func(n int64, w http.ResponseWriter, r *http.Request, body []byte) {
+		seen <- r.Header.Clone()
+		io.WriteString(w, `{"id":"ft:gpt-4o-mini:org:name:abc","object":"model"}`)
+	})
+	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey})
+	tok := h.g.Issue("att-hdr", nil)
+	req, err := http.NewRequest("GET", h.url+"/v1/models/ft:gpt-4o-mini:org:name:abc", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	for _, k := range []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"} {
+		req.Header.Set(k, "DELETE")
+	}
+	req.Header.Set("OpenAI-Organization", "org-someone-else")
+	req.Header.Set("OpenAI-Project", "proj_someone_else")
+	req.Header.Set("X-Stainless-Lang", "python")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	got := <-seen
+	for _, k := range []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override", "OpenAI-Organization", "OpenAI-Project"} {
+		if v := got.Get(k); v != "" {
+			t.Errorf("the upstream got %s: %s from the sandbox", k, v)
+		}
+	}
+	if got.Get("X-Stainless-Lang") != "python" {
+		t.Error("an SDK's own header was dropped")
+	}
+}

@@ -117,6 +117,15 @@ var hopHeaders = map[string]bool{
 	"Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
 }
 
+// sandboxOnly are request headers a sandbox may not send on with the real
+// key: a method override (a framework may turn an allowed GET into a
+// DELETE), and the organization or project the key is used for (the key's
+// owner chooses that, not the agent).
+var sandboxOnly = map[string]bool{
+	"X-Http-Method-Override": true, "X-Http-Method": true, "X-Method-Override": true,
+	"Openai-Organization": true, "Openai-Project": true,
+}
+
 // ServeHTTP is the gateway's handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f := g.format(r)
@@ -331,6 +340,9 @@ func (g *Gateway) newUpstreamRequest(ctx context.Context, r *http.Request, body 
 		}
 		switch k {
 		case "Authorization", "X-Api-Key", "Host", "Content-Length", "Accept-Encoding", "Cookie":
+			continue
+		}
+		if sandboxOnly[k] {
 			continue
 		}
 		req.Header[k] = vs

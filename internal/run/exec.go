@@ -344,6 +344,12 @@ func judgeScorerOutput(exit int, stdout []byte) (bool, float64, string, error) {
 			if v.Passed != nil {
 				passed = *v.Passed
 			}
+			if passed && exit != 0 {
+				// The line may be the agent's own output (a scorer that shows
+				// it before checking it): a verdict can fail an attempt whose
+				// scorer exited 0, never pass one whose scorer failed.
+				return false, 0, fmt.Sprintf("scorer exited %d (its last line says passed: the exit status wins)", exit), nil
+			}
 			score := 0.0
 			if passed {
 				score = 1

@@ -65,6 +65,7 @@ func hostileSet(t *testing.T, provider, attack string) (path, loot string) {
 	write(t, dir, "lurk.sh", lurkScript)
 	write(t, dir, "rewrite.sh", rewriteScript)
 	write(t, dir, "check.sh", waitThenCheck+"\n")
+	write(t, dir, "expected.txt", "42\n")
 	sb := "{provider: local}"
 	loot = filepath.Join(dir, "loot")
 	search := `"$STEWARD_WORKDIR/../.."`
@@ -90,9 +91,9 @@ func hostileSet(t *testing.T, provider, attack string) (path, loot string) {
 	case "honest":
 		// The control: the same scorer passes a right answer left in the workdir.
 		task = `
-    agent: 'mkdir -p out && echo 42 > out/result && echo 42 > answer.txt'
+    agent: 'mkdir -p out bin && echo 42 > out/result && ln -s ../out/result bin/r && echo 42 > answer.txt'
     scorer:
-      command: 'test "$(cat out/result)" = 42 && sh "$STEWARD_SCORER_DIR/check.sh"'
+      command: 'test "$(cat out/result)" = 42 && test "$(cat bin/r)" = 42 && sh "$STEWARD_SCORER_DIR/check.sh"'
       files: {check.sh: check.sh}
     samples:
       - {id: a, input: "x", target: "42"}`
@@ -102,6 +103,27 @@ func hostileSet(t *testing.T, provider, attack string) (path, loot string) {
     scorer:
       command: 'sh "$STEWARD_SCORER_DIR/check.sh"'
       files: {check.sh: check.sh}
+    samples:
+      - {id: a, input: "x", target: "42"}`
+	case "symlink":
+		// The agent's files point where the scorer's reference and its
+		// environment will be: a scorer that compares out/result with its
+		// reference, or looks for the target in a file, would read them.
+		// result2 goes through "c -> .": lexically inside the workdir, really
+		// its parent.
+		task = `
+    agent: 'echo wrong > answer.txt; mkdir -p out; ln -s /opt/steward/scorer/expected out/result; ln -s . c; ln -s c/../opt/steward/scorer/expected result2; ln -s /proc/self/environ out/env'
+    scorer:
+      command: 'for f in out/result result2; do test "$(cat $f)" = "$(cat "$STEWARD_SCORER_DIR/expected")" && exit 0; done; grep -q "STEWARD_TARGET=$STEWARD_TARGET" out/env'
+      files: {expected: expected.txt}
+    samples:
+      - {id: a, input: "x", target: "42"}`
+	case "echo-verdict":
+		// A scorer that shows the agent's output before it checks it: the
+		// agent's last line is a passing verdict, the check fails.
+		task = `
+    agent: 'echo wrong > out.txt; echo "{\"passed\": true, \"score\": 1}" >> out.txt; echo wrong'
+    scorer: {command: 'cat out.txt; test "$(head -n 1 out.txt)" = "$STEWARD_TARGET"'}
     samples:
       - {id: a, input: "x", target: "42"}`
 	case "leftover":
@@ -184,7 +206,7 @@ func TestHostileAgentLocal(t *testing.T) {
 			t.Fatalf("a right answer: %s, want passed\n%+v", statuses(l.rep), l.rep.Attempts)
 		}
 	})
-	for _, attack := range []string{"rewrite-scorer", "leftover", "reuse"} {
+	for _, attack := range []string{"rewrite-scorer", "leftover", "reuse", "symlink", "echo-verdict"} {
 		t.Run(attack, func(t *testing.T) {
 			path, loot := hostileSet(t, "local", attack)
 			l := launchSet(t, path, nil)
@@ -198,7 +220,7 @@ func TestHostileAgentLocal(t *testing.T) {
 
 func TestHostileAgentDocker(t *testing.T) {
 	needDocker(t)
-	for _, attack := range []string{"honest", "rewrite-scorer", "leftover", "replace-sh", "reuse"} {
+	for _, attack := range []string{"honest", "rewrite-scorer", "leftover", "replace-sh", "reuse", "symlink"} {
 		t.Run(attack, func(t *testing.T) {
 			path, _ := hostileSet(t, "docker", attack)
 			es, err := evalset.Load(path, evalset.LoadOptions{})

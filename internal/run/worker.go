@@ -142,11 +142,19 @@ func (l *launcher) startWorkers(ctx context.Context) (*workerPool, error) {
 	return pool, nil
 }
 
-// workerEnv is the supervisor's environment without the model's real key
-// or the GitHub token: a worker never holds them.
+// workerEnv is the supervisor's environment without a secret: the model's
+// real key (and the variables that usually hold one), the variables the eval
+// set (secret_env) and _steward.yaml (secrets) name, the GitHub token and
+// the runner's own tokens. A worker never holds them (host hooks, which may
+// use them, run in the supervisor).
 func (l *launcher) workerEnv() []string {
-	drop := map[string]bool{"GITHUB_TOKEN": true, "INPUT_GITHUB-TOKEN": true, "INPUT_GITHUB_TOKEN": true}
+	drop := map[string]bool{"GITHUB_TOKEN": true, "INPUT_GITHUB-TOKEN": true, "INPUT_GITHUB_TOKEN": true,
+		"ACTIONS_RUNTIME_TOKEN": true, "ACTIONS_ID_TOKEN_REQUEST_TOKEN": true,
+		"OPENAI_API_KEY": true, "ANTHROPIC_API_KEY": true, "STEWARD_API_KEY": true}
 	if k := l.es.Model.APIKeyEnv; k != "" {
+		drop[k] = true
+	}
+	for _, k := range append(append([]string{}, l.es.SecretEnv...), l.es.Fleet.Secrets...) {
 		drop[k] = true
 	}
 	var env []string

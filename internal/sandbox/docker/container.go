@@ -701,11 +701,21 @@ func (p *pidSniffer) Write(b []byte) (int, error) {
 	}
 	i := bytes.IndexByte(p.head, '\n')
 	if i < 0 {
+		// The wrapper's line is short; a longer one is not the wrapper's
+		// (a replaced /bin/sh): it is output, and no pid comes.
+		if len(p.head) > len(pidMarker)+20 {
+			p.done = true
+			close(p.pid)
+			_, _ = p.capped.Write(p.head)
+			p.head = nil
+		}
 		return n, nil
 	}
 	line := p.head[len(pidMarker):i]
 	if pid, err := strconv.Atoi(string(line)); err == nil {
 		p.pid <- pid
+	} else {
+		close(p.pid)
 	}
 	p.done = true
 	rest := p.head[i+1:]

@@ -248,8 +248,15 @@ func (s *Sandbox) copyWorkdir(ctx context.Context, g *Sandbox) error {
 		return sandbox.InfraError(fmt.Errorf("copy the workdir out of sandbox %s: %w", s.name, err))
 	}
 	defer rc.Close()
-	// The archive holds the workdir's contents ("./…"); it lands in g's workdir.
-	if err := s.p.cli.CopyToContainer(ctx, g.id, g.workdir, io.NopCloser(rc), container.CopyToContainerOptions{}); err != nil {
+	// The archive holds the workdir's contents ("./…"); it lands in g's
+	// workdir, without the links that lead out of it (confineLinks).
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := confineLinks(rc, pw, s.workdir)
+		pw.CloseWithError(err)
+	}()
+	defer pr.Close()
+	if err := s.p.cli.CopyToContainer(ctx, g.id, g.workdir, pr, container.CopyToContainerOptions{}); err != nil {
 		return sandbox.InfraError(fmt.Errorf("copy the workdir into the scorer's sandbox %s: %w", g.name, err))
 	}
 	return nil

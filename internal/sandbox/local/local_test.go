@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +139,83 @@ while [ ! -s p1 ] || [ ! -s p2 ] || [ ! -s p3 ]; do sleep 0.01; done; echo ok`, 
 	}
 	if err := b.Settle(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A scorer runs in the box's grader: it sees the agent's workdir and its own
+// files, carries the run's marker (so a sweep can find it) and closes cleanly.
+func TestGraderExecCarriesRunMarker(t *testing.T) {
+	ctx := context.Background()
+	p, _, err := ForRun(t.TempDir(), "run-grader", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Create(ctx, sandbox.Spec{Task: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	if _, err := b.Exec(ctx, sandbox.ExecSpec{Shell: `echo answer > out.txt`}); err != nil {
+		t.Fatal(err)
+	}
+	g, dir, err := b.Grader(ctx, []sandbox.File{{Path: "check.sh", Data: []byte("cat out.txt\n")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.Exec(ctx, sandbox.ExecSpec{Shell: `sh "$D/check.sh"; echo "$STEWARD_RUN_ID"; setsid sh -c 'echo $$ > "$D/../left"; exec sleep 300' >/dev/null 2>&1 & while [ ! -s "$D/../left" ]; do sleep 0.01; done`, Env: map[string]string{"D": dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Stdout) != "answer\nrun-grader\n" {
+		t.Fatalf("grader output %q", res.Stdout)
+	}
+	pid, err := os.ReadFile(filepath.Join(dir, "..", "left"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// What the scorer left (it holds the targets in its environment) is gone
+	// with its box: never seen by the next attempt of a reused sandbox.
+	if st, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/stat"); err == nil {
+		if f := strings.Fields(string(st)); len(f) > 2 && f[2] != "Z" {
+			t.Fatalf("the scorer's background process %s outlives its box: %s", strings.TrimSpace(string(pid)), st)
+		}
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the grader's directory outlives Close: %v", err)
+	}
+}
+
+// Before a scorer runs in a local sandbox's workdir, the links that lead
+// out of it are gone (a scorer that reads one would read its own
+// environment or files), while links inside it and a venv's link to the
+// system's interpreter stay.
+func TestGraderRemovesEscapingLinks(t *testing.T) {
+	ctx := context.Background()
+	p := New(Options{BaseDir: t.TempDir()})
+	b, err := p.Create(ctx, sandbox.Spec{Task: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	if _, err := b.Exec(ctx, sandbox.ExecSpec{Shell: `mkdir -p out venv/bin && echo 42 > out/result &&
+ln -s ../out/result out/r && ln -s missing dangling && ln -s /usr/bin/env venv/bin/python &&
+ln -s /proc/self/environ env && ln -s .. up && ln -s "$PWD/out/result" abs && ln -s /usr/../proc/self/environ usrdots && ln -s /etc/passwd etc`}); err != nil {
+		t.Fatal(err)
+	}
+	g, _, err := b.Grader(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close(ctx)
+	work := b.(*box).work
+	for name, want := range map[string]bool{"out/r": true, "dangling": true, "venv/bin/python": true,
+		"env": false, "up": false, "abs": false, "usrdots": false, "etc": false} {
+		_, err := os.Lstat(work + "/" + name)
+		if got := err == nil; got != want {
+			t.Errorf("%s: present %v, want %v", name, got, want)
+		}
 	}
 }

@@ -192,6 +192,13 @@ func (b *box) Grader(ctx context.Context, files []sandbox.File) (sandbox.Sandbox
 	if err != nil {
 		return nil, "", sandbox.InfraError(fmt.Errorf("create the scorer's directory: %w", err))
 	}
+	// The agent's processes are gone (Settle): its links that lead out of
+	// the workdir (/proc/self/environ, another directory) would let the
+	// scorer read its own secrets as the agent's output; they go first.
+	if err := removeEscapingLinks(b.work); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, "", sandbox.InfraError(err)
+	}
 	g := &box{id: b.id + "-scorer", root: dir, work: b.work, tmp: filepath.Join(dir, "tmp"), spec: b.spec, path: b.path, pgids: b.pgids, p: b.p}
 	b.p.boxes.add(g) // Finalize removes it if the attempt is cut short; Close forgets it
 	scorerDir := filepath.Join(dir, "scorer")
@@ -220,4 +227,35 @@ func (b *box) Grader(ctx context.Context, files []sandbox.File) (sandbox.Sandbox
 		return nil, "", fmt.Errorf("copy the scorer's files: %w", err)
 	}
 	return g, scorerDir, nil
+}
+
+// removeEscapingLinks removes every symbolic link under dir that does not
+// resolve inside dir (os.Root's rule: an absolute target, or one that climbs
+// out on the way, escapes), but for one straight to a system path
+// (sandbox.SystemLinkTarget: /usr/…, /bin/…, /lib/…).
+func removeEscapingLinks(dir string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("check the workdir's links: %w", err)
+	}
+	defer root.Close()
+	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.Type()&os.ModeSymlink == 0 {
+			return nil
+		}
+		rel, rerr := filepath.Rel(dir, p)
+		if rerr != nil {
+			return nil
+		}
+		if _, serr := root.Stat(rel); serr == nil || errors.Is(serr, os.ErrNotExist) && !strings.Contains(serr.Error(), "escapes") {
+			return nil
+		}
+		if t, lerr := os.Readlink(p); lerr == nil && sandbox.SystemLinkTarget(t) {
+			return nil // a venv's bin/python -> /usr/bin/python3
+		}
+		if rerr := os.Remove(p); rerr != nil {
+			return fmt.Errorf("remove the link %s that leads out of the workdir: %w", rel, rerr)
+		}
+		return nil
+	})
 }
