@@ -571,7 +571,8 @@ func (a *action) report(ctx context.Context, rep *report.Report) error {
 
 	notes := append([]string(nil), a.notes...)
 	summaryURL := a.summaryURL()
-	body := report.Comment(rep, report.CommentOptions{SummaryURL: summaryURL, Notes: a.notes})
+	// The comment, like the summary, points at the HTML report.
+	body := report.Comment(rep, report.CommentOptions{SummaryURL: summaryURL, Notes: append(append([]string(nil), a.notes...), htmlNote(summaryURL))})
 	if err := os.WriteFile(commentPath, []byte(body), 0o644); err != nil {
 		return fmt.Errorf("write comment.md: %w", err)
 	}

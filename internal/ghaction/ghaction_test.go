@@ -231,6 +231,9 @@ func TestEndToEndCreatesThenEditsOneComment(t *testing.T) {
 	if !strings.Contains(first.Body, "(https://github.com/acme/evals/actions/runs/4242)") {
 		t.Errorf("comment does not link to the job summary:\n%s", first.Body)
 	}
+	if !strings.Contains(first.Body, "`report.html` in the `steward-report` artifact of [this workflow run](https://github.com/acme/evals/actions/runs/4242)") {
+		t.Errorf("comment does not point at the HTML report:\n%s", first.Body)
+	}
 
 	// What the launch was asked.
 	if len(stub.calls) != 1 {
