@@ -16,6 +16,7 @@ import (
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/run"
+	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox/docker"
 	"github.com/steward-evals/steward/internal/sandbox/local"
 )
@@ -135,7 +136,7 @@ func newDoctor(env Env) *cobra.Command {
 				fmt.Fprintln(env.Stdout, "docker: no daemon answers (DOCKER_HOST or /var/run/docker.sock); tasks default to the local provider")
 				return nil
 			}
-			p, err := docker.New(ctx, docker.Options{InContainer: inContainer(env)})
+			p, err := docker.New(ctx, docker.Options{InContainer: inContainer(env), Liveness: runlock.Liveness{}})
 			if err != nil {
 				return err
 			}
@@ -156,7 +157,7 @@ func newSweep(env Env) *cobra.Command {
 				fmt.Fprintln(env.Stdout, "docker: no daemon answers; nothing to sweep")
 				return nil
 			}
-			p, err := docker.New(ctx, docker.Options{})
+			p, err := docker.New(ctx, docker.Options{Liveness: runlock.Liveness{}})
 			if err != nil {
 				return err
 			}

@@ -211,7 +211,7 @@ func (pf providerFactory) Provider(ctx context.Context, name string, ri run.RunI
 	case "docker":
 		p, err := docker.New(ctx, docker.Options{
 			RunID: ri.RunID, LockPath: ri.LockPath, Log: ri.Stderr,
-			InContainer: inContainer(pf.env), Labels: map[string]string{},
+			InContainer: inContainer(pf.env), Labels: map[string]string{}, Liveness: runlock.Liveness{},
 		})
 		if err != nil {
 			return nil, err

@@ -11,8 +11,8 @@ import (
 	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/record"
-	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/sched"
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // runner executes attempts: in this process (executor) or in worker
@@ -88,7 +88,7 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 	var row record.Attempt
 	for try := 0; ; try++ {
 		row = l.runner.attempt(ctx, a, token)
-		if row.Status != report.StatusInfra || try >= retries || ctx.Err() != nil {
+		if row.Status != status.Infra || try >= retries || ctx.Err() != nil {
 			break
 		}
 		fmt.Fprintf(l.opts.Stderr, "steward: %s: infrastructure error, retrying (%d of %d): %s\n", a.ID(l.p), try+1, retries, l.scrub(row.Reason))
@@ -126,14 +126,14 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 	l.keepArtifacts(row, arts)
 	l.mu.Lock()
 	l.published[a.Seq] = row.Status
-	if row.Status == report.StatusErrored || row.Status == report.StatusInfra {
+	if row.Status == status.Errored || row.Status == status.Infra {
 		l.errWin[a.Task]++
 	}
 	l.mu.Unlock()
 
 	// S4: after a pass, the sample's undispatched attempts are not dispatched
 	// (decided before this attempt's slot is freed, so none slips in).
-	if row.Status == report.StatusPassed && (t.EarlyExit || l.opts.EarlyExit) {
+	if row.Status == status.Passed && (t.EarlyExit || l.opts.EarlyExit) {
 		var ids []int
 		l.disp.With(func(s *sched.State) {
 			for _, b := range l.p.Attempts {

@@ -19,6 +19,7 @@ import (
 	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sched"
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // afterRunSweeper is implemented by providers that remove what dead runs left (D4).
@@ -56,15 +57,15 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	fmt.Fprintln(l.opts.Stderr, report.PlanLine(l.planLine))
-	status, finished := "finished", false
+	runStatus, finished := status.Finished, false
 	defer func() {
 		if finished {
 			return
 		}
-		status = "crashed"
+		runStatus = status.Crashed
 		fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = db.FinishRun(fctx, l.runID, status, time.Now(), l.left)
+		_ = db.FinishRun(fctx, l.runID, runStatus, time.Now(), l.left)
 	}()
 
 	// Providers: sweep what dead runs left, then build images and networks,
@@ -223,14 +224,14 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 	loops.Wait()
 	l.panelFinal()
 	if ctx.Err() != nil || l.opts.Hard.Err() != nil {
-		status = "cancelled"
+		runStatus = status.Cancelled
 	}
 	if l.recordErr != nil {
 		finished = true
 		l.finishOnRecordError()
 		return nil, l.recordErr
 	}
-	if err := db.FinishRun(context.Background(), l.runID, status, time.Now(), l.left); err != nil {
+	if err := db.FinishRun(context.Background(), l.runID, runStatus, time.Now(), l.left); err != nil {
 		return nil, record.Classify(db.Dir, err)
 	}
 	finished = true
@@ -238,14 +239,14 @@ func (l *launcher) execute(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if status == "cancelled" {
+	if runStatus == status.Cancelled {
 		rep.Partial = true
 		rep.Left = l.left
 	}
 	if l.spentStop {
 		rep.Spend.BudgetStopped = true
 	}
-	return &Result{Report: rep, Cancelled: status == "cancelled"}, nil
+	return &Result{Report: rep, Cancelled: runStatus == status.Cancelled}, nil
 }
 
 // newState builds the scheduler's state for the attempts to run, with the
@@ -415,7 +416,7 @@ func (l *launcher) publishCarried(ctx context.Context) error {
 	for _, a := range fresh {
 		if err := l.db.Publish(ctx, record.Attempt{
 			RunID: l.runID, Seq: a.Seq, Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number,
-			Status: report.StatusSkipped, Reason: a.Reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(),
+			Status: status.Skipped, Reason: a.Reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(),
 			Finished: time.Now(), Source: a.Sample.Source,
 		}); err != nil {
 			return err
@@ -428,7 +429,7 @@ func (l *launcher) publishCarried(ctx context.Context) error {
 			l.published[a.Seq] = a.From.Status
 			l.reused++
 		case plan.ActionSkip:
-			l.published[a.Seq] = report.StatusSkipped
+			l.published[a.Seq] = status.Skipped
 		}
 	}
 	l.mu.Unlock()
@@ -452,11 +453,11 @@ func (l *launcher) publishSkipped(ids []int, reason string) {
 		a := l.bySeq(l.seqOf[id])
 		_ = l.db.Publish(context.Background(), record.Attempt{
 			RunID: l.runID, Seq: a.Seq, Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number,
-			Status: report.StatusSkipped, Reason: reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(),
+			Status: status.Skipped, Reason: reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(),
 			Finished: time.Now(), Source: a.Sample.Source,
 		})
 		l.mu.Lock()
-		l.published[a.Seq] = report.StatusSkipped
+		l.published[a.Seq] = status.Skipped
 		l.mu.Unlock()
 	}
 	if l.onFinish != nil && len(ids) > 0 {
@@ -485,7 +486,7 @@ func (l *launcher) taskLifecycle(ctx, actx context.Context, ti int, slots chan s
 	if key := t.SharedState.Key; key != "" {
 		tok, err := l.acquireLease(ctx, ti, key, done)
 		if err != nil {
-			l.failTask(ti, report.StatusSkipped, fmt.Sprintf("not started: waiting for lease %q: %v", key, err))
+			l.failTask(ti, status.Skipped, fmt.Sprintf("not started: waiting for lease %q: %v", key, err))
 			return
 		}
 		if tok == "" {
@@ -508,7 +509,7 @@ func (l *launcher) taskLifecycle(ctx, actx context.Context, ti int, slots chan s
 	}()
 	if t.Host.Setup != "" {
 		if out, err := l.hostCommand(actx, t.Host.Setup); err != nil {
-			l.failTask(ti, report.StatusErrored, fmt.Sprintf("task setup failed: %v: %s", err, tail(out, 400)))
+			l.failTask(ti, status.Errored, fmt.Sprintf("task setup failed: %v: %s", err, tail(out, 400)))
 			teardownOK = l.taskTeardown(ti)
 			return
 		}
@@ -533,17 +534,17 @@ func (l *launcher) taskTeardown(ti int) bool {
 }
 
 // failTask cancels a task's queued attempts and publishes them with status and reason.
-func (l *launcher) failTask(ti int, status, reason string) {
+func (l *launcher) failTask(ti int, st status.Attempt, reason string) {
 	var ids []int
 	l.disp.With(func(s *sched.State) { ids = s.CancelTask(ti) })
 	for _, id := range ids {
 		a := l.bySeq(l.seqOf[id])
 		_ = l.db.Publish(context.Background(), record.Attempt{
 			RunID: l.runID, Seq: a.Seq, Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number,
-			Status: status, Reason: reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(), Finished: time.Now(), Source: a.Sample.Source,
+			Status: st, Reason: reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(), Finished: time.Now(), Source: a.Sample.Source,
 		})
 		l.mu.Lock()
-		l.published[a.Seq] = status
+		l.published[a.Seq] = st
 		l.mu.Unlock()
 	}
 	if l.onFinish != nil {

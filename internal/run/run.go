@@ -24,6 +24,7 @@ import (
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sched"
 	"github.com/steward-evals/steward/internal/shard"
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // Options configure one launch. The CLI fills them from flags.
@@ -117,8 +118,8 @@ type launcher struct {
 	disp   *sched.Dispatcher
 
 	mu        sync.Mutex
-	published map[int]string // seq -> status, for counts
-	errWin    []int          // errored attempts this window, per task
+	published map[int]status.Attempt // seq -> status, for counts
+	errWin    []int                  // errored attempts this window, per task
 	spentStop bool
 	budget    int
 	budgetSrc string
@@ -158,7 +159,7 @@ func Launch(ctx context.Context, opts Options) (*Result, error) {
 	if opts.PanelInterval == 0 {
 		opts.PanelInterval = 10 * time.Second
 	}
-	l := &launcher{opts: opts, es: opts.EvalSet, start: time.Now(), published: map[int]string{}}
+	l := &launcher{opts: opts, es: opts.EvalSet, start: time.Now(), published: map[int]status.Attempt{}}
 	if !opts.Dry {
 		l.runID = time.Now().UTC().Format("20060102-150405-") + record.NewID("")[:6]
 	}

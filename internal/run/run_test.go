@@ -110,7 +110,7 @@ func statuses(r *report.Report) string {
 		} else {
 			b.WriteString(":")
 		}
-		b.WriteString(a.Status[:1])
+		b.WriteString(string(a.Status[:1]))
 		b.WriteString(" ")
 	}
 	return strings.TrimSpace(b.String())

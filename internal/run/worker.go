@@ -22,8 +22,8 @@ import (
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/proctree"
 	"github.com/steward-evals/steward/internal/record"
-	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // WorkerArg is the hidden subcommand that runs a worker process (W1).
@@ -300,13 +300,13 @@ func (w *workerProc) read(out io.Reader) {
 	}
 	err := w.cmd.Wait()
 	reason := "worker process for " + w.name + " ended"
-	status := report.StatusErrored
+	st := status.Errored
 	if err != nil {
 		reason = fmt.Sprintf("worker process for %s crashed (%v)", w.name, err)
 	}
 	if k := w.killed.Load(); k != nil {
 		// The supervisor reaped it: the infrastructure failed, not the agent.
-		reason, status, err = *k, report.StatusInfra, nil
+		reason, st, err = *k, status.Infra, nil
 	}
 	if t := strings.TrimSpace(w.tail.String()); t != "" && err != nil {
 		if i := strings.Index(t, "panic:"); i >= 0 {
@@ -333,16 +333,16 @@ func (w *workerProc) read(out io.Reader) {
 	close(w.done)
 	// The worker's tasks cost it (W1): their queued attempts are errored with the reason.
 	for _, ti := range w.tasks {
-		w.l.failTask(ti, status, reason)
+		w.l.failTask(ti, st, reason)
 	}
 }
 
 // deadStatus is the status of attempts a dead worker never answered.
-func (w *workerProc) deadStatus() string {
+func (w *workerProc) deadStatus() status.Attempt {
 	if w.killed.Load() != nil {
-		return report.StatusInfra
+		return status.Infra
 	}
-	return report.StatusErrored
+	return status.Errored
 }
 
 // DefaultWorkerTimeout is how long a worker may stay silent (no answer to
@@ -686,7 +686,7 @@ func Worker(ctx context.Context, in io.Reader, out io.Writer, stderr io.Writer, 
 		case "attempt":
 			a := bySeq[m.Seq]
 			if a == nil {
-				send(wmsg{Op: "result", Seq: m.Seq, Row: &record.Attempt{Seq: m.Seq, Status: report.StatusErrored, Reason: "worker: unknown attempt"}})
+				send(wmsg{Op: "result", Seq: m.Seq, Row: &record.Attempt{Seq: m.Seq, Status: status.Errored, Reason: "worker: unknown attempt"}})
 				continue
 			}
 			wg.Add(1)

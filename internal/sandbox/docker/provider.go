@@ -27,7 +27,6 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
 
-	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox"
 )
 
@@ -40,7 +39,7 @@ const LabelLock = "dev.steward.lock"
 // judges a lock path only in its own scope (see Sweep).
 const LabelLockScope = "dev.steward.lock-scope"
 
-// LabelOwner holds the identity (runlock.Identity, JSON) of the process that
+// LabelOwner holds the identity (Liveness.Owner; runlock.Identity, JSON) of the process that
 // holds the run's lock: boot id, mount namespace, container, host, pid. A
 // sweeper judges the lock path only where the identities say it is meaningful.
 const LabelOwner = "dev.steward.owner"
@@ -92,6 +91,33 @@ type Options struct {
 	DaemonJSONPath string
 	// Client is an existing client to use; nil = client.FromEnv with API version negotiation.
 	Client *client.Client
+	// Liveness judges which runs are dead (for Sweep and the doctor's
+	// facts) and names this process as the owner of what it creates. It is
+	// injected (the CLI passes runlock.Liveness{}), as for the local sweep,
+	// so the provider knows nothing of locks. nil = no run is ever proven
+	// dead: Sweep removes nothing.
+	Liveness Liveness
+}
+
+// Liveness tells dead runs from live ones, from this process.
+type Liveness interface {
+	// Owner is this process's identity, encoded; it labels what the provider creates.
+	Owner() string
+	// Judge says whether the run that holds (or held) lockPath, owned by
+	// owner (as Owner encoded it), is provably dead; an error says why it
+	// cannot be judged (the run is then left alone).
+	Judge(lockPath, owner string) (dead bool, err error)
+}
+
+// ErrUnproven is wrapped by the reasons a run's resources are left alone.
+var ErrUnproven = errors.New("cannot prove the run dead")
+
+// noLiveness proves nothing dead.
+type noLiveness struct{}
+
+func (noLiveness) Owner() string { return "" }
+func (noLiveness) Judge(string, string) (bool, error) {
+	return false, fmt.Errorf("%w: no liveness judge was given", ErrUnproven)
 }
 
 // Provider is the Docker sandbox provider.
@@ -100,7 +126,8 @@ type Provider struct {
 	opts  Options
 	lock  string
 	scope string
-	owner string // runlock.Identity of this process, encoded
+	owner string // Liveness.Owner: this process, encoded
+	live  Liveness
 	log   io.Writer
 
 	mu       sync.Mutex
@@ -183,7 +210,11 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 			scope = "container:" + ins.ID
 		}
 	}
-	return &Provider{cli: cli, opts: opts, lock: lock, scope: scope, owner: runlock.Here().Encode(), log: log, builds: map[string]*buildOnce{}}, nil
+	live := opts.Liveness
+	if live == nil {
+		live = noLiveness{}
+	}
+	return &Provider{cli: cli, opts: opts, lock: lock, scope: scope, owner: live.Owner(), live: live, log: log, builds: map[string]*buildOnce{}}, nil
 }
 
 // Client is the provider's Docker client.

@@ -14,7 +14,6 @@ import (
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/errdefs"
 
-	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox"
 )
 
@@ -36,16 +35,16 @@ type SweepResult struct {
 // to its own sweeper; a run of another host scope is left alone. Resources
 // without a lock label are left alone too (nothing proves them dead).
 func (p *Provider) Sweep(ctx context.Context, w io.Writer) (SweepResult, error) {
-	return sweep(ctx, p.cli, p.scope, runlock.Here(), w)
+	return sweep(ctx, p.cli, p.scope, p.live, w)
 }
 
 // deadRun decides whether the run that labelled a resource is dead, as seen
 // from scope and identity here. A run that cannot be proven dead is alive;
 // the error says why it could not be judged.
-func deadRun(ctx context.Context, cli apiClient, scope string, here runlock.Identity, labels map[string]string) (bool, error) {
+func deadRun(ctx context.Context, cli apiClient, scope string, live Liveness, labels map[string]string) (bool, error) {
 	lock, ok := labels[LabelLock]
 	if !ok || lock == "" {
-		return false, fmt.Errorf("%w: its resources name no lock", runlock.ErrUnknown)
+		return false, fmt.Errorf("%w: its resources name no lock", ErrUnproven)
 	}
 	other, hasScope := labels[LabelLockScope]
 	if id, ok := strings.CutPrefix(other, "container:"); ok && other != scope {
@@ -59,12 +58,12 @@ func deadRun(ctx context.Context, cli apiClient, scope string, here runlock.Iden
 		return false, nil // its container runs: it is its own sweeper's
 	}
 	if hasScope && other != scope {
-		return false, fmt.Errorf("%w: it ran on %s, this is %s", runlock.ErrUnknown, other, scope)
+		return false, fmt.Errorf("%w: it ran on %s, this is %s", ErrUnproven, other, scope)
 	}
-	return runlock.Judge(lock, runlock.ParseIdentity(labels[LabelOwner]), here)
+	return live.Judge(lock, labels[LabelOwner])
 }
 
-func sweep(ctx context.Context, cli apiClient, scope string, here runlock.Identity, w io.Writer) (SweepResult, error) {
+func sweep(ctx context.Context, cli apiClient, scope string, live Liveness, w io.Writer) (SweepResult, error) {
 	if w == nil {
 		w = io.Discard
 	}
@@ -73,7 +72,7 @@ func sweep(ctx context.Context, cli apiClient, scope string, here runlock.Identi
 	f := filters.NewArgs(filters.Arg("label", sandbox.LabelManaged+"=true"))
 	said := map[string]bool{}
 	dead := func(labels map[string]string) bool {
-		d, err := deadRun(ctx, cli, scope, here, labels)
+		d, err := deadRun(ctx, cli, scope, live, labels)
 		if err != nil {
 			r := labels[sandbox.LabelRun]
 			if !said[r] {
