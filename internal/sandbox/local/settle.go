@@ -192,7 +192,7 @@ func (b *box) Grader(ctx context.Context, files []sandbox.File) (sandbox.Sandbox
 	if err != nil {
 		return nil, "", sandbox.InfraError(fmt.Errorf("create the scorer's directory: %w", err))
 	}
-	g := &box{id: b.id + "-scorer", root: dir, work: b.work, tmp: filepath.Join(dir, "tmp"), spec: b.spec, path: b.path, pgids: b.pgids}
+	g := &box{id: b.id + "-scorer", root: dir, work: b.work, tmp: filepath.Join(dir, "tmp"), spec: b.spec, path: b.path, pgids: b.pgids, p: b.p}
 	scorerDir := filepath.Join(dir, "scorer")
 	var errs []error
 	for _, d := range []string{g.tmp, scorerDir} {
