@@ -174,11 +174,11 @@ func (l *launcher) finishItem(id int) {
 // scrub removes the real API key from text that leaves the gateway.
 func (l *launcher) scrub(s string) string {
 	if l.apiKey != "" {
-		s = strings.ReplaceAll(s, l.apiKey, "***")
+		s = strings.ReplaceAll(s, l.apiKey, gateway.Redacted)
 	}
 	for _, v := range l.secrets {
 		if len(v) >= 8 {
-			s = strings.ReplaceAll(s, v, "***")
+			s = strings.ReplaceAll(s, v, gateway.Redacted)
 		}
 	}
 	return s

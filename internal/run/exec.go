@@ -507,15 +507,6 @@ func (e *executor) hasBin(sb sandbox.Sandbox) bool {
 	return e.bins[sb]
 }
 
-// fileMode is a file's permission bits on disk. Files of the eval set come
-// with their mode from the load snapshot (EvalSet.FileData) instead.
-func fileMode(p string) int64 {
-	if fi, err := os.Stat(p); err == nil {
-		return int64(fi.Mode().Perm())
-	}
-	return 0o644
-}
-
 // put returns a sandbox to its pool (reset) or removes it. It runs before
 // the scheduler frees the attempt's slot, so exclusive providers never overlap.
 func (e *executor) put(key string, task int, sb sandbox.Sandbox, healthy bool) {

@@ -21,11 +21,11 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/errdefs"
 
 	"github.com/steward-evals/steward/internal/sandbox"
 )
@@ -136,9 +136,8 @@ type Provider struct {
 	netOut   *runNet               // bridge-mode network
 	gateway  *sandbox.GatewayAddr
 	relayID  string
-	selfNets []string // run networks Steward's container was connected to
-	adopted  bool     // the networks are another provider's (AdoptShared): not ours to remove
-	diskMode int32    // how disk quotas are enforced (disk.go), learned at the first Create
+	adopted  bool  // the networks are another provider's (AdoptShared): not ours to remove
+	diskMode int32 // how disk quotas are enforced (disk.go), learned at the first Create
 
 	tplMu        sync.Mutex
 	emptyWorkdir map[string]bool // image and workdir with nothing to seed (disk.go)
@@ -306,13 +305,13 @@ func (p *Provider) Prepare(ctx context.Context, specs []*sandbox.Spec) error {
 
 func (p *Provider) checkImage(ctx context.Context, ref string) error {
 	if ref == "" {
-		return errors.New("no image: set image: or build:")
+		return errors.New("no image (set image: or build:)")
 	}
 	_, err := p.cli.ImageInspect(ctx, ref)
 	if err == nil {
 		return nil
 	}
-	if errdefs.IsNotFound(err) {
+	if cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("image %q is not present on the Docker daemon: build it (docker build -t %s DIR) or pull it (docker pull %s), or use build: with a Dockerfile directory", ref, ref, ref)
 	}
 	return sandbox.InfraError(fmt.Errorf("inspect image %s: %w", ref, err))
@@ -456,18 +455,18 @@ func (p *Provider) Finalize(ctx context.Context) error {
 func (p *Provider) removeNetwork(ctx context.Context, id string) error {
 	ins, err := p.cli.NetworkInspect(ctx, id, network.InspectOptions{})
 	if err != nil {
-		if errdefs.IsNotFound(err) {
+		if cerrdefs.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("inspect network %s: %w", id, err)
 	}
 	for cid := range ins.Containers {
-		if err := p.cli.NetworkDisconnect(ctx, id, cid, true); err != nil && !errdefs.IsNotFound(err) {
+		if err := p.cli.NetworkDisconnect(ctx, id, cid, true); err != nil && !cerrdefs.IsNotFound(err) {
 			// A sandbox of this run still attached: remove it, it cannot outlive the run.
 			_ = p.removeContainer(ctx, cid)
 		}
 	}
-	if err := p.cli.NetworkRemove(ctx, id); err != nil && !errdefs.IsNotFound(err) {
+	if err := p.cli.NetworkRemove(ctx, id); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("remove network %s: %w", ins.Name, err)
 	}
 	return nil

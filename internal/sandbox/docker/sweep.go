@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
-	"github.com/docker/docker/errdefs"
 
 	"github.com/steward-evals/steward/internal/sandbox"
 )
@@ -49,7 +49,7 @@ func deadRun(ctx context.Context, cli apiClient, scope string, live Liveness, la
 	other, hasScope := labels[LabelLockScope]
 	if id, ok := strings.CutPrefix(other, "container:"); ok && other != scope {
 		ins, err := cli.ContainerInspect(ctx, id)
-		if errdefs.IsNotFound(err) {
+		if cerrdefs.IsNotFound(err) {
 			return true, nil
 		}
 		if err == nil && ins.State != nil && !ins.State.Running && !ins.State.Restarting {
@@ -104,7 +104,7 @@ func sweep(ctx context.Context, cli apiClient, scope string, live Liveness, w io
 		note(c.Labels)
 		// Several sweepers may meet the same dead run (a launch and `steward
 		// sweep` at once): a removal already in progress is one that succeeds.
-		if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !errdefs.IsNotFound(err) && !strings.Contains(err.Error(), "already in progress") {
+		if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) && !strings.Contains(err.Error(), "already in progress") {
 			errs = append(errs, fmt.Errorf("remove container %s: %w", c.ID[:12], err))
 			continue
 		}
@@ -132,7 +132,7 @@ func sweep(ctx context.Context, cli apiClient, scope string, live Liveness, w io
 		var err2 error
 		for try := 0; try < 5; try++ {
 			// Another sweeper may still be removing the network's containers.
-			if err2 = cli.NetworkRemove(ctx, n.ID); err2 == nil || errdefs.IsNotFound(err2) {
+			if err2 = cli.NetworkRemove(ctx, n.ID); err2 == nil || cerrdefs.IsNotFound(err2) {
 				err2 = nil
 				break
 			}
@@ -158,7 +158,7 @@ func sweep(ctx context.Context, cli apiClient, scope string, live Liveness, w io
 			continue
 		}
 		note(v.Labels)
-		if err := cli.VolumeRemove(ctx, v.Name, true); err != nil && !errdefs.IsNotFound(err) {
+		if err := cli.VolumeRemove(ctx, v.Name, true); err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove volume %s: %w", v.Name, err))
 			continue
 		}
