@@ -78,8 +78,15 @@ func policies() []policy {
 		{"steward", gateway.StewardPolicy()},
 		{"fixed10", gateway.FixedPolicy(10)},
 		{"fixed50", gateway.FixedPolicy(50)},
-		{"inspect", gateway.InspectPolicy()},
+		{"inspect", inspectPolicy()},
 	}
+}
+
+// inspectPolicy mimics Inspect's adaptive connections (start 20, ×0.8 per
+// episode, min 10, max 100, grows on success, ignores rate-limit headers):
+// the baseline compared against, not a policy Steward ships.
+func inspectPolicy() gateway.Policy {
+	return gateway.Policy{Name: "inspect", Start: 20, Min: 10, Max: 100, Cut: 0.8, MinCooldown: time.Second}
 }
 
 // scenario is a cell's simulated run: more samples than the limit needs

@@ -567,7 +567,7 @@ func checkCancelledRecord(t *testing.T, dir, rec string) {
 	}
 	status := map[string]string{}
 	for _, a := range as {
-		status[a.Sample] = a.Status
+		status[a.Sample] = string(a.Status)
 		if a.Status == "passed" && (a.Fingerprint == "" || a.Finished.IsZero()) {
 			t.Fatalf("half-written attempt %+v", a)
 		}

@@ -97,7 +97,7 @@ func diskFullRuns(t *testing.T, rec string) ([]record.Run, []map[string]int) {
 		}
 		c := map[string]int{}
 		for _, a := range as {
-			c[a.Status]++
+			c[string(a.Status)]++
 		}
 		counts = append(counts, c)
 	}

@@ -114,16 +114,6 @@ func faultNoContainers(t *testing.T, runIDs []string) {
 	}
 }
 
-func faultCountReq(p *faultproxy.Proxy, prefix string) int {
-	n := 0
-	for _, r := range p.Requests() {
-		if strings.HasPrefix(r, prefix) {
-			n++
-		}
-	}
-	return n
-}
-
 // (a) The daemon refuses container create: the attempts end as infra
 // (counted apart from failed in the counts line and the report), each retried
 // exactly `retries` times, the run completes with exit code 3. When the

@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/errdefs"
 
 	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox"
@@ -112,7 +112,7 @@ func TestSweepDockerNeverGuessesLiveness(t *testing.T) {
 	if !strings.Contains(out, "run elsewhere-"+suffix+" alone") || !strings.Contains(out, "mount namespace") {
 		t.Fatalf("the sweep does not say why it left the run alone:\n%s", out)
 	}
-	if _, err := cli.NetworkInspect(ctx, gone, network.InspectOptions{}); !errdefs.IsNotFound(err) {
+	if _, err := cli.NetworkInspect(ctx, gone, network.InspectOptions{}); !cerrdefs.IsNotFound(err) {
 		t.Fatalf("the dead run's network is still there (%v):\n%s", err, out)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/run"
+	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox"
 )
 
@@ -137,7 +138,7 @@ func newDoctor(env Env) *cobra.Command {
 				if d.Doctor == nil {
 					continue
 				}
-				if err := d.Doctor(cmd.Context(), env.Stdout, env.Getenv, settings); err != nil {
+				if err := d.Doctor(cmd.Context(), env.Stdout, sandbox.RunInfo{Getenv: env.Getenv, Settings: settings, Liveness: runlock.Liveness{}}); err != nil {
 					return fmt.Errorf("%s: %w", d.Name, err)
 				}
 			}
@@ -171,7 +172,7 @@ func newSweep(env Env) *cobra.Command {
 				if d.Sweep == nil {
 					continue
 				}
-				if err := d.Sweep(cmd.Context(), env.Stdout, env.Getenv, settings); err != nil {
+				if err := d.Sweep(cmd.Context(), env.Stdout, sandbox.RunInfo{Getenv: env.Getenv, Settings: settings, Liveness: runlock.Liveness{}}); err != nil {
 					errs = append(errs, fmt.Errorf("%s: %w", d.Name, err))
 				}
 			}

@@ -107,10 +107,6 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 	if err != nil {
 		return nil, false, err
 	}
-	if es.Model.APIKeyEnv != "" {
-		// The real key is masked wherever Steward prints (the action also registers it with the runner).
-		_ = env.Getenv(es.Model.APIKeyEnv)
-	}
 	var workerTimeout time.Duration
 	if v := env.Getenv("STEWARD_WORKER_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)

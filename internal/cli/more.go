@@ -22,6 +22,7 @@ import (
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/shard"
+	"github.com/steward-evals/steward/internal/status"
 )
 
 func newMerge(env Env) *cobra.Command {
@@ -279,7 +280,7 @@ func merge(ctx context.Context, out string, inputs []string, o mergeOptions) (*r
 		if r.Finished.After(merged.Finished) {
 			merged.Finished = r.Finished
 		}
-		if r.Status != "finished" {
+		if r.Status != status.Finished {
 			merged.Status = r.Status
 		}
 		ramp = append(ramp, sr.ramp...)
@@ -310,11 +311,11 @@ func merge(ctx context.Context, out string, inputs []string, o mergeOptions) (*r
 	if err := dst.AddRamp(ctx, id, ramp); err != nil {
 		return nil, err
 	}
-	status := merged.Status
-	if status == "" || status == "running" {
-		status = "finished"
+	st := merged.Status
+	if st == "" || st == status.Running {
+		st = status.Finished
 	}
-	if err := dst.FinishRun(ctx, id, status, merged.Finished, nil); err != nil {
+	if err := dst.FinishRun(ctx, id, st, merged.Finished, nil); err != nil {
 		return nil, err
 	}
 	rep, err := report.FromRecord(ctx, dst, []string{id}, o.title)
@@ -462,7 +463,7 @@ func readBaseline(ctx context.Context, path string) (*report.Report, error) {
 		return nil, fmt.Errorf("read baseline: %w", err)
 	}
 	for _, r := range runs {
-		if r.Status == "finished" {
+		if r.Status == status.Finished {
 			return report.FromRecord(ctx, db, []string{r.ID}, "")
 		}
 	}

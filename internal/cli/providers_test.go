@@ -32,11 +32,14 @@ func TestDoctorAndSweepAskTheRegistry(t *testing.T) {
 		New: func(ctx context.Context, ri sandbox.RunInfo) (sandbox.Provider, error) {
 			return nil, errors.New("unused")
 		},
-		Doctor: func(ctx context.Context, w io.Writer, getenv func(string) string, _ map[string]any) error {
-			fmt.Fprintf(w, "pods: cluster %s answers\n", getenv("PODS_CLUSTER"))
+		Doctor: func(ctx context.Context, w io.Writer, ri sandbox.RunInfo) error {
+			if ri.Liveness == nil {
+				return errors.New("doctor got no liveness judge")
+			}
+			fmt.Fprintf(w, "pods: cluster %s answers\n", ri.Getenv("PODS_CLUSTER"))
 			return nil
 		},
-		Sweep: func(ctx context.Context, w io.Writer, getenv func(string) string, _ map[string]any) error {
+		Sweep: func(ctx context.Context, w io.Writer, _ sandbox.RunInfo) error {
 			if failSweep {
 				return errors.New("cluster gone")
 			}

@@ -14,12 +14,13 @@ import (
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/run"
 	"github.com/steward-evals/steward/internal/runlock"
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // runRow is one line of `steward runs`.
 type runRow struct {
 	ID          string        `json:"id"`
-	Status      string        `json:"status"`
+	Status      status.Run    `json:"status"`
 	Started     time.Time     `json:"started"`
 	Finished    time.Time     `json:"finished,omitzero"`
 	Duration    time.Duration `json:"duration_ns"`
@@ -108,7 +109,7 @@ func listRuns(ctx context.Context, db *record.DB, now time.Time) ([]runRow, erro
 			return nil, err
 		}
 		row.Planned = len(p.Planned)
-		if r.Status != "finished" && row.Planned > len(as) {
+		if r.Status != status.Finished && row.Planned > len(as) {
 			row.Unpublished = row.Planned - len(as)
 		}
 		rows = append(rows, row)
@@ -135,13 +136,13 @@ func renderRuns(w io.Writer, rows []runRow) error {
 		if r.Container != "" && len(r.Container) >= 12 {
 			who += " (container " + r.Container[:12] + ")"
 		}
-		status := r.Status
+		st := string(r.Status)
 		if r.Unknown != "" {
-			status += " (unverified)"
+			st += " (unverified)"
 			notes = append(notes, fmt.Sprintf("run %s is recorded as running but %v", r.ID, r.Unknown))
 		}
 		c := r.Counts
-		_ = tw.Append([]string{r.ID, status, r.Started.Local().Format("2006-01-02 15:04:05"), r.Duration.Round(time.Second).String(),
+		_ = tw.Append([]string{r.ID, st, r.Started.Local().Format("2006-01-02 15:04:05"), r.Duration.Round(time.Second).String(),
 			fmt.Sprint(c.Total), fmt.Sprint(c.Passed), fmt.Sprint(c.Failed), fmt.Sprint(c.Errored + c.Infra), fmt.Sprint(c.Skipped),
 			fmt.Sprint(r.Unpublished), report.Plain(who, 80)})
 	}
@@ -165,7 +166,7 @@ func judgeReport(ctx context.Context, db *record.DB, runID string, rep *report.R
 		return
 	}
 	for _, r := range runs {
-		if r.ID != runID || r.Status != "running" {
+		if r.ID != runID || r.Status != status.Running {
 			continue
 		}
 		if dead, err := run.JudgeRun(ctx, db, r, runlock.Here()); err == nil && dead {
@@ -187,7 +188,7 @@ func dropDeadRuns(ctx context.Context, db *record.DB, live map[string]string) {
 		if _, ok := live[r.ID]; !ok {
 			continue
 		}
-		if r.Status != "running" {
+		if r.Status != status.Running {
 			delete(live, r.ID)
 			continue
 		}

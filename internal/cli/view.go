@@ -17,6 +17,7 @@ import (
 
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/status"
 )
 
 func newView(env Env) *cobra.Command {
@@ -210,7 +211,7 @@ func viewPage(ctx context.Context, db *record.DB, runID string) ([]byte, error) 
 		return nil, err
 	}
 	var b bytes.Buffer
-	opts := report.HTMLOptions{LiveURL: "version", Version: v, Live: run.Status == "running"}
+	opts := report.HTMLOptions{LiveURL: "version", Version: v, Live: run.Status == status.Running}
 	if err := report.HTML(&b, rep, opts); err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
+	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sandbox/docker"
 	"github.com/steward-evals/steward/internal/sandbox/docker/dockertest"
@@ -102,7 +103,7 @@ func TestDockerProviderThroughProxy(t *testing.T) {
 	ctx := context.Background()
 	runID := "faultproxy" + time.Now().Format("150405.000")
 	runID = strings.ReplaceAll(runID, ".", "")
-	prov, err := docker.New(ctx, docker.Options{RunID: runID, Client: c})
+	prov, err := docker.New(ctx, docker.Options{RunID: runID, Client: c, Liveness: runlock.Liveness{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,16 +81,6 @@ func StewardPolicy() Policy {
 	}
 }
 
-// InspectPolicy mimics Inspect's adaptive connections: start 20, slow start
-// then additive increase, ×0.8 per episode, min 10, max 100; it grows on
-// success whether or not the limit is used and ignores rate-limit headers.
-func InspectPolicy() Policy {
-	return Policy{
-		Name: "inspect", Start: 20, Min: 10, Max: 100, Cut: 0.8,
-		MinCooldown: time.Second,
-	}
-}
-
 // FixedPolicy pins the limit at n connections.
 func FixedPolicy(n int) Policy {
 	return Policy{Name: fmt.Sprintf("fixed %d", n), Fixed: n, Start: n, Min: n, Max: n}

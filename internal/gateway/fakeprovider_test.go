@@ -36,44 +36,6 @@ func checkOnlyRealKey(t *testing.T, st fakeprovider.Stats) {
 	}
 }
 
-func TestSDKsThroughGatewayFakeProvider(t *testing.T) {
-	for _, upstreamKind := range []string{"openai", "anthropic"} {
-		t.Run(upstreamKind, func(t *testing.T) {
-			fp, fu := startFake(t, fakeprovider.Config{RPM: 10000, TPM: 10_000_000})
-			base := fu + "/v1"
-			if upstreamKind == "anthropic" {
-				base = fu
-			}
-			h := startGateway(t, Config{Upstream: upstreamKind, BaseURL: base, APIKey: realKey,
-				Prices: Prices{InputPerMTok: 1, OutputPerMTok: 1}})
-			tok := h.g.Issue("att-fp", nil)
-			sin, sout := sdkCheck(t, h.url, tok)
-			h.g.Revoke(tok)
-			if err := h.g.Drain(context.Background(), tok); err != nil {
-				t.Fatal(err)
-			}
-			st := fp.Stats()
-			checkOnlyRealKey(t, st)
-			if st.Succeeded != 5 {
-				t.Fatalf("provider answered %d, want 5: %+v", st.Succeeded, st)
-			}
-			u, _ := h.usage(t, "att-fp")
-			if u.InputTokens <= sin || u.OutputTokens <= sout {
-				t.Fatalf("gateway counted %+v, SDKs saw %d/%d", u, sin, sout)
-			}
-			// The gateway charges what the provider says it served.
-			// The gateway charges what the provider says it served (embeddings'
-			// input tokens on top of the generating calls').
-			if u.InputTokens < st.TokensIn || u.OutputTokens != st.TokensOut {
-				t.Fatalf("gateway charged %d in / %d out; provider served %d / %d", u.InputTokens, u.OutputTokens, st.TokensIn, st.TokensOut)
-			}
-			if strings.Contains(h.log.String(), realKey) {
-				t.Fatal("key in log")
-			}
-		})
-	}
-}
-
 func TestFakeProviderFaultsAreRetried(t *testing.T) {
 	fp, fu := startFake(t, fakeprovider.Config{ErrorRate: 0.3, DropRate: 0.2, Seed: 7})
 	h := startGateway(t, Config{Upstream: "openai", BaseURL: fu + "/v1", APIKey: realKey, Clock: newInstantClock(), RetryLimit: 20})

@@ -578,5 +578,3 @@ func (g *Gateway) logf(format string, args ...any) {
 	defer g.logMu.Unlock()
 	fmt.Fprintf(g.cfg.Logger, "%s gateway: %s\n", g.clock.Now().UTC().Format(time.RFC3339), line)
 }
-
-var errClientGone = errors.New("client went away")

@@ -350,8 +350,9 @@ func (c *limitConn) Close() error {
 func (g *Gateway) holdBody(a *attempt, n int64) (int, string) {
 	a.mu.Lock()
 	if lim := g.limits.BodyBytesPerToken; lim > 0 && a.bodyMem+n > lim {
+		held := a.bodyMem // read under the lock: other requests of the attempt change it
 		a.mu.Unlock()
-		return http.StatusTooManyRequests, fmt.Sprintf("steward gateway: this attempt's requests in the gateway already hold %d bytes of request bodies (at most %d at once); wait for one to finish", a.bodyMem, lim)
+		return http.StatusTooManyRequests, fmt.Sprintf("steward gateway: this attempt's requests in the gateway already hold %d bytes of request bodies (at most %d at once); wait for one to finish", held, lim)
 	}
 	a.bodyMem += n
 	a.mu.Unlock()

@@ -2,13 +2,16 @@ package gateway
 
 import (
 	"bytes"
-	"net/http"
 	"sort"
 	"strings"
 )
 
-// redacted replaces every secret the gateway scrubs.
-const redacted = "[redacted]"
+// Redacted replaces every secret Steward scrubs: the real key, the fleet's
+// secrets and gateway tokens, wherever they would be stored or printed
+// (the gateway's log and transcripts, attempt rows, artifacts, stderr).
+const Redacted = "[redacted]"
+
+const redacted = Redacted
 
 // minSecretLen is the shortest value scrubbed: shorter "secrets" would
 // mangle ordinary text and protect nothing.
@@ -70,23 +73,6 @@ func (s *scrubber) contains(v string) bool {
 		}
 	}
 	return false
-}
-
-// header scrubs every value of h in place and drops a header whose name
-// holds a secret.
-func (s *scrubber) header(h http.Header) {
-	if s.empty() {
-		return
-	}
-	for k, vs := range h {
-		if s.contains(k) {
-			delete(h, k)
-			continue
-		}
-		for i, v := range vs {
-			vs[i] = s.string(v)
-		}
-	}
 }
 
 // held is how many trailing bytes of b could be the start of a secret that

@@ -26,6 +26,7 @@ import (
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // Exit codes Run returns when it decides the code itself; otherwise it
@@ -660,9 +661,9 @@ func (a *action) annotate(rep *report.Report) {
 	for _, row := range rep.Attempts {
 		var kind string
 		switch row.Status {
-		case report.StatusFailed:
+		case status.Failed:
 			kind = "error"
-		case report.StatusErrored, report.StatusInfra, report.StatusInterrupted:
+		case status.Errored, status.Infra, status.Interrupted:
 			kind = "warning"
 		default:
 			continue
@@ -689,7 +690,7 @@ func (a *action) annotate(rep *report.Report) {
 			reason = row.Explanation
 		}
 		if reason == "" {
-			reason = row.Status
+			reason = string(row.Status)
 		}
 		msg := report.Plain(reason, 1000)
 		if kind == "error" {

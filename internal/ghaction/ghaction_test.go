@@ -18,6 +18,7 @@ import (
 	"github.com/steward-evals/steward/internal/ghaction"
 	"github.com/steward-evals/steward/internal/ghaction/fakegithub"
 	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/status"
 )
 
 const (
@@ -40,24 +41,24 @@ func fixedReport(passed int) *report.Report {
 		Spend: report.Spend{USD: 0.12, InputTokens: 4000, OutputTokens: 300, Requests: 9},
 	}
 	for i := 0; i < 4; i++ {
-		row := report.AttemptRow{Task: "qa", Sample: fmt.Sprintf("q%d", i+1), Attempt: 1, Status: report.StatusPassed,
+		row := report.AttemptRow{Task: "qa", Sample: fmt.Sprintf("q%d", i+1), Attempt: 1, Status: status.Passed,
 			Score: f64(1), Duration: time.Second, Source: fmt.Sprintf("evals/qa.jsonl:%d", i+1)}
 		if i >= passed {
-			row.Status, row.Score, row.Explanation = report.StatusFailed, f64(0), "wrong answer\nsecond line"
+			row.Status, row.Score, row.Explanation = status.Failed, f64(0), "wrong answer\nsecond line"
 		}
 		if i == 3 && passed < 4 {
-			row.Status, row.Score, row.Reason = report.StatusErrored, nil, "agent exited 137 (OOM)"
+			row.Status, row.Score, row.Reason = status.Errored, nil, "agent exited 137 (OOM)"
 		}
 		r.Attempts = append(r.Attempts, row)
 	}
 	for _, a := range r.Attempts {
 		r.Counts.Total++
 		switch a.Status {
-		case report.StatusPassed:
+		case status.Passed:
 			r.Counts.Passed++
-		case report.StatusFailed:
+		case status.Failed:
 			r.Counts.Failed++
-		case report.StatusErrored:
+		case status.Errored:
 			r.Counts.Errored++
 		}
 	}

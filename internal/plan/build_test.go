@@ -13,7 +13,8 @@ import (
 	"testing"
 
 	"github.com/steward-evals/steward/internal/evalset"
-	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/history"
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // loadSet writes files (steward.yaml among them) into a fresh directory and loads the eval set.
@@ -274,26 +275,26 @@ func keys(m map[string]string) []string {
 	return out
 }
 
-// history is a History holding judged rows by fingerprint and the newest
+// fakeHistory is a History holding judged rows by fingerprint and the newest
 // row per key; it checks that Carry asks about every attempt.
-type history struct {
-	judged    map[string]record.Source
-	earlyExit map[string]record.Source
-	latest    map[record.Key]record.Previous
+type fakeHistory struct {
+	judged    map[string]history.Source
+	earlyExit map[string]history.Source
+	latest    map[history.Key]history.Previous
 	err       error
 	asked     struct {
 		fps                  []string
 		passedOnly, earlyExt bool
-		keys                 []record.Key
+		keys                 []history.Key
 	}
 }
 
-func (h *history) Carryable(ctx context.Context, fps []string, passedOnly, earlyExit bool) (record.Candidates, error) {
+func (h *fakeHistory) Carryable(ctx context.Context, fps []string, passedOnly, earlyExit bool) (history.Candidates, error) {
 	h.asked.fps, h.asked.passedOnly, h.asked.earlyExt = fps, passedOnly, earlyExit
 	if h.err != nil {
-		return record.Candidates{}, h.err
+		return history.Candidates{}, h.err
 	}
-	c := record.Candidates{Judged: map[string]record.Source{}, EarlyExit: map[string]record.Source{}}
+	c := history.Candidates{Judged: map[string]history.Source{}, EarlyExit: map[string]history.Source{}}
 	for _, fp := range fps {
 		if s, ok := h.judged[fp]; ok && (!passedOnly || s.Status == "passed") {
 			c.Judged[fp] = s
@@ -305,9 +306,9 @@ func (h *history) Carryable(ctx context.Context, fps []string, passedOnly, early
 	return c, nil
 }
 
-func (h *history) LatestMany(ctx context.Context, keys []record.Key) (map[record.Key]record.Previous, error) {
+func (h *fakeHistory) LatestMany(ctx context.Context, keys []history.Key) (map[history.Key]history.Previous, error) {
 	h.asked.keys = keys
-	out := map[record.Key]record.Previous{}
+	out := map[history.Key]history.Previous{}
 	for _, k := range keys {
 		if p, ok := h.latest[k]; ok {
 			out[k] = p
@@ -328,14 +329,14 @@ tasks:
 `})
 	p0 := build(t, es, Options{})
 	a := p0.Attempts[0]
-	key := record.Key{Task: "t", Sample: "a", Attempt: 1}
-	src := func(status string) record.Source {
-		return record.Source{RunID: "r1", Seq: 0, Producer: "r0", Status: status, Fingerprint: a.Fingerprint}
+	key := history.Key{Task: "t", Sample: "a", Attempt: 1}
+	src := func(st string) history.Source {
+		return history.Source{RunID: "r1", Seq: 0, Producer: "r0", Status: status.Attempt(st), Fingerprint: a.Fingerprint}
 	}
-	same := func(status string) record.Previous {
-		return record.Previous{Status: status, Fingerprint: a.Fingerprint, Parts: a.PartsJSON()}
+	same := func(st string) history.Previous {
+		return history.Previous{Status: status.Attempt(st), Fingerprint: a.Fingerprint, Parts: a.PartsJSON()}
 	}
-	changed := func(parts ...string) record.Previous {
+	changed := func(parts ...string) history.Previous {
 		old := map[string]string{}
 		for k, v := range a.Parts {
 			old[k] = v
@@ -344,30 +345,30 @@ tasks:
 			old[k] = "old-" + k
 		}
 		b, _ := jsonMarshal(old)
-		return record.Previous{Status: "passed", Fingerprint: "other", Parts: b}
+		return history.Previous{Status: "passed", Fingerprint: "other", Parts: b}
 	}
 	cases := []struct {
 		name       string
-		h          *history
+		h          *fakeHistory
 		rerun      bool
 		wantAction string
 		wantReason string
 		wantFrom   string
 	}{
-		{"no row: new", &history{}, false, ActionRun, "new", ""},
-		{"passed carried", &history{judged: map[string]record.Source{a.Fingerprint: src("passed")}}, false, ActionCarry, "carried passed from r0", "r0"},
-		{"failed carried", &history{judged: map[string]record.Source{a.Fingerprint: src("failed")}}, false, ActionCarry, "carried failed from r0", "r0"},
-		{"rerun runs a failure", &history{judged: map[string]record.Source{a.Fingerprint: src("failed")}, latest: map[record.Key]record.Previous{key: same("failed")}}, true, ActionRun, "rerun: previous attempt failed", ""},
-		{"rerun still carries a pass", &history{judged: map[string]record.Source{a.Fingerprint: src("passed")}}, true, ActionCarry, "carried passed from r0", "r0"},
-		{"errored runs", &history{latest: map[record.Key]record.Previous{key: same("errored")}}, false, ActionRun, "previous attempt errored", ""},
-		{"infra runs as errored", &history{latest: map[record.Key]record.Previous{key: same("infra")}}, false, ActionRun, "previous attempt errored", ""},
-		{"interrupted runs", &history{latest: map[record.Key]record.Previous{key: same("interrupted")}}, false, ActionRun, "previous attempt interrupted", ""},
-		{"skipped runs", &history{latest: map[record.Key]record.Previous{key: same("skipped")}}, false, ActionRun, "previous attempt skipped", ""},
-		{"sample changed", &history{latest: map[record.Key]record.Previous{key: changed("sample")}}, false, ActionRun, "sample changed", ""},
-		{"two parts, sorted", &history{latest: map[record.Key]record.Previous{key: changed("task", "model")}}, false, ActionRun, "model settings changed, task config changed", ""},
-		{"image changed", &history{latest: map[record.Key]record.Previous{key: changed("image")}}, false, ActionRun, "image changed", ""},
-		{"input file changed", &history{latest: map[record.Key]record.Previous{key: changed("inputs")}}, false, ActionRun, "input file changed", ""},
-		{"unreadable parts", &history{latest: map[record.Key]record.Previous{key: {Status: "passed", Fingerprint: "x", Parts: "not json"}}}, false, ActionRun, "fingerprint changed", ""},
+		{"no row: new", &fakeHistory{}, false, ActionRun, "new", ""},
+		{"passed carried", &fakeHistory{judged: map[string]history.Source{a.Fingerprint: src("passed")}}, false, ActionCarry, "carried passed from r0", "r0"},
+		{"failed carried", &fakeHistory{judged: map[string]history.Source{a.Fingerprint: src("failed")}}, false, ActionCarry, "carried failed from r0", "r0"},
+		{"rerun runs a failure", &fakeHistory{judged: map[string]history.Source{a.Fingerprint: src("failed")}, latest: map[history.Key]history.Previous{key: same("failed")}}, true, ActionRun, "rerun: previous attempt failed", ""},
+		{"rerun still carries a pass", &fakeHistory{judged: map[string]history.Source{a.Fingerprint: src("passed")}}, true, ActionCarry, "carried passed from r0", "r0"},
+		{"errored runs", &fakeHistory{latest: map[history.Key]history.Previous{key: same("errored")}}, false, ActionRun, "previous attempt errored", ""},
+		{"infra runs as errored", &fakeHistory{latest: map[history.Key]history.Previous{key: same("infra")}}, false, ActionRun, "previous attempt errored", ""},
+		{"interrupted runs", &fakeHistory{latest: map[history.Key]history.Previous{key: same("interrupted")}}, false, ActionRun, "previous attempt interrupted", ""},
+		{"skipped runs", &fakeHistory{latest: map[history.Key]history.Previous{key: same("skipped")}}, false, ActionRun, "previous attempt skipped", ""},
+		{"sample changed", &fakeHistory{latest: map[history.Key]history.Previous{key: changed("sample")}}, false, ActionRun, "sample changed", ""},
+		{"two parts, sorted", &fakeHistory{latest: map[history.Key]history.Previous{key: changed("task", "model")}}, false, ActionRun, "model settings changed, task config changed", ""},
+		{"image changed", &fakeHistory{latest: map[history.Key]history.Previous{key: changed("image")}}, false, ActionRun, "image changed", ""},
+		{"input file changed", &fakeHistory{latest: map[history.Key]history.Previous{key: changed("inputs")}}, false, ActionRun, "input file changed", ""},
+		{"unreadable parts", &fakeHistory{latest: map[history.Key]history.Previous{key: {Status: "passed", Fingerprint: "x", Parts: "not json"}}}, false, ActionRun, "fingerprint changed", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -407,9 +408,9 @@ tasks:
 		t.Run(fmt.Sprint("early exit ", early), func(t *testing.T) {
 			p := build(t, es, Options{})
 			a2, a3 := p.Attempts[1], p.Attempts[2]
-			h := &history{
-				judged:    map[string]record.Source{a2.Fingerprint: {RunID: "r1", Seq: 1, Producer: "r1", Status: "passed"}},
-				earlyExit: map[string]record.Source{a3.Fingerprint: {RunID: "r1", Seq: 2, Producer: "r1", Status: "skipped"}},
+			h := &fakeHistory{
+				judged:    map[string]history.Source{a2.Fingerprint: {RunID: "r1", Seq: 1, Producer: "r1", Status: "passed"}},
+				earlyExit: map[string]history.Source{a3.Fingerprint: {RunID: "r1", Seq: 2, Producer: "r1", Status: "skipped"}},
 			}
 			if err := Carry(context.Background(), p, h, CarryOptions{EarlyExit: early}); err != nil {
 				t.Fatal(err)
@@ -421,7 +422,7 @@ tasks:
 			want := []string{"run:", "carry:r1", "run:", "run:", "run:", "run:"}
 			if early {
 				want = []string{"skip:", "carry:r1", "skip:r1", "run:", "run:", "run:"}
-				if !strings.HasPrefix(p.Attempts[0].Reason, record.EarlyExitPrefix+": attempt 2 passed (carried from r1)") {
+				if !strings.HasPrefix(p.Attempts[0].Reason, history.EarlyExitPrefix+": attempt 2 passed (carried from r1)") {
 					t.Errorf("skip reason %q", p.Attempts[0].Reason)
 				}
 				if p.Attempts[2].From.Seq != 2 {
@@ -438,7 +439,7 @@ tasks:
 	}
 }
 
-// A nil history carries nothing; a history's error is returned.
+// A nil fakeHistory carries nothing; a fakeHistory's error is returned.
 func TestCarryWithoutOrFailingHistory(t *testing.T) {
 	es := loadSet(t, map[string]string{"steward.yaml": twoTasks})
 	p := build(t, es, Options{})
@@ -451,7 +452,7 @@ func TestCarryWithoutOrFailingHistory(t *testing.T) {
 		}
 	}
 	boom := errors.New("disk on fire")
-	if err := Carry(context.Background(), p, &history{err: boom}, CarryOptions{}); !errors.Is(err, boom) {
+	if err := Carry(context.Background(), p, &fakeHistory{err: boom}, CarryOptions{}); !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want %v", err, boom)
 	}
 }

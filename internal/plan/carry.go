@@ -7,13 +7,14 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/history"
+	"github.com/steward-evals/steward/internal/status"
 )
 
-// History is what carry needs from the record.
+// History is what carry needs from the history.
 type History interface {
-	Carryable(ctx context.Context, fingerprints []string, passedOnly, earlyExit bool) (record.Candidates, error)
-	LatestMany(ctx context.Context, keys []record.Key) (map[record.Key]record.Previous, error)
+	Carryable(ctx context.Context, fingerprints []string, passedOnly, earlyExit bool) (history.Candidates, error)
+	LatestMany(ctx context.Context, keys []history.Key) (map[history.Key]history.Previous, error)
 }
 
 // partNames maps fingerprint parts to the reason a change gives.
@@ -60,19 +61,19 @@ func Carry(ctx context.Context, p *Plan, h History, o CarryOptions) error {
 		sample string
 	}
 	passed := map[sampleKey]*Attempt{}
-	var keys []record.Key
+	var keys []history.Key
 	for _, a := range p.Attempts {
-		a.From, a.CarriedFrom = record.Source{}, ""
+		a.From, a.CarriedFrom = history.Source{}, ""
 		if j, ok := c.Judged[a.Fingerprint]; ok {
 			a.Action, a.From, a.CarriedFrom = ActionCarry, j, j.Producer
-			a.Reason = "carried " + j.Status + " from " + j.Producer
-			if k := (sampleKey{a.Task, a.Sample.ID}); j.Status == "passed" && passed[k] == nil {
+			a.Reason = "carried " + string(j.Status) + " from " + j.Producer
+			if k := (sampleKey{a.Task, a.Sample.ID}); j.Status == status.Passed && passed[k] == nil {
 				passed[k] = a
 			}
 			continue
 		}
 		a.Action = ActionRun
-		keys = append(keys, record.Key{Task: p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number})
+		keys = append(keys, history.Key{Task: p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number})
 	}
 	for _, a := range p.Attempts {
 		if a.Action != ActionRun || !(o.EarlyExit || p.Tasks[a.Task].Task.EarlyExit) {
@@ -80,7 +81,7 @@ func Carry(ctx context.Context, p *Plan, h History, o CarryOptions) error {
 		}
 		if pa := passed[sampleKey{a.Task, a.Sample.ID}]; pa != nil {
 			a.Action = ActionSkip
-			a.Reason = fmt.Sprintf("%s: attempt %d passed (carried from %s)", record.EarlyExitPrefix, pa.Number, pa.CarriedFrom)
+			a.Reason = fmt.Sprintf("%s: attempt %d passed (carried from %s)", history.EarlyExitPrefix, pa.Number, pa.CarriedFrom)
 			if s, ok := c.EarlyExit[a.Fingerprint]; ok {
 				a.From, a.CarriedFrom = s, s.Producer
 			}
@@ -97,7 +98,7 @@ func Carry(ctx context.Context, p *Plan, h History, o CarryOptions) error {
 		if a.Action != ActionRun {
 			continue
 		}
-		pr, ok := prev[record.Key{Task: p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number}]
+		pr, ok := prev[history.Key{Task: p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number}]
 		if !ok {
 			a.Reason = "new"
 			continue
@@ -107,21 +108,21 @@ func Carry(ctx context.Context, p *Plan, h History, o CarryOptions) error {
 	return nil
 }
 
-func runReason(a *Attempt, prev *record.Previous, rerun bool) string {
+func runReason(a *Attempt, prev *history.Previous, rerun bool) string {
 	if prev.Fingerprint == a.Fingerprint {
 		switch prev.Status {
-		case "failed":
+		case status.Failed:
 			if rerun {
 				return "rerun: previous attempt failed"
 			}
-		case "errored", "infra":
+		case status.Errored, status.Infra:
 			return "previous attempt errored"
-		case "interrupted":
+		case status.Interrupted:
 			return "previous attempt interrupted"
-		case "skipped":
+		case status.Skipped:
 			return "previous attempt skipped"
 		}
-		return "previous attempt " + prev.Status
+		return "previous attempt " + string(prev.Status)
 	}
 	var old map[string]string
 	if err := json.Unmarshal([]byte(prev.Parts), &old); err != nil || len(old) == 0 {
@@ -140,7 +141,7 @@ func runReason(a *Attempt, prev *record.Previous, rerun bool) string {
 	return strings.Join(changed, ", ")
 }
 
-// PartsJSON encodes an attempt's parts for the record.
+// PartsJSON encodes an attempt's parts for the history.
 func (a *Attempt) PartsJSON() string {
 	b, err := json.Marshal(a.Parts)
 	if err != nil {

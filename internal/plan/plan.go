@@ -15,7 +15,7 @@ import (
 	"strings"
 
 	"github.com/steward-evals/steward/internal/evalset"
-	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/history"
 )
 
 // Actions.
@@ -46,7 +46,7 @@ type Attempt struct {
 	// CarriedFrom names the run that produced a carried result (or the
 	// early-exit skip an ActionSkip refers to); From is the record's row.
 	CarriedFrom string
-	From        record.Source
+	From        history.Source
 }
 
 // ID is "task/sample#n".

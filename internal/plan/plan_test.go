@@ -6,7 +6,8 @@ import (
 	"testing"
 
 	"github.com/steward-evals/steward/internal/evalset"
-	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/history"
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // The image ID a tag resolves to is part of the fingerprint: the same tag
@@ -62,5 +63,5 @@ tasks:
 }
 
 func runReasonFor(a, prev *Attempt) string {
-	return runReason(a, &record.Previous{Status: "passed", Fingerprint: prev.Fingerprint, Parts: prev.PartsJSON()}, false)
+	return runReason(a, &history.Previous{Status: status.Passed, Fingerprint: prev.Fingerprint, Parts: prev.PartsJSON()}, false)
 }

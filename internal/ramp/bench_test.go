@@ -95,7 +95,7 @@ func writeStepDown(w io.Writer) {
 						c := sc
 						c.Seed = seed
 						wl.mod(&c)
-						r := runSim(c, simPolicy{Name: d.String(), Kind: polRamp, Down: d, QueueGate: qg})
+						r := runSim(c, simPolicy{Name: policyName(d), Kind: polRamp, Down: d, QueueGate: qg})
 						g += r.Goodput
 						s429 += r.Share429
 						idle += r.Idle

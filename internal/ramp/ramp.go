@@ -12,7 +12,6 @@ package ramp
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 	"time"
@@ -60,46 +59,30 @@ func (r Range) Validate() error {
 	return nil
 }
 
-// StepDown selects how far a reversal (R2) moves a ramped task down. Every
-// policy moves a task down by at least one Step per window of continued
+// StepDown decides how far a reversal (R2) moves a ramped task down. The
+// controller moves a task down by at least one Step per window of continued
 // pushback, and never below its floor (the range's low end, or its budget
-// share when that is smaller).
-type StepDown int
-
-const (
-	// DownDefault is the policy chosen by measurement (see docs/benchmarks.md).
-	DownDefault StepDown = iota
-	// DownStep subtracts one Step.
-	DownStep
-	// DownFactor80 multiplies by 0.8.
-	DownFactor80
-	// DownHalf multiplies by 0.5.
-	DownHalf
-	// DownToLimit brings the sum of ramped setpoints down to the gateway's
-	// observed connection limit (less what fixed tasks hold), shared in
-	// proportion to the current setpoints.
-	DownToLimit
-)
-
-// chosenDown is the measured default (docs/benchmarks.md, "Ramp (simulated)").
-const chosenDown = DownStep
-
-// String names the policy as the benchmarks print it.
-func (d StepDown) String() string {
-	switch d {
-	case DownDefault:
-		return "default (" + chosenDown.String() + ")"
-	case DownStep:
-		return "-step"
-	case DownFactor80:
-		return "x0.8"
-	case DownHalf:
-		return "x0.5"
-	case DownToLimit:
-		return "to-limit"
-	}
-	return fmt.Sprintf("StepDown(%d)", int(d))
+// share when that is smaller), whatever the policy proposes. Production uses
+// DownStep, chosen by measurement (docs/benchmarks.md, "Ramp (simulated)");
+// the candidates it was measured against live with the benchmarks
+// (stepdown_test.go).
+type StepDown interface {
+	// String names the policy as reasons and benchmarks print it.
+	String() string
+	// Next proposes a ramped task's setpoint after a reversal, from from:
+	// step is the ramp's Step, cur the sum of the setpoints of the ramped
+	// tasks stepping down, fixedSum what fixed tasks hold, g the window's
+	// signals.
+	Next(from, step, cur, fixedSum int, g Signals) int
 }
+
+type stepOne struct{}
+
+func (stepOne) String() string                           { return "-step" }
+func (stepOne) Next(from, step, _, _ int, _ Signals) int { return from - step }
+
+// DownStep subtracts one Step: the measured default.
+var DownStep StepDown = stepOne{}
 
 // Config is the ramp's fleet-wide configuration.
 type Config struct {
@@ -114,7 +97,7 @@ type Config struct {
 	// scheduler's job (sched.Split): the ramp's setpoint is each task's
 	// cap, the scheduler's share never exceeds it.
 	Budget int
-	// Down is the step-down policy on reversal (zero: the measured default).
+	// Down is the step-down policy on reversal (nil: DownStep, the measured default).
 	Down StepDown
 }
 
@@ -244,9 +227,6 @@ func New(cfg Config, tasks []TaskSpec) (*Controller, error) {
 	if cfg.Step < 0 || cfg.Budget < 0 {
 		return nil, errors.New("new ramp: step and budget must not be negative")
 	}
-	if cfg.Down < DownDefault || cfg.Down > DownToLimit {
-		return nil, fmt.Errorf("new ramp: unknown step-down policy %d", int(cfg.Down))
-	}
 	c := &Controller{
 		step:   cfg.Step,
 		budget: cfg.Budget,
@@ -257,8 +237,8 @@ func New(cfg Config, tasks []TaskSpec) (*Controller, error) {
 	if c.step == 0 {
 		c.step = DefaultStep
 	}
-	if c.down == DownDefault {
-		c.down = chosenDown
+	if c.down == nil {
+		c.down = DownStep
 	}
 	c.sp = make([]int, len(tasks))
 	for i, t := range c.tasks {
@@ -562,23 +542,7 @@ func (c *Controller) stepDown(idx []int, g Signals, fixedSum int, tds []TaskDeci
 	}
 	for _, i := range idx {
 		from := c.sp[i]
-		var to int
-		switch c.down {
-		case DownStep:
-			to = from - c.step
-		case DownFactor80:
-			to = int(math.Floor(float64(from) * 0.8))
-		case DownHalf:
-			to = from / 2
-		case DownToLimit:
-			target := g.ConnLimit - fixedSum
-			if g.ConnLimit <= 0 || g.ConnFixed || cur == 0 {
-				to = int(math.Floor(float64(from) * 0.8))
-			} else {
-				to = int(math.Floor(float64(from) * float64(max(target, 0)) / float64(cur)))
-			}
-		}
-		to = min(to, from-c.step)
+		to := min(c.down.Next(from, c.step, cur, fixedSum, g), from-c.step)
 		floor := c.startOf(i)
 		why := fmt.Sprintf("pushback in %d consecutive windows: %s", c.streak, c.down)
 		if to < floor {

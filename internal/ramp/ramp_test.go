@@ -283,7 +283,7 @@ func TestStepDownPolicies(t *testing.T) {
 		{DownDefault, 200, 100, 180},
 	}
 	for _, tc := range cases {
-		t.Run(fmt.Sprintf("%s/%d/%d", tc.down, tc.from, tc.lim), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%d/%d", policyName(tc.down), tc.from, tc.lim), func(t *testing.T) {
 			clk := newClock()
 			c := mustNew(t, Config{Range: Range{true, 50, 400}, Down: tc.down}, specs(2, 0))
 			c.sp = []int{tc.from, tc.from}
@@ -398,7 +398,6 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{Range: Range{true, 50, 40}},
 		{Range: DefaultRange, Step: -1},
 		{Range: DefaultRange, Budget: -5},
-		{Range: DefaultRange, Down: StepDown(99)},
 	} {
 		if _, err := New(cfg, specs(1, 0)); err == nil {
 			t.Errorf("New(%+v) accepted", cfg)
@@ -500,7 +499,7 @@ func TestRandomWalk(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			budget = fixed + n + rng.IntN(1500)
 		}
-		c := mustNew(t, Config{Range: DefaultRange, Budget: budget, Down: StepDown(rng.IntN(5))}, tasks)
+		c := mustNew(t, Config{Range: DefaultRange, Budget: budget, Down: allStepDowns[rng.IntN(len(allStepDowns))]}, tasks)
 		clk := newClock()
 		hi := DefaultHi
 		for step := range 200 {

@@ -286,7 +286,6 @@ type event struct {
 	ra    float64 // retry-after (429)
 	frac  float64 // remaining fraction (ok)
 	lat   float64
-	sent  float64
 	units float64
 }
 

@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+
+	"github.com/steward-evals/steward/internal/history"
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // migrationCarries stores carried attempts as references to the row that
@@ -32,28 +35,17 @@ func hasCarries(v int) bool {
 	return false
 }
 
-// Source is a published attempt a new run can carry: the row that judged
-// it (RunID, Seq) and the run that produced the result (Producer, which
-// differs from RunID only for rows copied by older Steward versions or by
-// `merge`).
-type Source struct {
-	RunID       string
-	Seq         int
-	Producer    string
-	Status      string
-	Fingerprint string
-}
-
-// Candidates are the carry sources for a set of fingerprints: the newest
-// judged row (passed or failed; passed only when asked) and, when asked, the
-// newest attempt skipped by early exit (S4), per fingerprint.
-type Candidates struct {
-	Judged    map[string]Source
-	EarlyExit map[string]Source
-}
+// The carry vocabulary lives in package history (what the plan reads);
+// the record implements it.
+type (
+	Source     = history.Source
+	Candidates = history.Candidates
+	Key        = history.Key
+	Previous   = history.Previous
+)
 
 // EarlyExitPrefix starts the reason of attempts skipped by early exit.
-const EarlyExitPrefix = "early exit"
+const EarlyExitPrefix = history.EarlyExitPrefix
 
 // chunk bounds the variables of one statement.
 const chunk = 400
@@ -65,15 +57,15 @@ const chunk = 400
 // attempts_carry index (never the rows and their logs).
 func (r *DB) Carryable(ctx context.Context, fingerprints []string, passedOnly, earlyExit bool) (Candidates, error) {
 	c := Candidates{Judged: map[string]Source{}, EarlyExit: map[string]Source{}}
-	statuses := `('passed','failed')`
+	statuses := `('` + string(status.Passed) + `','` + string(status.Failed) + `')`
 	if passedOnly {
-		statuses = `('passed')`
+		statuses = `('` + string(status.Passed) + `')`
 	}
 	if err := r.newest(ctx, c.Judged, fingerprints, `status IN `+statuses); err != nil {
 		return c, err
 	}
 	if earlyExit {
-		if err := r.newest(ctx, c.EarlyExit, fingerprints, `status='skipped' AND reason LIKE '`+EarlyExitPrefix+`%'`); err != nil {
+		if err := r.newest(ctx, c.EarlyExit, fingerprints, `status='`+string(status.Skipped)+`' AND reason LIKE '`+EarlyExitPrefix+`%'`); err != nil {
 			return c, err
 		}
 	}
@@ -117,17 +109,6 @@ func (r *DB) newest(ctx context.Context, m map[string]Source, fingerprints []str
 		}
 	}
 	return nil
-}
-
-// Key names an attempt of the eval set across runs.
-type Key struct {
-	Task, Sample string
-	Attempt      int
-}
-
-// Previous is what a run reason needs of an attempt's newest row.
-type Previous struct {
-	Status, Fingerprint, Parts string
 }
 
 // LatestMany returns the newest row of each key (any run, any status).

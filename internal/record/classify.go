@@ -6,7 +6,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // ErrDiskFull marks a record that cannot grow because its disk is full.
@@ -31,5 +31,5 @@ func Classify(dir string, err error) error {
 	if !full {
 		return err
 	}
-	return sandbox.InfraError(fmt.Errorf("%w (%s): free some space and run again; every attempt published so far is intact and will be carried: %v", ErrDiskFull, dir, err))
+	return status.InfraError(fmt.Errorf("%w (%s): free some space and run again; every attempt published so far is intact and will be carried: %v", ErrDiskFull, dir, err))
 }

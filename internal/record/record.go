@@ -15,6 +15,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // the pure-Go driver keeps the binary static
+
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // FileName is the database file inside a record directory.
@@ -131,7 +133,7 @@ type Run struct {
 	Title     string
 	Plan      string
 	Shard     string
-	Status    string // running, finished, cancelled, crashed
+	Status    status.Run
 	Started   time.Time
 	Finished  time.Time
 	PID       int
@@ -144,7 +146,7 @@ type Run struct {
 // StartRun records a new run.
 func (r *DB) StartRun(ctx context.Context, run Run) error {
 	_, err := r.db.ExecContext(ctx, `INSERT INTO runs(id, evalset, title, plan, shard, status, started_at, pid, host, lock_path, budget_usd)
-		VALUES(?,?,?,?,?,?,?,?,?,?,?)`, run.ID, run.EvalSet, run.Title, run.Plan, run.Shard, "running", run.Started.UnixNano(), run.PID, run.Host, run.LockPath, run.BudgetUSD)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?)`, run.ID, run.EvalSet, run.Title, run.Plan, run.Shard, status.Running, run.Started.UnixNano(), run.PID, run.Host, run.LockPath, run.BudgetUSD)
 	if err != nil {
 		return fmt.Errorf("record run: %w", err)
 	}
@@ -152,8 +154,8 @@ func (r *DB) StartRun(ctx context.Context, run Run) error {
 }
 
 // FinishRun marks a run finished (or cancelled) and notes what was left.
-func (r *DB) FinishRun(ctx context.Context, id, status string, at time.Time, left []string) error {
-	_, err := r.db.ExecContext(ctx, `UPDATE runs SET status=?, finished_at=?, left=? WHERE id=?`, status, at.UnixNano(), strings.Join(left, "\n"), id)
+func (r *DB) FinishRun(ctx context.Context, id string, st status.Run, at time.Time, left []string) error {
+	_, err := r.db.ExecContext(ctx, `UPDATE runs SET status=?, finished_at=?, left=? WHERE id=?`, st, at.UnixNano(), strings.Join(left, "\n"), id)
 	if err != nil {
 		return fmt.Errorf("finish run: %w", err)
 	}
@@ -191,7 +193,7 @@ type Attempt struct {
 	Task         string
 	Sample       string
 	Attempt      int
-	Status       string
+	Status       status.Attempt
 	Score        *float64
 	Answer       string
 	Explanation  string

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/steward-evals/steward/internal/status"
 )
 
 func TestPublishAndCarry(t *testing.T) {
@@ -23,8 +25,8 @@ func TestPublishAndCarry(t *testing.T) {
 		t.Fatal(err)
 	}
 	one := 1.0
-	for i, st := range []string{"passed", "failed", "errored", "interrupted"} {
-		err := db.Publish(ctx, Attempt{RunID: "r1", Seq: i, Task: "t", Sample: fmt.Sprint(i), Attempt: 1, Status: st, Score: &one, Fingerprint: "fp-" + st, Finished: now})
+	for i, st := range []status.Attempt{status.Passed, status.Failed, status.Errored, status.Interrupted} {
+		err := db.Publish(ctx, Attempt{RunID: "r1", Seq: i, Task: "t", Sample: fmt.Sprint(i), Attempt: 1, Status: st, Score: &one, Fingerprint: "fp-" + string(st), Finished: now})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // Planned is one attempt a run set out to publish.
@@ -78,7 +80,7 @@ func (r *DB) MarkCrashed(ctx context.Context, runID, reason string, now time.Tim
 	if last.Valid && last.Int64 > 0 {
 		at = last.Int64
 	}
-	res, err := r.db.ExecContext(ctx, `UPDATE runs SET status='crashed', finished_at=MAX(started_at, ?), left=? WHERE id=? AND status='running'`, at, reason, runID)
+	res, err := r.db.ExecContext(ctx, `UPDATE runs SET status=?, finished_at=MAX(started_at, ?), left=? WHERE id=? AND status=?`, status.Crashed, at, reason, runID, status.Running)
 	if err != nil {
 		return false, fmt.Errorf("mark run %s crashed: %w", runID, err)
 	}

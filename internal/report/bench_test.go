@@ -3,13 +3,15 @@ package report
 import (
 	"io"
 	"testing"
+
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // A 10 000-attempt run with 2 000 failures and 500 ramp decisions.
 func benchReport() *Report {
 	r := big(2000, 500)
 	for i := 0; i < 8000; i++ {
-		r.Attempts = append(r.Attempts, AttemptRow{Task: "fast", Sample: "ok", Attempt: 1, Status: StatusPassed})
+		r.Attempts = append(r.Attempts, AttemptRow{Task: "fast", Sample: "ok", Attempt: 1, Status: status.Passed})
 	}
 	r.Recount()
 	return r

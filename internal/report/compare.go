@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // Comparison is a run judged against its base (the base branch's results):
@@ -42,20 +44,20 @@ type TaskDelta struct {
 
 // SampleDelta is a sample whose outcome changed.
 type SampleDelta struct {
-	Task   string `json:"task"`
-	Sample string `json:"sample"`
-	Base   string `json:"base"` // passed or failed
-	Head   string `json:"head"`
-	Reason string `json:"reason,omitempty"` // the head's reason or explanation
-	Source string `json:"source,omitempty"`
+	Task   string         `json:"task"`
+	Sample string         `json:"sample"`
+	Base   status.Attempt `json:"base"` // passed or failed
+	Head   status.Attempt `json:"head"`
+	Reason string         `json:"reason,omitempty"` // the head's reason or explanation
+	Source string         `json:"source,omitempty"`
 }
 
 func judged(c Counts) int { return c.Passed + c.Failed + c.Errored + c.Infra }
 
 // sampleOutcome is "passed" when every judged attempt of the sample passed,
 // "failed" when any failed or errored, "" when none was judged.
-func sampleOutcomes(r *Report) (map[string]string, map[string]AttemptRow, []string) {
-	out := map[string]string{}
+func sampleOutcomes(r *Report) (map[string]status.Attempt, map[string]AttemptRow, []string) {
+	out := map[string]status.Attempt{}
 	why := map[string]AttemptRow{}
 	var order []string
 	for _, a := range r.Attempts {
@@ -65,15 +67,15 @@ func sampleOutcomes(r *Report) (map[string]string, map[string]AttemptRow, []stri
 			order = append(order, k)
 		}
 		switch a.Status {
-		case StatusPassed:
+		case status.Passed:
 			if out[k] == "" {
-				out[k] = StatusPassed
+				out[k] = status.Passed
 			}
-		case StatusFailed, StatusErrored, StatusInfra:
-			if out[k] != StatusFailed {
+		case status.Failed, status.Errored, status.Infra:
+			if out[k] != status.Failed {
 				why[k] = a
 			}
-			out[k] = StatusFailed
+			out[k] = status.Failed
 		}
 	}
 	return out, why, order
@@ -119,7 +121,7 @@ func Compare(head, base *Report, baseLabel string) *Comparison {
 		}
 		task, sample, _ := strings.Cut(k, "\x00")
 		d := SampleDelta{Task: task, Sample: sample, Base: b, Head: h}
-		if h == StatusFailed {
+		if h == status.Failed {
 			a := why[k]
 			d.Reason, d.Source = a.Reason, a.Source
 			if d.Reason == "" {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // baseFixture is the base branch's run of fixture(): add-2 passed there
@@ -17,12 +19,12 @@ func baseFixture() *Report {
 		a := &b.Attempts[i]
 		switch {
 		case a.Sample == "add-2":
-			a.Status, a.Explanation = StatusPassed, ""
+			a.Status, a.Explanation = status.Passed, ""
 		case a.Sample == "repo-1":
-			a.Status = StatusFailed
+			a.Status = status.Failed
 		}
 	}
-	b.Attempts = append(b.Attempts, AttemptRow{Task: "gone", Sample: "g-1", Attempt: 1, Status: StatusPassed})
+	b.Attempts = append(b.Attempts, AttemptRow{Task: "gone", Sample: "g-1", Attempt: 1, Status: status.Passed})
 	b.Recount()
 	return b
 }
@@ -58,7 +60,7 @@ func TestCompare(t *testing.T) {
 	h := fixture()
 	for i := range h.Attempts {
 		if h.Attempts[i].Sample == "add-2" {
-			h.Attempts[i].Status = StatusPassed
+			h.Attempts[i].Status = status.Passed
 		}
 	}
 	h.Recount()

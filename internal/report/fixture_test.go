@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/steward-evals/steward/internal/status"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -45,14 +47,14 @@ func fixture() *Report {
 		Plan:     "8 attempts · 4 samples × 2 tasks · concurrency 4 (from flag) · slow ≤1",
 		Spend:    Spend{USD: 0.4213, InputTokens: 123456, OutputTokens: 7890, Requests: 42, BudgetUSD: 5},
 		Attempts: []AttemptRow{
-			{Task: "fast", Sample: "add-1", Attempt: 1, Status: StatusPassed, Score: f64(1), Duration: 1500 * time.Millisecond, InputTokens: 1200, OutputTokens: 80, Source: "evals/fast.jsonl:1"},
-			{Task: "fast", Sample: "add-2", Attempt: 1, Status: StatusFailed, Score: f64(0), Explanation: "expected 4, got 5", Duration: 2 * time.Second, InputTokens: 1100, OutputTokens: 75, Source: "evals/fast.jsonl:2"},
-			{Task: "fast", Sample: "add-3", Attempt: 1, Status: StatusPassed, Score: f64(1), Carried: true, Duration: 900 * time.Millisecond, InputTokens: 1000, OutputTokens: 60, Source: "evals/fast.jsonl:3"},
-			{Task: "fast", Sample: "add-4", Attempt: 1, Status: StatusErrored, Reason: "timeout after 30s", Duration: 30 * time.Second, Source: "evals/fast.jsonl:4"},
-			{Task: "slow", Sample: "repo-1", Attempt: 1, Status: StatusPassed, Score: f64(0.75), Duration: 75 * time.Second, InputTokens: 52000, OutputTokens: 3100, Source: "evals/steward.yaml:40"},
-			{Task: "slow", Sample: "repo-1", Attempt: 2, Status: StatusInfra, Reason: "docker: create container: daemon refused", Source: "evals/steward.yaml:40"},
-			{Task: "slow", Sample: "repo-2", Attempt: 1, Status: StatusSkipped, Reason: "budget spent", Source: "evals/steward.yaml:44"},
-			{Task: "slow", Sample: "repo-2", Attempt: 2, Status: StatusSkipped, Reason: "budget spent", Source: "evals/steward.yaml:44"},
+			{Task: "fast", Sample: "add-1", Attempt: 1, Status: status.Passed, Score: f64(1), Duration: 1500 * time.Millisecond, InputTokens: 1200, OutputTokens: 80, Source: "evals/fast.jsonl:1"},
+			{Task: "fast", Sample: "add-2", Attempt: 1, Status: status.Failed, Score: f64(0), Explanation: "expected 4, got 5", Duration: 2 * time.Second, InputTokens: 1100, OutputTokens: 75, Source: "evals/fast.jsonl:2"},
+			{Task: "fast", Sample: "add-3", Attempt: 1, Status: status.Passed, Score: f64(1), Carried: true, Duration: 900 * time.Millisecond, InputTokens: 1000, OutputTokens: 60, Source: "evals/fast.jsonl:3"},
+			{Task: "fast", Sample: "add-4", Attempt: 1, Status: status.Errored, Reason: "timeout after 30s", Duration: 30 * time.Second, Source: "evals/fast.jsonl:4"},
+			{Task: "slow", Sample: "repo-1", Attempt: 1, Status: status.Passed, Score: f64(0.75), Duration: 75 * time.Second, InputTokens: 52000, OutputTokens: 3100, Source: "evals/steward.yaml:40"},
+			{Task: "slow", Sample: "repo-1", Attempt: 2, Status: status.Infra, Reason: "docker: create container: daemon refused", Source: "evals/steward.yaml:40"},
+			{Task: "slow", Sample: "repo-2", Attempt: 1, Status: status.Skipped, Reason: "budget spent", Source: "evals/steward.yaml:44"},
+			{Task: "slow", Sample: "repo-2", Attempt: 2, Status: status.Skipped, Reason: "budget spent", Source: "evals/steward.yaml:44"},
 		},
 		Ramp: []RampPoint{
 			{At: t0.Add(30 * time.Second), Task: "fast", Setpoint: 50, Ceiling: 50, Limit: 20, Decision: "up", Reason: "saturated, no pushback", Saturated: true},

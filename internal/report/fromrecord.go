@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/status"
 	"github.com/steward-evals/steward/internal/version"
 )
 
@@ -49,10 +50,10 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 		if run.Shard != "" {
 			shards = append(shards, run.Shard)
 		}
-		if run.Status != "finished" {
+		if run.Status != status.Finished {
 			rep.Partial = true
 		}
-		if run.Status == "crashed" {
+		if run.Status == status.Crashed {
 			rep.Crashed = run.Left
 			if rep.Crashed == "" {
 				rep.Crashed = "the run stopped before it finished"
@@ -67,7 +68,7 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 		if err != nil {
 			return nil, err
 		}
-		if run.Status != "finished" {
+		if run.Status != status.Finished {
 			if err := unpublished(ctx, db, rep, id, as); err != nil {
 				return nil, err
 			}
@@ -87,7 +88,7 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 				rep.Spend.SavedOutputTokens += a.OutputTokens
 				continue
 			}
-			if a.Status == StatusSkipped && strings.HasPrefix(a.Reason, "budget spent") {
+			if a.Status == status.Skipped && strings.HasPrefix(a.Reason, "budget spent") {
 				rep.Spend.BudgetStopped = true
 			}
 			rep.Spend.USD += a.CostUSD

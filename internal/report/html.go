@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/steward-evals/steward/internal/status"
 )
 
 //go:embed assets/report.html.tmpl assets/report.css assets/report.js
@@ -38,32 +40,32 @@ const htmlRowCut = 200
 
 // htmlRow is one attempt in the table's data (short keys keep 10 000 rows small).
 type htmlRow struct {
-	Task     string   `json:"t"`
-	Sample   string   `json:"s"`
-	Attempt  int      `json:"a"`
-	Status   string   `json:"st"`
-	Score    *float64 `json:"sc"`
-	Carried  int      `json:"c,omitempty"`
-	Duration int64    `json:"d"` // milliseconds
-	In       int64    `json:"in"`
-	Out      int64    `json:"o"`
-	Cost     float64  `json:"u"`
-	Reason   string   `json:"r,omitempty"`
-	Calls    int      `json:"n,omitempty"` // captured model calls
+	Task     string         `json:"t"`
+	Sample   string         `json:"s"`
+	Attempt  int            `json:"a"`
+	Status   status.Attempt `json:"st"`
+	Score    *float64       `json:"sc"`
+	Carried  int            `json:"c,omitempty"`
+	Duration int64          `json:"d"` // milliseconds
+	In       int64          `json:"in"`
+	Out      int64          `json:"o"`
+	Cost     float64        `json:"u"`
+	Reason   string         `json:"r,omitempty"`
+	Calls    int            `json:"n,omitempty"` // captured model calls
 }
 
 // htmlDetail is what one attempt's details panel shows.
 type htmlDetail struct {
-	Task        string `json:"task"`
-	Sample      string `json:"sample"`
-	Attempt     int    `json:"attempt"`
-	Status      string `json:"status"`
-	Answer      string `json:"answer,omitempty"`
-	Explanation string `json:"explanation,omitempty"`
-	Reason      string `json:"reason,omitempty"`
-	Log         string `json:"log,omitempty"`
-	Source      string `json:"source,omitempty"`
-	Fingerprint string `json:"fingerprint,omitempty"`
+	Task        string         `json:"task"`
+	Sample      string         `json:"sample"`
+	Attempt     int            `json:"attempt"`
+	Status      status.Attempt `json:"status"`
+	Answer      string         `json:"answer,omitempty"`
+	Explanation string         `json:"explanation,omitempty"`
+	Reason      string         `json:"reason,omitempty"`
+	Log         string         `json:"log,omitempty"`
+	Source      string         `json:"source,omitempty"`
+	Fingerprint string         `json:"fingerprint,omitempty"`
 	*AttemptDetails
 }
 
@@ -120,7 +122,7 @@ type htmlPage struct {
 	Started  string
 	Duration string
 	Opts     HTMLOptions
-	Statuses []string
+	Statuses []status.Attempt
 }
 
 // HTML writes the report as one self-contained HTML page: no network, no
@@ -211,7 +213,7 @@ func HTML(w io.Writer, r *Report, opts HTMLOptions) error {
 			p.Duration = formatDuration(r.Finished.Sub(r.Started))
 		}
 	}
-	p.Statuses = []string{StatusPassed, StatusFailed, StatusErrored, StatusInfra, StatusSkipped, StatusInterrupted}
+	p.Statuses = status.Attempts
 	if err := tmpl.Execute(w, p); err != nil {
 		return fmt.Errorf("render html: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steward-evals/steward/internal/status"
 	"github.com/steward-evals/steward/internal/transcript"
 )
 
@@ -233,9 +234,9 @@ func bigReport(n int) *Report {
 	tr.Truncated = ""
 	tr.Calls = append(tr.Calls, tr.Calls[0])
 	for i := 0; i < n; i++ {
-		st := StatusPassed
+		st := status.Passed
 		if i%7 == 0 {
-			st = StatusFailed
+			st = status.Failed
 		}
 		r.Attempts = append(r.Attempts, AttemptRow{Task: fmt.Sprintf("task-%d", i%5), Sample: fmt.Sprintf("sample-%05d", i/2), Attempt: i%2 + 1,
 			Status: st, Score: f64(1), Duration: time.Duration(i) * time.Millisecond, InputTokens: 1234, OutputTokens: 56, CostUSD: 0.0002,

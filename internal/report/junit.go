@@ -7,6 +7,8 @@ import (
 	"io"
 	"strconv"
 	"time"
+
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // JUnit XML, the dialect test reporters read (Jenkins, GitLab, the common
@@ -93,15 +95,15 @@ func JUnit(w io.Writer, r *Report) error {
 			detail += textBlock(a.Log)
 		}
 		switch a.Status {
-		case StatusPassed:
-		case StatusFailed:
-			c.Failure = &junitProblem{Message: msg, Type: a.Status, Text: detail}
+		case status.Passed:
+		case status.Failed:
+			c.Failure = &junitProblem{Message: msg, Type: string(a.Status), Text: detail}
 			s.Failures++
-		case StatusSkipped:
+		case status.Skipped:
 			c.Skipped = &junitProblem{Message: msg}
 			s.Skipped++
 		default: // errored, infra, interrupted, or anything unknown
-			c.Error = &junitProblem{Message: msg, Type: a.Status, Text: detail}
+			c.Error = &junitProblem{Message: msg, Type: string(a.Status), Text: detail}
 			s.Errors++
 		}
 		if a.Carried {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // StepSummaryLimit is GitHub's limit on one step's job summary (1 MiB).
@@ -85,7 +87,7 @@ func problemRows(r *Report) []AttemptRow {
 	var rows []AttemptRow
 	for _, a := range r.Attempts {
 		switch a.Status {
-		case StatusFailed, StatusErrored, StatusInfra, StatusInterrupted:
+		case status.Failed, status.Errored, status.Infra, status.Interrupted:
 			rows = append(rows, a)
 		}
 	}
@@ -237,7 +239,7 @@ func problemTable(rows []AttemptRow, n, reasonWidth int) string {
 			break
 		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s |\n", MD(a.Task, 100), MD(a.Sample, 100), a.Attempt,
-			MD(a.Status, 20), MD(rowReason(a), reasonWidth))
+			MD(string(a.Status), 20), MD(rowReason(a), reasonWidth))
 	}
 	return b.String()
 }

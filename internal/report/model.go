@@ -2,16 +2,10 @@
 // its renderers (terminal, markdown summary, PR comment, JUnit, JSON).
 package report
 
-import "time"
+import (
+	"time"
 
-// Attempt statuses.
-const (
-	StatusPassed      = "passed"
-	StatusFailed      = "failed"
-	StatusErrored     = "errored"     // the task's own error (agent crashed, timeout, OOM)
-	StatusInfra       = "infra"       // infrastructure error, counted apart
-	StatusSkipped     = "skipped"     // not run: budget spent, early exit, cancelled before dispatch
-	StatusInterrupted = "interrupted" // cancelled while running; never carried
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // Report is everything a renderer needs. Rows are in discovery order (C8).
@@ -84,23 +78,23 @@ type TaskReport struct {
 
 // AttemptRow is one attempt.
 type AttemptRow struct {
-	Task         string        `json:"task"`
-	Sample       string        `json:"sample"`
-	Attempt      int           `json:"attempt"` // 1-based
-	Status       string        `json:"status"`
-	Score        *float64      `json:"score,omitempty"`
-	Answer       string        `json:"answer,omitempty"`
-	Explanation  string        `json:"explanation,omitempty"`
-	Reason       string        `json:"reason,omitempty"` // why errored/skipped/infra
-	Carried      bool          `json:"carried,omitempty"`
-	CarriedFrom  string        `json:"carried_from,omitempty"` // the run that produced a carried result
-	Duration     time.Duration `json:"duration_ns"`
-	InputTokens  int64         `json:"input_tokens"`
-	OutputTokens int64         `json:"output_tokens"`
-	CostUSD      float64       `json:"cost_usd"`
-	Fingerprint  string        `json:"fingerprint,omitempty"`
-	Log          string        `json:"log,omitempty"`    // truncated agent/scorer output
-	Source       string        `json:"source,omitempty"` // file:line of the sample
+	Task         string         `json:"task"`
+	Sample       string         `json:"sample"`
+	Attempt      int            `json:"attempt"` // 1-based
+	Status       status.Attempt `json:"status"`
+	Score        *float64       `json:"score,omitempty"`
+	Answer       string         `json:"answer,omitempty"`
+	Explanation  string         `json:"explanation,omitempty"`
+	Reason       string         `json:"reason,omitempty"` // why errored/skipped/infra
+	Carried      bool           `json:"carried,omitempty"`
+	CarriedFrom  string         `json:"carried_from,omitempty"` // the run that produced a carried result
+	Duration     time.Duration  `json:"duration_ns"`
+	InputTokens  int64          `json:"input_tokens"`
+	OutputTokens int64          `json:"output_tokens"`
+	CostUSD      float64        `json:"cost_usd"`
+	Fingerprint  string         `json:"fingerprint,omitempty"`
+	Log          string         `json:"log,omitempty"`    // truncated agent/scorer output
+	Source       string         `json:"source,omitempty"` // file:line of the sample
 	// Details are what the HTML report shows per attempt (details.go).
 	Details *AttemptDetails `json:"details,omitempty"`
 }

@@ -1,5 +1,9 @@
 package report
 
+import (
+	"github.com/steward-evals/steward/internal/status"
+)
+
 // Tally counts rows by status into c (Total, Reused and the status counts;
 // Running and Queued are live-panel counts and are left as they are).
 func (c *Counts) Tally(rows []AttemptRow) {
@@ -9,17 +13,17 @@ func (c *Counts) Tally(rows []AttemptRow) {
 			c.Reused++
 		}
 		switch a.Status {
-		case StatusPassed:
+		case status.Passed:
 			c.Passed++
-		case StatusFailed:
+		case status.Failed:
 			c.Failed++
-		case StatusErrored:
+		case status.Errored:
 			c.Errored++
-		case StatusInfra:
+		case status.Infra:
 			c.Infra++
-		case StatusSkipped:
+		case status.Skipped:
 			c.Skipped++
-		case StatusInterrupted:
+		case status.Interrupted:
 			c.Interrupted++
 		}
 	}

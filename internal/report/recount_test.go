@@ -3,6 +3,8 @@ package report
 import (
 	"reflect"
 	"testing"
+
+	"github.com/steward-evals/steward/internal/status"
 )
 
 func TestRecountAgreesWithTheFixture(t *testing.T) {
@@ -24,9 +26,9 @@ func TestRecountAgreesWithTheFixture(t *testing.T) {
 
 func TestRecountAddsTasksInDiscoveryOrder(t *testing.T) {
 	r := &Report{Attempts: []AttemptRow{
-		{Task: "b", Status: StatusPassed},
-		{Task: "a", Status: StatusInterrupted},
-		{Task: "b", Status: StatusFailed, Carried: true},
+		{Task: "b", Status: status.Passed},
+		{Task: "a", Status: status.Interrupted},
+		{Task: "b", Status: status.Failed, Carried: true},
 	}}
 	r.Recount()
 	if len(r.Tasks) != 2 || r.Tasks[0].Name != "b" || r.Tasks[1].Name != "a" {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/steward-evals/steward/internal/status"
 )
 
 func TestPlanAndCountsLines(t *testing.T) {
@@ -266,7 +268,7 @@ func TestJUnitStructure(t *testing.T) {
 	if c := doc.Suites[1].Cases[2]; c.Skipped == nil || c.Skipped.Message != "budget spent" {
 		t.Errorf("skipped case: %+v", c)
 	}
-	if c := doc.Suites[1].Cases[1]; c.Error == nil || c.Error.Type != StatusInfra {
+	if c := doc.Suites[1].Cases[1]; c.Error == nil || c.Error.Type != string(status.Infra) {
 		t.Errorf("infra case: %+v", c)
 	}
 }
@@ -277,7 +279,7 @@ func big(failures, rampPoints int) *Report {
 	r.Attempts = nil
 	for i := 0; i < failures; i++ {
 		r.Attempts = append(r.Attempts, AttemptRow{
-			Task: "fast", Sample: fmt.Sprintf("sample-%06d", i), Attempt: 1, Status: StatusFailed,
+			Task: "fast", Sample: fmt.Sprintf("sample-%06d", i), Attempt: 1, Status: status.Failed,
 			Explanation: strings.Repeat("the answer was wrong in a long way <x> | ", 20),
 		})
 	}

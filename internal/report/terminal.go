@@ -9,6 +9,8 @@ import (
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // TerminalOptions tunes Terminal.
@@ -74,13 +76,13 @@ const (
 	ansiBold   = "\x1b[1m"
 )
 
-func statusColour(status string) string {
-	switch status {
-	case StatusPassed:
+func statusColour(st status.Attempt) string {
+	switch st {
+	case status.Passed:
 		return ansiGreen
-	case StatusFailed:
+	case status.Failed:
 		return ansiRed
-	case StatusErrored, StatusInfra, StatusInterrupted:
+	case status.Errored, status.Infra, status.Interrupted:
 		return ansiYellow
 	default:
 		return ansiGrey
@@ -129,15 +131,15 @@ func Terminal(w io.Writer, r *Report, opts TerminalOptions) error {
 		t := newTable(w)
 		t.Header("task", "sample", "attempt", "status", "score", "duration", "tokens", "reason")
 		for _, a := range r.Attempts {
-			status := a.Status
+			st := string(a.Status)
 			if a.Carried {
-				status += " (reused)"
+				st += " (reused)"
 			}
 			if opts.Color {
-				status = statusColour(a.Status) + status + ansiReset
+				st = statusColour(a.Status) + st + ansiReset
 			}
 			if err := t.Append([]string{
-				Plain(a.Task, 40), Plain(a.Sample, 40), strconv.Itoa(a.Attempt), status,
+				Plain(a.Task, 40), Plain(a.Sample, 40), strconv.Itoa(a.Attempt), st,
 				formatScore(a.Score), formatDuration(a.Duration),
 				formatTokens(a.InputTokens, a.OutputTokens), Plain(rowReason(a), opts.ReasonWidth),
 			}); err != nil {
@@ -207,7 +209,7 @@ func rowReason(a AttemptRow) string {
 	if a.Reason != "" {
 		return a.Reason
 	}
-	if a.Status == StatusFailed || a.Status == StatusErrored {
+	if a.Status == status.Failed || a.Status == status.Errored {
 		return a.Explanation
 	}
 	return ""

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/sandbox"
@@ -163,9 +164,9 @@ func (l *launcher) keepArtifacts(row record.Attempt, arts []record.Artifact) {
 	for i := range arts {
 		if d := arts[i].Data; d != nil {
 			if l.apiKey != "" {
-				d = bytes.ReplaceAll(d, []byte(l.apiKey), []byte("***"))
+				d = bytes.ReplaceAll(d, []byte(l.apiKey), []byte(gateway.Redacted))
 			}
-			arts[i].Data = tokenInArtifact.ReplaceAll(d, []byte("[redacted]"))
+			arts[i].Data = tokenInArtifact.ReplaceAll(d, []byte(gateway.Redacted))
 		}
 		arts[i].Note = l.scrub(arts[i].Note)
 	}

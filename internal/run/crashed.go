@@ -10,6 +10,7 @@ import (
 
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/runlock"
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // OwnerOf is the identity of the process that ran (or runs) r: as recorded
@@ -27,7 +28,7 @@ func OwnerOf(ctx context.Context, db *record.DB, r record.Run) runlock.Identity 
 // Only a provably dead owner counts (runlock.Judge): an error says why the
 // run could be judged neither way.
 func JudgeRun(ctx context.Context, db *record.DB, r record.Run, here runlock.Identity) (bool, error) {
-	if r.Status != "running" {
+	if r.Status != status.Running {
 		return false, nil
 	}
 	return runlock.Judge(r.LockPath, OwnerOf(ctx, db, r), here)
@@ -49,7 +50,7 @@ func MarkCrashedRuns(ctx context.Context, db *record.DB, here runlock.Identity, 
 	}
 	unknown = map[string]error{}
 	for _, r := range runs {
-		if r.Status != "running" {
+		if r.Status != status.Running {
 			continue
 		}
 		dead, jerr := JudgeRun(ctx, db, r, here)

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/steward-evals/steward/internal/record"
-	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // reserveSize is the room a run keeps next to the record for the end of a
@@ -91,7 +91,7 @@ func (l *launcher) finishOnRecordError() {
 			n++
 			_ = l.db.Publish(context.Background(), record.Attempt{
 				RunID: l.runID, Seq: a.Seq, Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number,
-				Status: report.StatusSkipped, Reason: reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(),
+				Status: status.Skipped, Reason: reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(),
 				Finished: time.Now(), Source: a.Sample.Source,
 			})
 		}
@@ -101,5 +101,5 @@ func (l *launcher) finishOnRecordError() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_ = l.db.FinishRun(ctx, l.runID, "stopped", time.Now(), l.left)
+	_ = l.db.FinishRun(ctx, l.runID, status.Stopped, time.Now(), l.left)
 }

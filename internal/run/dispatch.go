@@ -11,8 +11,8 @@ import (
 	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/record"
-	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/sched"
+	"github.com/steward-evals/steward/internal/status"
 	"github.com/steward-evals/steward/internal/transcript"
 )
 
@@ -98,7 +98,7 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 	l.keepArtifacts(row, arts)
 	l.mu.Lock()
 	l.published[a.Seq] = row.Status
-	if row.Status == report.StatusErrored || row.Status == report.StatusInfra {
+	if row.Status == status.Errored || row.Status == status.Infra {
 		l.errWin[a.Task]++
 	}
 	l.mu.Unlock()
@@ -121,7 +121,7 @@ func (l *launcher) tryAttempt(ctx context.Context, it sched.Item, a *plan.Attemp
 	var row record.Attempt
 	for try := 0; ; try++ {
 		row = l.runner.attempt(ctx, a, token)
-		if row.Status != report.StatusInfra || try >= retries || ctx.Err() != nil {
+		if row.Status != status.Infra || try >= retries || ctx.Err() != nil {
 			break
 		}
 		fmt.Fprintf(l.opts.Stderr, "steward: %s: infrastructure error, retrying (%d of %d): %s\n", a.ID(l.p), try+1, retries, l.scrub(row.Reason))
@@ -145,7 +145,7 @@ func (l *launcher) tryAttempt(ctx context.Context, it sched.Item, a *plan.Attemp
 // is published, before its slot is freed (so no attempt slips in).
 func (l *launcher) afterResult(a *plan.Attempt, row record.Attempt) {
 	t := l.p.Tasks[a.Task].Task
-	if row.Status == report.StatusPassed && (t.EarlyExit || l.opts.EarlyExit) {
+	if row.Status == status.Passed && (t.EarlyExit || l.opts.EarlyExit) {
 		var ids []int
 		l.disp.With(func(s *sched.State) {
 			for _, b := range l.p.Attempts {
@@ -182,11 +182,11 @@ func (l *launcher) finishItem(id int) {
 // scrub removes the real API key from text that leaves the gateway.
 func (l *launcher) scrub(s string) string {
 	if l.apiKey != "" {
-		s = strings.ReplaceAll(s, l.apiKey, "***")
+		s = strings.ReplaceAll(s, l.apiKey, gateway.Redacted)
 	}
 	for _, v := range l.secrets {
 		if len(v) >= 8 {
-			s = strings.ReplaceAll(s, v, "***")
+			s = strings.ReplaceAll(s, v, gateway.Redacted)
 		}
 	}
 	return s

@@ -22,8 +22,8 @@ import (
 	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/record"
-	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // executor runs attempts: sandbox from a pool or new, files, setup, agent,
@@ -104,23 +104,23 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) r
 		RunID: l.runID, Seq: a.Seq, Task: t.Name, Sample: a.Sample.ID, Attempt: a.Number,
 		Fingerprint: a.Fingerprint, Parts: a.PartsJSON(), Started: time.Now(), Source: a.Sample.Source,
 	}
-	finish := func(status, reason string) record.Attempt {
-		row.Status, row.Reason = status, reason
+	finish := func(st status.Attempt, reason string) record.Attempt {
+		row.Status, row.Reason = st, reason
 		row.Finished = time.Now()
 		row.Duration = row.Finished.Sub(row.Started)
 		return row
 	}
 	classify := func(err error, what string) record.Attempt {
 		if runCtx.Err() != nil {
-			return finish(report.StatusInterrupted, "interrupted: the run was cancelled")
+			return finish(status.Interrupted, "interrupted: the run was cancelled")
 		}
 		if ctx.Err() != nil {
-			return finish(report.StatusInfra, fmt.Sprintf("%s: the sandbox provider did not answer within the attempt's time (timeout %s + %s): %v", what, t.Timeout, attemptSlack, err))
+			return finish(status.Infra, fmt.Sprintf("%s: the sandbox provider did not answer within the attempt's time (timeout %s + %s): %v", what, t.Timeout, attemptSlack, err))
 		}
 		if errors.Is(err, sandbox.ErrInfra) {
-			return finish(report.StatusInfra, what+": "+err.Error())
+			return finish(status.Infra, what+": "+err.Error())
 		}
-		return finish(report.StatusErrored, what+": "+err.Error())
+		return finish(status.Errored, what+": "+err.Error())
 	}
 	key := e.poolKey(a)
 	sb, err := e.get(ctx, a, key)
@@ -148,7 +148,7 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) r
 	files, err := sampleFiles(l.p.EvalSet, a.Sample)
 	if err != nil {
 		healthy = false
-		return finish(report.StatusErrored, "sample files: "+err.Error())
+		return finish(status.Errored, "sample files: "+err.Error())
 	}
 	if len(files) > 0 {
 		if err := sb.CopyIn(ctx, files); err != nil {
@@ -170,7 +170,7 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) r
 		}
 		if r := execProblem("sample setup", res, t); r != "" {
 			healthy = !res.OOMKilled
-			return finish(report.StatusErrored, r)
+			return finish(status.Errored, r)
 		}
 	}
 	// The agent.
@@ -185,7 +185,7 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) r
 		if res.OOMKilled || res.TimedOut {
 			healthy = false
 		}
-		return finish(report.StatusErrored, r)
+		return finish(status.Errored, r)
 	}
 	// Nothing the agent started may run on while it is judged (see grade.go).
 	if err := sb.Settle(ctx); err != nil {
@@ -205,13 +205,13 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) r
 			healthy = false
 			return classify(serr, "run scorer")
 		}
-		return finish(report.StatusErrored, serr.Error())
+		return finish(status.Errored, serr.Error())
 	}
 	row.Score, row.Explanation = &score, truncate(expl, 4<<10)
 	if passed {
-		return finish(report.StatusPassed, "")
+		return finish(status.Passed, "")
 	}
-	return finish(report.StatusFailed, "")
+	return finish(status.Failed, "")
 }
 
 func execProblem(what string, res sandbox.ExecResult, t *evalset.Task) string {
@@ -511,15 +511,6 @@ func (e *executor) hasBin(sb sandbox.Sandbox) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.bins[sb]
-}
-
-// fileMode is a file's permission bits on disk. Files of the eval set come
-// with their mode from the load snapshot (EvalSet.FileData) instead.
-func fileMode(p string) int64 {
-	if fi, err := os.Stat(p); err == nil {
-		return int64(fi.Mode().Perm())
-	}
-	return 0o644
 }
 
 // put returns a sandbox to its pool (reset) or removes it. It runs before

@@ -19,6 +19,7 @@ import (
 	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sched"
+	"github.com/steward-evals/steward/internal/status"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -332,14 +333,14 @@ func (l *launcher) drain(d *dispatched) {
 
 // finish records the run's final status and builds its report from the record.
 func (l *launcher) finish(ctx context.Context, sess *session) (*Result, error) {
-	status := "finished"
+	runStatus := status.Finished
 	if ctx.Err() != nil || l.opts.Hard.Err() != nil {
-		status = "cancelled"
+		runStatus = status.Cancelled
 	}
 	if l.recordErr != nil {
 		return nil, sess.stopOnRecordError()
 	}
-	if err := l.db.FinishRun(context.Background(), l.runID, status, time.Now(), l.leftNow()); err != nil {
+	if err := l.db.FinishRun(context.Background(), l.runID, runStatus, time.Now(), l.leftNow()); err != nil {
 		return nil, record.Classify(l.db.Dir, err)
 	}
 	sess.finished = true
@@ -347,7 +348,7 @@ func (l *launcher) finish(ctx context.Context, sess *session) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if status == "cancelled" {
+	if runStatus == status.Cancelled {
 		rep.Partial = true
 		rep.Left = l.leftNow()
 	}
@@ -356,7 +357,7 @@ func (l *launcher) finish(ctx context.Context, sess *session) (*Result, error) {
 		rep.Spend.BudgetStopped = true
 	}
 	l.mu.Unlock()
-	return &Result{Report: rep, Cancelled: status == "cancelled"}, nil
+	return &Result{Report: rep, Cancelled: runStatus == status.Cancelled}, nil
 }
 
 // leftNow is a copy of what the run leaves undone, so far.
@@ -549,7 +550,7 @@ func (l *launcher) publishCarried(ctx context.Context) error {
 	for _, a := range fresh {
 		if err := l.db.Publish(ctx, record.Attempt{
 			RunID: l.runID, Seq: a.Seq, Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number,
-			Status: report.StatusSkipped, Reason: a.Reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(),
+			Status: status.Skipped, Reason: a.Reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(),
 			Finished: time.Now(), Source: a.Sample.Source,
 		}); err != nil {
 			return err
@@ -562,7 +563,7 @@ func (l *launcher) publishCarried(ctx context.Context) error {
 			l.published[a.Seq] = a.From.Status
 			l.reused++
 		case plan.ActionSkip:
-			l.published[a.Seq] = report.StatusSkipped
+			l.published[a.Seq] = status.Skipped
 		}
 	}
 	l.mu.Unlock()
@@ -586,11 +587,11 @@ func (l *launcher) publishSkipped(ids []int, reason string) {
 		a := l.bySeq(l.seqOf[id])
 		_ = l.db.Publish(context.Background(), record.Attempt{
 			RunID: l.runID, Seq: a.Seq, Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number,
-			Status: report.StatusSkipped, Reason: reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(),
+			Status: status.Skipped, Reason: reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(),
 			Finished: time.Now(), Source: a.Sample.Source,
 		})
 		l.mu.Lock()
-		l.published[a.Seq] = report.StatusSkipped
+		l.published[a.Seq] = status.Skipped
 		l.mu.Unlock()
 	}
 	if len(ids) > 0 {
@@ -619,7 +620,7 @@ func (l *launcher) taskLifecycle(ctx, actx context.Context, ti int, slots chan s
 	if key := t.SharedState.Key; key != "" {
 		tok, err := l.acquireLease(ctx, ti, key, done)
 		if err != nil {
-			l.failTask(ti, report.StatusSkipped, fmt.Sprintf("not started: waiting for lease %q: %v", key, err))
+			l.failTask(ti, status.Skipped, fmt.Sprintf("not started: waiting for lease %q: %v", key, err))
 			return
 		}
 		if tok == "" {
@@ -642,7 +643,7 @@ func (l *launcher) taskLifecycle(ctx, actx context.Context, ti int, slots chan s
 	}()
 	if t.Host.Setup != "" {
 		if out, err := l.hostCommand(actx, t.Host.Setup); err != nil {
-			l.failTask(ti, report.StatusErrored, fmt.Sprintf("task setup failed: %v: %s", err, tail(out, 400)))
+			l.failTask(ti, status.Errored, fmt.Sprintf("task setup failed: %v: %s", err, tail(out, 400)))
 			teardownOK = l.taskTeardown(ti)
 			return
 		}
@@ -667,17 +668,17 @@ func (l *launcher) taskTeardown(ti int) bool {
 }
 
 // failTask cancels a task's queued attempts and publishes them with status and reason.
-func (l *launcher) failTask(ti int, status, reason string) {
+func (l *launcher) failTask(ti int, st status.Attempt, reason string) {
 	var ids []int
 	l.disp.With(func(s *sched.State) { ids = s.CancelTask(ti) })
 	for _, id := range ids {
 		a := l.bySeq(l.seqOf[id])
 		_ = l.db.Publish(context.Background(), record.Attempt{
 			RunID: l.runID, Seq: a.Seq, Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number,
-			Status: status, Reason: reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(), Finished: time.Now(), Source: a.Sample.Source,
+			Status: st, Reason: reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(), Finished: time.Now(), Source: a.Sample.Source,
 		})
 		l.mu.Lock()
-		l.published[a.Seq] = status
+		l.published[a.Seq] = st
 		l.mu.Unlock()
 	}
 	l.tasks.check()

@@ -12,6 +12,7 @@ import (
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/sandbox/local"
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // Hostile agents that try to change their own verdict (docs/security.md,
@@ -192,7 +193,7 @@ func checkAllFailed(t *testing.T, rep *report.Report, stderr string) {
 		t.Fatalf("no attempts\n%s", stderr)
 	}
 	for _, a := range rep.Attempts {
-		if a.Status != report.StatusFailed || strings.Contains(a.Answer, "token-stolen") {
+		if a.Status != status.Failed || strings.Contains(a.Answer, "token-stolen") {
 			t.Errorf("sample %s: %s (answer %q, reason %q); want failed with its own wrong answer\nlog:\n%s", a.Sample, a.Status, a.Answer, a.Reason, a.Log)
 		}
 	}
@@ -283,7 +284,7 @@ tasks:
 		t.Fatalf("launch: %v\n%s", err, stderr.String())
 	}
 	a := res.Report.Attempts[0]
-	if a.Status != report.StatusPassed || strings.Contains(a.Answer, "SECRET") {
+	if a.Status != status.Passed || strings.Contains(a.Answer, "SECRET") {
 		t.Fatalf("status %s answer %q reason %q: the swapped symlink was followed", a.Status, a.Answer, a.Reason)
 	}
 }
@@ -313,7 +314,7 @@ tasks:
 		t.Fatalf("launch: %v\n%s", err, stderr.String())
 	}
 	a := res.Report.Attempts[0]
-	if a.Status != report.StatusErrored || !strings.Contains(a.Reason, "disk quota exceeded") || !strings.Contains(a.Reason, "8m") {
+	if a.Status != status.Errored || !strings.Contains(a.Reason, "disk quota exceeded") || !strings.Contains(a.Reason, "8m") {
 		t.Fatalf("status %s reason %q, want errored: disk quota exceeded", a.Status, a.Reason)
 	}
 }

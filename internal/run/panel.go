@@ -6,6 +6,7 @@ import (
 
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/sched"
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // counts is the live counts line (L1): record statuses plus the scheduler's
@@ -44,17 +45,17 @@ func (l *launcher) snapshot() (report.Counts, []taskLive) {
 	c.Reused = l.reused
 	for _, st := range l.published {
 		switch st {
-		case report.StatusPassed:
+		case status.Passed:
 			c.Passed++
-		case report.StatusFailed:
+		case status.Failed:
 			c.Failed++
-		case report.StatusErrored:
+		case status.Errored:
 			c.Errored++
-		case report.StatusInfra:
+		case status.Infra:
 			c.Infra++
-		case report.StatusSkipped:
+		case status.Skipped:
 			c.Skipped++
-		case report.StatusInterrupted:
+		case status.Interrupted:
 			c.Interrupted++
 		}
 	}

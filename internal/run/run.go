@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/steward-evals/steward/internal/runlock"
 	"io"
 	"net"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sched"
 	"github.com/steward-evals/steward/internal/shard"
+	"github.com/steward-evals/steward/internal/status"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -128,8 +130,8 @@ type launcher struct {
 	// mu guards the run's tallies: written by attempts, task lifecycles
 	// and the tend loop; read by the panel, tend and the finish stage.
 	mu        sync.Mutex
-	published map[int]string // seq -> status, for counts
-	errWin    []int          // errored attempts this window, per task
+	published map[int]status.Attempt // seq -> status, for counts
+	errWin    []int                  // errored attempts this window, per task
 	spentStop bool
 	left      []string
 	hold      string
@@ -168,7 +170,7 @@ func Launch(ctx context.Context, opts Options) (*Result, error) {
 	if opts.PanelInterval == 0 {
 		opts.PanelInterval = 10 * time.Second
 	}
-	l := &launcher{opts: opts, es: opts.EvalSet, start: time.Now(), published: map[int]string{}}
+	l := &launcher{opts: opts, es: opts.EvalSet, start: time.Now(), published: map[int]status.Attempt{}}
 	if !opts.Dry {
 		l.runID = time.Now().UTC().Format("20060102-150405-") + record.NewID("")[:6]
 	}
@@ -340,7 +342,7 @@ func (l *launcher) chooseProviders(ctx context.Context) error {
 			if l.opts.Providers == nil {
 				return fmt.Errorf("no sandbox provider factory")
 			}
-			prov, err := l.opts.Providers.Provider(ctx, name, RunInfo{RunID: l.runID, LockPath: l.lockPath(), Stderr: l.opts.Stderr, Settings: l.es.Fleet.ProviderSettings()})
+			prov, err := l.opts.Providers.Provider(ctx, name, RunInfo{RunID: l.runID, LockPath: l.lockPath(), Stderr: l.opts.Stderr, Settings: l.es.Fleet.ProviderSettings(), Liveness: runlock.Liveness{}})
 			if err != nil {
 				return fmt.Errorf("sandbox provider %s (task %s): %w", name, l.p.Tasks[i].Task.Name, err)
 			}

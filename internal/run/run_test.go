@@ -17,6 +17,7 @@ import (
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sandbox/local"
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // counting wraps the real local provider and counts sandboxes created.
@@ -110,7 +111,7 @@ func statuses(r *report.Report) string {
 		} else {
 			b.WriteString(":")
 		}
-		b.WriteString(a.Status[:1])
+		b.WriteString(string(a.Status[:1]))
 		b.WriteString(" ")
 	}
 	return strings.TrimSpace(b.String())
@@ -446,7 +447,7 @@ tasks:
 		if id == "slow" {
 			d = 100 * time.Second
 		}
-		if err := db.Publish(ctx, record.Attempt{RunID: "history", Seq: seq, Task: "t", Sample: id, Attempt: 1, Status: report.StatusPassed,
+		if err := db.Publish(ctx, record.Attempt{RunID: "history", Seq: seq, Task: "t", Sample: id, Attempt: 1, Status: status.Passed,
 			Started: start, Finished: start.Add(d), Duration: d}); err != nil {
 			t.Fatal(err)
 		}

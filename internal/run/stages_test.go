@@ -2,10 +2,10 @@ package run
 
 import (
 	"context"
+	"github.com/steward-evals/steward/internal/status"
 	"testing"
 
 	"github.com/steward-evals/steward/internal/evalset"
-	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sandbox/local"
 )
@@ -65,7 +65,7 @@ func cancelBeforeDispatch(t *testing.T, workers bool) {
 		t.Fatalf("%d attempts reported, want 6", len(res.Report.Attempts))
 	}
 	for _, a := range res.Report.Attempts {
-		if a.Status != report.StatusSkipped || a.Reason != "cancelled before it started" {
+		if a.Status != status.Skipped || a.Reason != "cancelled before it started" {
 			t.Errorf("%s#%d: %s (%s), want skipped: cancelled before it started", a.Sample, a.Attempt, a.Status, a.Reason)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/steward-evals/steward/internal/runlock"
 	"io"
 	"net"
 	"net/netip"
@@ -22,8 +23,8 @@ import (
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/proctree"
 	"github.com/steward-evals/steward/internal/record"
-	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // WorkerArg is the hidden subcommand that runs a worker process (W1).
@@ -249,13 +250,13 @@ func (w *workerProc) read(out io.Reader) {
 	}
 	err := w.cmd.Wait()
 	reason := "worker process for " + w.name + " ended"
-	status := report.StatusErrored
+	st := status.Errored
 	if err != nil {
 		reason = fmt.Sprintf("worker process for %s crashed (%v)", w.name, err)
 	}
 	if k := w.killed.Load(); k != nil {
 		// The supervisor reaped it: the infrastructure failed, not the agent.
-		reason, status, err = *k, report.StatusInfra, nil
+		reason, st, err = *k, status.Infra, nil
 	}
 	if t := strings.TrimSpace(w.tail.String()); t != "" && err != nil {
 		if i := strings.Index(t, "panic:"); i >= 0 {
@@ -282,7 +283,7 @@ func (w *workerProc) read(out io.Reader) {
 	close(w.done)
 	// The worker's tasks cost it (W1): their queued attempts are errored with the reason.
 	for _, ti := range w.tasks {
-		w.l.failTask(ti, status, reason)
+		w.l.failTask(ti, st, reason)
 	}
 }
 
@@ -341,11 +342,11 @@ func (w *workerProc) handle(line []byte) error {
 }
 
 // deadStatus is the status of attempts a dead worker never answered.
-func (w *workerProc) deadStatus() string {
+func (w *workerProc) deadStatus() status.Attempt {
 	if w.killed.Load() != nil {
-		return report.StatusInfra
+		return status.Infra
 	}
-	return report.StatusErrored
+	return status.Errored
 }
 
 // DefaultWorkerTimeout is how long a worker may stay silent (no answer to
@@ -777,7 +778,7 @@ func (ws *workerServer) serve() error {
 func (ws *workerServer) attempt(m *msgAttempt) {
 	a := ws.bySeq[m.Seq]
 	if a == nil {
-		ws.send(msgResult{Seq: m.Seq, Row: &record.Attempt{Seq: m.Seq, Status: report.StatusErrored, Reason: "worker: unknown attempt"}})
+		ws.send(msgResult{Seq: m.Seq, Row: &record.Attempt{Seq: m.Seq, Status: status.Errored, Reason: "worker: unknown attempt"}})
 		return
 	}
 	ws.work.Add(1)
@@ -876,7 +877,7 @@ func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, provide
 		byProv[ini.TaskProv[ti]] = append(byProv[ini.TaskProv[ti]], x.specs[ti])
 	}
 	for name, specs := range byProv {
-		prov, err := providers.Provider(ctx, name, RunInfo{RunID: ini.RunID, LockPath: ini.LockPath, Stderr: stderr, Settings: es.Fleet.ProviderSettings()})
+		prov, err := providers.Provider(ctx, name, RunInfo{RunID: ini.RunID, LockPath: ini.LockPath, Stderr: stderr, Settings: es.Fleet.ProviderSettings(), Liveness: runlock.Liveness{}})
 		if err != nil {
 			return nil, finalize, fmt.Errorf("sandbox provider %s: %w", name, err)
 		}

@@ -171,3 +171,16 @@ func RemoveStale(path string) error {
 	}
 	return nil
 }
+
+// Liveness judges runs from this process (Here): what a sandbox provider is
+// given to sweep with (sandbox/docker.Liveness), so providers know nothing
+// of locks.
+type Liveness struct{}
+
+// Owner is this process's identity, encoded.
+func (Liveness) Owner() string { return Here().Encode() }
+
+// Judge is Judge from here, on an owner as Owner encoded it.
+func (Liveness) Judge(lockPath, owner string) (bool, error) {
+	return Judge(lockPath, ParseIdentity(owner), Here())
+}

@@ -26,6 +26,20 @@ type RunInfo struct {
 	// Settings are the _steward.yaml sections of providers that have one,
 	// by provider name (kubernetes: kubeconf.Settings); nil = none.
 	Settings map[string]any
+	// Liveness judges which runs are dead, for sweeps (the supervisor and the
+	// CLI pass runlock.Liveness{}); nil = no run is ever proven dead.
+	Liveness Liveness
+}
+
+// Liveness tells dead runs from live ones, from this process. It is
+// injected so that providers know nothing of run locks.
+type Liveness interface {
+	// Owner is this process's identity, encoded; it labels what the provider creates.
+	Owner() string
+	// Judge says whether the run that holds (or held) lockPath, owned by
+	// owner (as Owner encoded it), is provably dead; an error says why it
+	// cannot be judged (the run is then left alone).
+	Judge(lockPath, owner string) (dead bool, err error)
 }
 
 // ErrBadInput marks a provider's refusal of the user's configuration (a
@@ -69,10 +83,11 @@ type Descriptor struct {
 	// New makes the provider for one run (or for a probe: RunID "").
 	New func(ctx context.Context, ri RunInfo) (Provider, error)
 	// Sweep removes what dead runs left, for `steward sweep` (nil = nothing
-	// to sweep). settings are as in RunInfo, from _steward.yaml here.
-	Sweep func(ctx context.Context, w io.Writer, getenv func(string) string, settings map[string]any) error
+	// to sweep). ri has no RunID: its Getenv, Settings (from _steward.yaml
+	// here) and Liveness are set.
+	Sweep func(ctx context.Context, w io.Writer, ri RunInfo) error
 	// Doctor prints what the provider sees of this machine, for `steward doctor` (nil = nothing).
-	Doctor func(ctx context.Context, w io.Writer, getenv func(string) string, settings map[string]any) error
+	Doctor func(ctx context.Context, w io.Writer, ri RunInfo) error
 	// Internal are hidden commands the provider's own processes run as
 	// `steward NAME ARGS…` (docker: the gateway relay in its relay container).
 	Internal []InternalCommand

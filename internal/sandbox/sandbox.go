@@ -5,8 +5,9 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"time"
+
+	"github.com/steward-evals/steward/internal/status"
 )
 
 // Label keys carried by everything a provider creates (D4).
@@ -137,18 +138,9 @@ type Provider interface {
 }
 
 // ErrInfra marks errors that are the infrastructure's fault (daemon refused,
-// hung, disk full) rather than the task's; the runner counts them apart and may retry.
-var ErrInfra = errors.New("infrastructure error")
+// hung, disk full) rather than the task's; the runner counts them apart and
+// may retry. It is status.ErrInfra, the one classification every package shares.
+var ErrInfra = status.ErrInfra
 
-// InfraError wraps err so that errors.Is(err, ErrInfra) holds.
-func InfraError(err error) error {
-	if err == nil {
-		return nil
-	}
-	return infraErr{err}
-}
-
-type infraErr struct{ err error }
-
-func (e infraErr) Error() string   { return e.err.Error() }
-func (e infraErr) Unwrap() []error { return []error{e.err, ErrInfra} }
+// InfraError wraps err so that errors.Is(err, ErrInfra) holds (status.InfraError).
+func InfraError(err error) error { return status.InfraError(err) }

@@ -38,11 +38,6 @@ func (p Phase) String() string {
 // inFlight: admitted and not finished.
 func (p Phase) inFlight() bool { return p == Running || p == Backoff || p == Resuming }
 
-// Gate is a pluggable admission check (budget stop, leases, …). It must be
-// pure with respect to State; when its answer may have changed, the owner
-// calls Dispatcher.Wake.
-type Gate func(it Item) bool
-
 type task struct {
 	// cap is the task's sample limit from the ramp (or max_samples): it
 	// never has more than cap attempts in flight, backoff included (C6).
@@ -82,8 +77,7 @@ type State struct {
 
 	lanes  map[string]int // lane -> item id in flight, absent = free
 	excl   map[string]int // exclusive key -> item id, absent = free
-	gates  []Gate
-	resume []int // items in Resuming, FIFO
+	resume []int          // items in Resuming, FIFO
 
 	dirty bool      // setpoints must be split again
 	sh    splitHeap // reused by resplit (no allocation per event)
@@ -172,9 +166,6 @@ func (s *State) SetReady(t int, ready bool) { s.tasks[t].ready, s.dirty = ready,
 
 // Ready reports whether a task is marked ready.
 func (s *State) Ready(t int) bool { return s.tasks[t].ready }
-
-// AddGate adds a pluggable admission check.
-func (s *State) AddGate(g Gate) { s.gates = append(s.gates, g) }
 
 // Phase returns an item's phase.
 func (s *State) Phase(id int) Phase { return s.phase[id] }
@@ -294,11 +285,6 @@ func (s *State) admissible(it Item) bool {
 	}
 	if it.Exclusive != "" {
 		if _, busy := s.excl[it.Exclusive]; busy {
-			return false
-		}
-	}
-	for _, g := range s.gates {
-		if !g(it) {
 			return false
 		}
 	}

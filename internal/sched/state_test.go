@@ -233,11 +233,15 @@ func TestLanesAndExclusive(t *testing.T) {
 
 // TestRandomized drives thousands of items with random durations, caps and
 // the budget changed mid-run, tasks waiting (for a lease, max_tasks, setup)
-// and becoming ready, random gates, lanes, exclusivity, sandboxes starting,
+// and becoming ready, lanes, exclusivity, sandboxes starting,
 // and any number of concurrent backoffs per item, and checks every invariant
 // at every event (see checkInvariants).
 func TestRandomized(t *testing.T) {
-	for seed := int64(1); seed <= 40; seed++ {
+	seeds := int64(40)
+	if raceDetector {
+		seeds = 4 // one goroutine: the race detector has nothing to find here
+	}
+	for seed := int64(1); seed <= seeds; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomRun(t, seed, 2000) })
 	}
 }
@@ -249,8 +253,8 @@ func TestRandomized(t *testing.T) {
 //   - the budget slots in use are exactly the Running items;
 //   - starting + running = admitted, per task;
 //   - when settled (Next said no): no idle budget slot while a ready task
-//     below its cap has an admissible queued item (gates all open).
-func checkInvariants(t *testing.T, s *State, settled, gatesOpen bool) {
+//     below its cap has an admissible queued item.
+func checkInvariants(t *testing.T, s *State, settled bool) {
 	t.Helper()
 	sum := 0
 	for i := range s.tasks {
@@ -311,7 +315,7 @@ func checkInvariants(t *testing.T, s *State, settled, gatesOpen bool) {
 			t.Fatalf("lane %s held by item %d in phase %s", l, id, p)
 		}
 	}
-	if !settled || !gatesOpen || !s.budgetRoom() {
+	if !settled || !s.budgetRoom() {
 		return
 	}
 	for i := range s.tasks {
@@ -350,12 +354,9 @@ func randomRun(t *testing.T, seed int64, n int) {
 		s.SetCap(i, 1+r.Intn(30))
 		s.SetReady(i, r.Intn(4) != 0)
 	}
-	closed := map[string]bool{}
-	s.AddGate(func(it Item) bool { return !closed[it.Lane] })
 	var q evq
 	now := 0
-	ord := NewOrdered[int]()
-	var released []int
+	finished := 0
 	prevExec := 0
 	check := func(settled bool) {
 		// Lowering the budget never interrupts running work, so executing may
@@ -364,7 +365,7 @@ func randomRun(t *testing.T, seed int64, n int) {
 			t.Fatalf("executing %d > budget %d and growing", s.Executing(), s.budget)
 		}
 		prevExec = s.Executing()
-		checkInvariants(t, s, settled, len(closed) == 0)
+		checkInvariants(t, s, settled)
 	}
 	fill := func() {
 		for {
@@ -382,8 +383,8 @@ func randomRun(t *testing.T, seed int64, n int) {
 				if k.units() > k.setpoint || k.running > k.cap {
 					t.Fatalf("task %d: %d slots > setpoint %d or %d in flight > cap %d at dispatch", it.Task, k.units(), k.setpoint, k.running, k.cap)
 				}
-				if !k.ready || closed[it.Lane] {
-					t.Fatalf("dispatched item %d past a closed gate", d.ID)
+				if !k.ready {
+					t.Fatalf("dispatched item %d of a task not ready", d.ID)
 				}
 				// The sandbox comes up a little later.
 				heap.Push(&q, ev{at: now + r.Intn(3), id: d.ID, kind: 3})
@@ -415,13 +416,6 @@ func randomRun(t *testing.T, seed int64, n int) {
 		case 2:
 			s.SetReady(r.Intn(nt), false) // waits again (e.g. a lease lost to another invocation before setup)
 		case 3:
-			l := fmt.Sprintf("lane%d-%d", r.Intn(nt), r.Intn(4))
-			if closed[l] {
-				delete(closed, l)
-			} else {
-				closed[l] = true
-			}
-		case 4:
 			s.SetBudget(1 + r.Intn(40))
 		}
 		check(false)
@@ -433,7 +427,6 @@ func randomRun(t *testing.T, seed int64, n int) {
 					s.SetCap(i, 1)
 				}
 			}
-			closed = map[string]bool{}
 			fill()
 			if q.Len() == 0 && !s.Finished() {
 				t.Fatalf("stuck with nothing in flight: %v", s.Counts())
@@ -452,7 +445,7 @@ func randomRun(t *testing.T, seed int64, n int) {
 			if err := s.Finish(e.id); err != nil {
 				t.Fatal(err)
 			}
-			released = append(released, ord.Add(e.id, e.id)...)
+			finished++
 		case 1:
 			if !s.phase[e.id].inFlight() {
 				continue
@@ -474,13 +467,8 @@ func randomRun(t *testing.T, seed int64, n int) {
 		check(false)
 		fill()
 	}
-	if len(released) != n {
-		t.Fatalf("released %d of %d results", len(released), n)
-	}
-	for i, id := range released {
-		if id != i {
-			t.Fatalf("result %d released at position %d: not discovery order", id, i)
-		}
+	if finished != n {
+		t.Fatalf("finished %d of %d items", finished, n)
 	}
 }
 

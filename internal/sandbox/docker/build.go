@@ -16,8 +16,8 @@ import (
 	"sort"
 	"strings"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/build"
-	"github.com/docker/docker/errdefs"
 
 	"github.com/steward-evals/steward/internal/sandbox"
 )
@@ -192,7 +192,7 @@ func (p *Provider) doBuild(ctx context.Context, dir, sum, task, network string) 
 	if _, err := p.cli.ImageInspect(ctx, ref); err == nil {
 		fmt.Fprintf(p.log, "docker: image %s for %s is up to date\n", ref, dir)
 		return ref, nil
-	} else if !errdefs.IsNotFound(err) {
+	} else if !cerrdefs.IsNotFound(err) {
 		return "", sandbox.InfraError(fmt.Errorf("inspect image %s: %w", ref, err))
 	}
 	fmt.Fprintf(p.log, "docker: building %s from %s\n", ref, dir)

@@ -16,10 +16,10 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/errdefs"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/steward-evals/steward/internal/sandbox"
@@ -132,7 +132,7 @@ func (p *Provider) create(ctx context.Context, spec sandbox.Spec, seed bool) (sa
 	}
 	resp, roots, err := p.createWithDisk(ctx, cfg, hc, nc, name, disk, workdir, labels)
 	if err != nil {
-		if errdefs.IsNotFound(err) {
+		if cerrdefs.IsNotFound(err) {
 			return fail(fmt.Errorf("create sandbox for task %s: %w", spec.Task, p.checkImage(ctx, spec.Image)))
 		}
 		return fail(sandbox.InfraError(fmt.Errorf("create sandbox for task %s: %w", spec.Task, err)))
@@ -291,7 +291,7 @@ func (s *Sandbox) CopyOut(ctx context.Context, p string) ([]byte, error) {
 	full := s.abs(p)
 	rc, st, err := s.p.cli.CopyFromContainer(ctx, s.id, full)
 	if err != nil {
-		if errdefs.IsNotFound(err) {
+		if cerrdefs.IsNotFound(err) {
 			return nil, fmt.Errorf("copy %s out of sandbox: no such file", full)
 		}
 		return nil, sandbox.InfraError(fmt.Errorf("copy %s out of sandbox %s: %w", full, s.name, err))
@@ -486,7 +486,7 @@ func (s *Sandbox) atPIDLimit(ctx context.Context, cause error, start time.Time) 
 }
 
 func (s *Sandbox) execErr(what string, err error) error {
-	if errdefs.IsNotFound(err) || errdefs.IsConflict(err) {
+	if cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) {
 		// The container is gone or stopped: maybe its init was OOM-killed.
 		return sandbox.InfraError(fmt.Errorf("%s in sandbox %s (container not running): %w", what, s.name, err))
 	}
@@ -644,7 +644,7 @@ func (p *Provider) removeContainer(ctx context.Context, id string) error {
 	var err error
 	for i := 0; i < 3; i++ {
 		err = p.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		if err == nil || errdefs.IsNotFound(err) {
+		if err == nil || cerrdefs.IsNotFound(err) {
 			return nil
 		}
 		// "removal already in progress" and transient daemon errors: try again.

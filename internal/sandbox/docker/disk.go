@@ -8,10 +8,10 @@ import (
 	"strings"
 	"sync/atomic"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/errdefs"
 
 	"github.com/steward-evals/steward/internal/sandbox"
 )
@@ -219,7 +219,7 @@ func (p *Provider) seedWorkdir(ctx context.Context, image string, sb *Sandbox) e
 	}
 	rc, _, err := p.cli.CopyFromContainer(ctx, resp.ID, sb.workdir+"/.")
 	if err != nil {
-		if errdefs.IsNotFound(err) {
+		if cerrdefs.IsNotFound(err) {
 			markEmpty() // the image has no such directory
 			return nil
 		}

@@ -14,7 +14,6 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 
-	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox"
 )
 
@@ -260,16 +259,15 @@ func (p *Provider) Doctor(ctx context.Context, w io.Writer) error {
 	}
 	runs := map[string]bool{}
 	dead := 0
-	here := runlock.Here()
 	for _, c := range cs {
 		runs[c.Labels[sandbox.LabelRun]] = true
-		if d, _ := deadRun(ctx, p.cli, p.scope, here, c.Labels); d {
+		if d, _ := deadRun(ctx, p.cli, p.scope, p.live, c.Labels); d {
 			dead++
 		}
 	}
 	for _, n := range sn {
 		runs[n.Labels[sandbox.LabelRun]] = true
-		if d, _ := deadRun(ctx, p.cli, p.scope, here, n.Labels); d {
+		if d, _ := deadRun(ctx, p.cli, p.scope, p.live, n.Labels); d {
 			dead++
 		}
 	}

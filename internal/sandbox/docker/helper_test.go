@@ -29,7 +29,7 @@ func helperMain() int {
 		return fail(err)
 	}
 	defer lock.Release()
-	p, err := New(ctx, Options{RunID: os.Getenv("HELPER_RUN"), LockPath: lock.Path(), Labels: map[string]string{"dev.steward.test": "true"}})
+	p, err := New(ctx, Options{RunID: os.Getenv("HELPER_RUN"), LockPath: lock.Path(), Labels: map[string]string{"dev.steward.test": "true"}, Liveness: runlock.Liveness{}})
 	if err != nil {
 		return fail(err)
 	}

@@ -76,7 +76,7 @@ func newRun(t testing.TB, mod func(*Options)) *testRun {
 	id := "t" + randomID(5)
 	log := &strings.Builder{}
 	opts := Options{RunID: id, LockPath: lock.Path(), Log: &syncWriter{w: log}, Client: cli,
-		Labels: map[string]string{"dev.steward.test": "true"}}
+		Labels: map[string]string{"dev.steward.test": "true"}, Liveness: runlock.Liveness{}}
 	if mod != nil {
 		mod(&opts)
 	}
@@ -147,7 +147,7 @@ func testImage(t testing.TB) string {
 	t.Helper()
 	dockertest.Client(t)
 	imageOnce.Do(func() {
-		p, err := New(context.Background(), Options{RunID: "img" + randomID(3)})
+		p, err := New(context.Background(), Options{RunID: "img" + randomID(3), Liveness: runlock.Liveness{}})
 		if err != nil {
 			imageErr = err
 			return

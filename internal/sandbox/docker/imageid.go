@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/docker/docker/errdefs"
+	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/steward-evals/steward/internal/sandbox"
 )
@@ -15,7 +15,7 @@ import (
 // Prepare says it is missing.
 func (p *Provider) ImageID(ctx context.Context, ref string) (string, error) {
 	img, err := p.cli.ImageInspect(ctx, ref)
-	if errdefs.IsNotFound(err) {
+	if cerrdefs.IsNotFound(err) {
 		return "", nil
 	}
 	if err != nil {

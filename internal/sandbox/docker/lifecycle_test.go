@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/errdefs"
 
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sandbox/docker/dockertest"
@@ -118,7 +118,7 @@ func TestLifecycle(t *testing.T) {
 	if err := sb.Close(dead); err != nil {
 		t.Fatalf("second close: %v", err)
 	}
-	if _, err := r.P.cli.ContainerInspect(ctx, sb.ID()); !errdefs.IsNotFound(err) {
+	if _, err := r.P.cli.ContainerInspect(ctx, sb.ID()); !cerrdefs.IsNotFound(err) {
 		t.Fatalf("container still there after Close: %v", err)
 	}
 }

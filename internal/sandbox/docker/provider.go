@@ -21,13 +21,12 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/errdefs"
 
-	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox"
 )
 
@@ -40,7 +39,7 @@ const LabelLock = "dev.steward.lock"
 // judges a lock path only in its own scope (see Sweep).
 const LabelLockScope = "dev.steward.lock-scope"
 
-// LabelOwner holds the identity (runlock.Identity, JSON) of the process that
+// LabelOwner holds the identity (Liveness.Owner; runlock.Identity, JSON) of the process that
 // holds the run's lock: boot id, mount namespace, container, host, pid. A
 // sweeper judges the lock path only where the identities say it is meaningful.
 const LabelOwner = "dev.steward.owner"
@@ -92,6 +91,26 @@ type Options struct {
 	DaemonJSONPath string
 	// Client is an existing client to use; nil = client.FromEnv with API version negotiation.
 	Client *client.Client
+	// Liveness judges which runs are dead (for Sweep and the doctor's
+	// facts) and names this process as the owner of what it creates. It is
+	// injected (the CLI passes runlock.Liveness{}), as for the local sweep,
+	// so the provider knows nothing of locks. nil = no run is ever proven
+	// dead: Sweep removes nothing.
+	Liveness Liveness
+}
+
+// Liveness tells dead runs from live ones (sandbox.Liveness).
+type Liveness = sandbox.Liveness
+
+// ErrUnproven is wrapped by the reasons a run's resources are left alone.
+var ErrUnproven = errors.New("cannot prove the run dead")
+
+// noLiveness proves nothing dead.
+type noLiveness struct{}
+
+func (noLiveness) Owner() string { return "" }
+func (noLiveness) Judge(string, string) (bool, error) {
+	return false, fmt.Errorf("%w: no liveness judge was given", ErrUnproven)
 }
 
 // Provider is the Docker sandbox provider.
@@ -100,7 +119,8 @@ type Provider struct {
 	opts  Options
 	lock  string
 	scope string
-	owner string // runlock.Identity of this process, encoded
+	owner string // Liveness.Owner: this process, encoded
+	live  Liveness
 	log   io.Writer
 
 	mu       sync.Mutex
@@ -109,10 +129,9 @@ type Provider struct {
 	netOut   *runNet               // bridge-mode network
 	gateway  *sandbox.GatewayAddr
 	relayID  string
-	selfNets []string // run networks Steward's container was connected to
-	adopted  bool     // the networks are another provider's (AdoptShared): not ours to remove
-	orphaned bool     // the supervisor that made the adopted networks is gone (SupervisorGone)
-	diskMode int32    // how disk quotas are enforced (disk.go), learned at the first Create
+	adopted  bool  // the networks are another provider's (AdoptShared): not ours to remove
+	orphaned bool  // the supervisor that made the adopted networks is gone (SupervisorGone)
+	diskMode int32 // how disk quotas are enforced (disk.go), learned at the first Create
 
 	tplMu        sync.Mutex
 	emptyWorkdir map[string]bool // image and workdir with nothing to seed (disk.go)
@@ -184,7 +203,11 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 			scope = "container:" + ins.ID
 		}
 	}
-	return &Provider{cli: cli, opts: opts, lock: lock, scope: scope, owner: runlock.Here().Encode(), log: log, builds: map[string]*buildOnce{}}, nil
+	live := opts.Liveness
+	if live == nil {
+		live = noLiveness{}
+	}
+	return &Provider{cli: cli, opts: opts, lock: lock, scope: scope, owner: live.Owner(), live: live, log: log, builds: map[string]*buildOnce{}}, nil
 }
 
 // Client is the provider's Docker client.
@@ -276,13 +299,13 @@ func (p *Provider) Prepare(ctx context.Context, specs []*sandbox.Spec) error {
 
 func (p *Provider) checkImage(ctx context.Context, ref string) error {
 	if ref == "" {
-		return errors.New("no image: set image: or build:")
+		return errors.New("no image (set image: or build:)")
 	}
 	_, err := p.cli.ImageInspect(ctx, ref)
 	if err == nil {
 		return nil
 	}
-	if errdefs.IsNotFound(err) {
+	if cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("image %q is not present on the Docker daemon: build it (docker build -t %s DIR) or pull it (docker pull %s), or use build: with a Dockerfile directory", ref, ref, ref)
 	}
 	return sandbox.InfraError(fmt.Errorf("inspect image %s: %w", ref, err))
@@ -436,18 +459,18 @@ func (p *Provider) Finalize(ctx context.Context) error {
 func (p *Provider) removeNetwork(ctx context.Context, id string) error {
 	ins, err := p.cli.NetworkInspect(ctx, id, network.InspectOptions{})
 	if err != nil {
-		if errdefs.IsNotFound(err) {
+		if cerrdefs.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("inspect network %s: %w", id, err)
 	}
 	for cid := range ins.Containers {
-		if err := p.cli.NetworkDisconnect(ctx, id, cid, true); err != nil && !errdefs.IsNotFound(err) {
+		if err := p.cli.NetworkDisconnect(ctx, id, cid, true); err != nil && !cerrdefs.IsNotFound(err) {
 			// A sandbox of this run still attached: remove it, it cannot outlive the run.
 			_ = p.removeContainer(ctx, cid)
 		}
 	}
-	if err := p.cli.NetworkRemove(ctx, id); err != nil && !errdefs.IsNotFound(err) {
+	if err := p.cli.NetworkRemove(ctx, id); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("remove network %s: %w", ins.Name, err)
 	}
 	return nil

@@ -23,15 +23,15 @@ func init() {
 		New: func(ctx context.Context, ri sandbox.RunInfo) (sandbox.Provider, error) {
 			return New(ctx, Options{
 				RunID: ri.RunID, LockPath: ri.LockPath, Log: ri.Stderr,
-				InContainer: InContainer(ri.Getenv), Labels: map[string]string{},
+				InContainer: InContainer(ri.Getenv), Labels: map[string]string{}, Liveness: ri.Liveness,
 			})
 		},
-		Sweep: func(ctx context.Context, w io.Writer, getenv func(string) string, _ map[string]any) error {
+		Sweep: func(ctx context.Context, w io.Writer, ri sandbox.RunInfo) error {
 			if !Available(ctx) {
 				fmt.Fprintln(w, "docker: no daemon answers; nothing to sweep")
 				return nil
 			}
-			p, err := New(ctx, Options{})
+			p, err := New(ctx, Options{Liveness: ri.Liveness})
 			if err != nil {
 				return err
 			}
@@ -44,12 +44,12 @@ func init() {
 				return RunRelay(ctx, args[0], args[1], stderr)
 			},
 		}},
-		Doctor: func(ctx context.Context, w io.Writer, getenv func(string) string, _ map[string]any) error {
+		Doctor: func(ctx context.Context, w io.Writer, ri sandbox.RunInfo) error {
 			if !Available(ctx) {
 				fmt.Fprintln(w, "docker: no daemon answers (DOCKER_HOST or /var/run/docker.sock); tasks that name no provider run on the fallback provider")
 				return nil
 			}
-			p, err := New(ctx, Options{InContainer: InContainer(getenv)})
+			p, err := New(ctx, Options{InContainer: InContainer(ri.Getenv), Liveness: ri.Liveness})
 			if err != nil {
 				return err
 			}

@@ -104,7 +104,7 @@ func (p *Provider) selfAddr(ctx context.Context) (string, netip.Addr, error) {
 			}
 		}
 	}
-	return "", netip.Addr{}, fmt.Errorf("Steward's container %s has no IPv4 address on a bridge network (host networking needs no relay: run without the in-container option)", self)
+	return "", netip.Addr{}, fmt.Errorf("the container Steward runs in (%s) has no IPv4 address on a bridge network (host networking needs no relay: run without the in-container option)", self)
 }
 
 // startRelay runs the relay container on the host network: it listens on the

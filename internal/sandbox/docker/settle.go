@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/errdefs"
 
 	"github.com/steward-evals/steward/internal/sandbox"
 )
@@ -39,7 +39,7 @@ func (s *Sandbox) Settle(ctx context.Context) error {
 	if state != running {
 		return nil
 	}
-	if err := s.p.cli.ContainerPause(ctx, s.id); err != nil && !errdefs.IsConflict(err) {
+	if err := s.p.cli.ContainerPause(ctx, s.id); err != nil && !cerrdefs.IsConflict(err) {
 		// No freezer (rootless Docker on cgroup v1): kill from inside and
 		// check from outside instead, keeping the files (no stop).
 		if ctx.Err() != nil {
@@ -79,7 +79,7 @@ func (s *Sandbox) quiesce(ctx context.Context) error {
 		return nil
 	}
 	if state == frozen {
-		if err := s.p.cli.ContainerUnpause(ctx, s.id); err != nil && !errdefs.IsConflict(err) {
+		if err := s.p.cli.ContainerUnpause(ctx, s.id); err != nil && !cerrdefs.IsConflict(err) {
 			return sandbox.InfraError(fmt.Errorf("unfreeze sandbox %s: %w", s.name, err))
 		}
 		s.mu.Lock()
@@ -175,7 +175,7 @@ func (s *Sandbox) stop(ctx context.Context) error {
 	waitCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	okc, errc := s.p.cli.ContainerWait(waitCtx, s.id, container.WaitConditionNotRunning)
-	if err := s.p.cli.ContainerKill(ctx, s.id, "KILL"); err != nil && !errdefs.IsConflict(err) {
+	if err := s.p.cli.ContainerKill(ctx, s.id, "KILL"); err != nil && !cerrdefs.IsConflict(err) {
 		return sandbox.InfraError(fmt.Errorf("stop sandbox %s: %w", s.name, err))
 	}
 	select {
@@ -242,7 +242,7 @@ func (s *Sandbox) Grader(ctx context.Context, files []sandbox.File) (sandbox.San
 func (s *Sandbox) copyWorkdir(ctx context.Context, g *Sandbox) error {
 	rc, _, err := s.p.cli.CopyFromContainer(ctx, s.id, s.workdir+"/.")
 	if err != nil {
-		if errdefs.IsNotFound(err) {
+		if cerrdefs.IsNotFound(err) {
 			return nil // the agent removed its workdir: the scorer gets the image's
 		}
 		return sandbox.InfraError(fmt.Errorf("copy the workdir out of sandbox %s: %w", s.name, err))

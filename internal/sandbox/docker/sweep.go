@@ -8,13 +8,12 @@ import (
 	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
-	"github.com/docker/docker/errdefs"
 
-	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox"
 )
 
@@ -36,21 +35,21 @@ type SweepResult struct {
 // to its own sweeper; a run of another host scope is left alone. Resources
 // without a lock label are left alone too (nothing proves them dead).
 func (p *Provider) Sweep(ctx context.Context, w io.Writer) (SweepResult, error) {
-	return sweep(ctx, p.cli, p.scope, runlock.Here(), w)
+	return sweep(ctx, p.cli, p.scope, p.live, w)
 }
 
 // deadRun decides whether the run that labelled a resource is dead, as seen
 // from scope and identity here. A run that cannot be proven dead is alive;
 // the error says why it could not be judged.
-func deadRun(ctx context.Context, cli apiClient, scope string, here runlock.Identity, labels map[string]string) (bool, error) {
+func deadRun(ctx context.Context, cli apiClient, scope string, live Liveness, labels map[string]string) (bool, error) {
 	lock, ok := labels[LabelLock]
 	if !ok || lock == "" {
-		return false, fmt.Errorf("%w: its resources name no lock", runlock.ErrUnknown)
+		return false, fmt.Errorf("%w: its resources name no lock", ErrUnproven)
 	}
 	other, hasScope := labels[LabelLockScope]
 	if id, ok := strings.CutPrefix(other, "container:"); ok && other != scope {
 		ins, err := cli.ContainerInspect(ctx, id)
-		if errdefs.IsNotFound(err) {
+		if cerrdefs.IsNotFound(err) {
 			return true, nil
 		}
 		if err == nil && ins.State != nil && !ins.State.Running && !ins.State.Restarting {
@@ -59,12 +58,12 @@ func deadRun(ctx context.Context, cli apiClient, scope string, here runlock.Iden
 		return false, nil // its container runs: it is its own sweeper's
 	}
 	if hasScope && other != scope {
-		return false, fmt.Errorf("%w: it ran on %s, this is %s", runlock.ErrUnknown, other, scope)
+		return false, fmt.Errorf("%w: it ran on %s, this is %s", ErrUnproven, other, scope)
 	}
-	return runlock.Judge(lock, runlock.ParseIdentity(labels[LabelOwner]), here)
+	return live.Judge(lock, labels[LabelOwner])
 }
 
-func sweep(ctx context.Context, cli apiClient, scope string, here runlock.Identity, w io.Writer) (SweepResult, error) {
+func sweep(ctx context.Context, cli apiClient, scope string, live Liveness, w io.Writer) (SweepResult, error) {
 	if w == nil {
 		w = io.Discard
 	}
@@ -73,7 +72,7 @@ func sweep(ctx context.Context, cli apiClient, scope string, here runlock.Identi
 	f := filters.NewArgs(filters.Arg("label", sandbox.LabelManaged+"=true"))
 	said := map[string]bool{}
 	dead := func(labels map[string]string) bool {
-		d, err := deadRun(ctx, cli, scope, here, labels)
+		d, err := deadRun(ctx, cli, scope, live, labels)
 		if err != nil {
 			r := labels[sandbox.LabelRun]
 			if !said[r] {
@@ -105,7 +104,7 @@ func sweep(ctx context.Context, cli apiClient, scope string, here runlock.Identi
 		note(c.Labels)
 		// Several sweepers may meet the same dead run (a launch and `steward
 		// sweep` at once): a removal already in progress is one that succeeds.
-		if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !errdefs.IsNotFound(err) && !strings.Contains(err.Error(), "already in progress") {
+		if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) && !strings.Contains(err.Error(), "already in progress") {
 			errs = append(errs, fmt.Errorf("remove container %s: %w", c.ID[:12], err))
 			continue
 		}
@@ -133,7 +132,7 @@ func sweep(ctx context.Context, cli apiClient, scope string, here runlock.Identi
 		var err2 error
 		for try := 0; try < 5; try++ {
 			// Another sweeper may still be removing the network's containers.
-			if err2 = cli.NetworkRemove(ctx, n.ID); err2 == nil || errdefs.IsNotFound(err2) {
+			if err2 = cli.NetworkRemove(ctx, n.ID); err2 == nil || cerrdefs.IsNotFound(err2) {
 				err2 = nil
 				break
 			}
@@ -159,7 +158,7 @@ func sweep(ctx context.Context, cli apiClient, scope string, here runlock.Identi
 			continue
 		}
 		note(v.Labels)
-		if err := cli.VolumeRemove(ctx, v.Name, true); err != nil && !errdefs.IsNotFound(err) {
+		if err := cli.VolumeRemove(ctx, v.Name, true); err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove volume %s: %w", v.Name, err))
 			continue
 		}

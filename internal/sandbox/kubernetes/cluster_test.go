@@ -39,7 +39,7 @@ func newProvider(t testing.TB, c *kubetest.Cluster, runID, lock string) *Provide
 	t.Helper()
 	p, err := New(context.Background(), Options{
 		RunID: runID, LockPath: lock, Kubeconfig: c.Kubeconfig, Namespace: c.Namespace, NodeName: c.Node,
-		ImagePullPolicy: corev1.PullNever, Labels: map[string]string{"dev.steward.test": "true"},
+		ImagePullPolicy: corev1.PullNever, Labels: map[string]string{"dev.steward.test": "true"}, Liveness: runlock.Liveness{},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -306,7 +306,7 @@ func helperMain() int {
 		return fail(err)
 	}
 	defer lock.Release() // keeps the lock reachable: a collected *os.File would close and unlock it
-	p, err := New(ctx, Options{RunID: os.Getenv("HELPER_RUN"), LockPath: lock.Path(), Kubeconfig: os.Getenv("HELPER_KUBECONFIG"),
+	p, err := New(ctx, Options{RunID: os.Getenv("HELPER_RUN"), LockPath: lock.Path(), Kubeconfig: os.Getenv("HELPER_KUBECONFIG"), Liveness: runlock.Liveness{},
 		Namespace: os.Getenv("HELPER_NS"), NodeName: os.Getenv("HELPER_NODE"), ImagePullPolicy: corev1.PullNever})
 	if err != nil {
 		return fail(err)

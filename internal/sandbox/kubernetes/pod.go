@@ -208,7 +208,6 @@ func (p *Provider) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 				w.Stop()
 				return sandbox.InfraError(fmt.Errorf("pod %s was deleted before it ran", pod.Name))
 			}
-			rv = cur.ResourceVersion
 			if ok, err := check(cur); ok || err != nil {
 				w.Stop()
 				return err

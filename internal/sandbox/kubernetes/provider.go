@@ -40,8 +40,11 @@ import (
 const (
 	AnnotationLock      = "dev.steward.lock"
 	AnnotationLockScope = "dev.steward.lock-scope"
-	AnnotationTask      = "dev.steward.task"
-	labelRole           = "dev.steward.role"
+	// AnnotationOwner is the identity of the process that made the pod
+	// (sandbox.Liveness.Owner): where its lock path means something.
+	AnnotationOwner = "dev.steward.owner"
+	AnnotationTask  = "dev.steward.task"
+	labelRole       = "dev.steward.role"
 	// labelInstance tells apart the provider instances of one run (the
 	// supervisor's and each worker's, W1): Finalize removes only its own.
 	labelInstance = "dev.steward.instance"
@@ -62,6 +65,9 @@ const (
 // the environment) is resolved into these by the CLI.
 type Options struct {
 	RunID string
+	// Liveness judges which runs are dead, for Sweep (injected: the provider
+	// knows nothing of run locks); nil = no run is ever proven dead.
+	Liveness sandbox.Liveness
 	// LockPath is the run's lock file; its absolute path is put in an
 	// annotation of everything created, for Sweep.
 	LockPath string
@@ -288,7 +294,7 @@ func (p *Provider) meta(name, task, role string, extra map[string]string) metav1
 	}
 	return metav1.ObjectMeta{
 		Name: name, Namespace: p.ns, Labels: l,
-		Annotations: map[string]string{AnnotationLock: p.lock, AnnotationLockScope: p.scope, AnnotationTask: task},
+		Annotations: map[string]string{AnnotationLock: p.lock, AnnotationLockScope: p.scope, AnnotationTask: task, AnnotationOwner: p.owner()},
 	}
 }
 
@@ -297,10 +303,10 @@ func (p *Provider) meta(name, task, role string, extra map[string]string) metav1
 func (p *Provider) Prepare(ctx context.Context, specs []*sandbox.Spec) error {
 	for _, s := range specs {
 		if s.Build != "" {
-			return fmt.Errorf("prepare task %s: the kubernetes provider cannot build images (build: %s): push the image to a registry the cluster pulls from and set image:", s.Task, s.Build)
+			return fmt.Errorf("prepare task %s: the kubernetes provider cannot build images (build: %s): push the image to a registry the cluster pulls from and set image", s.Task, s.Build)
 		}
 		if s.Image == "" {
-			return fmt.Errorf("prepare task %s: no image: set image:", s.Task)
+			return fmt.Errorf("prepare task %s: no image: set image", s.Task)
 		}
 		switch s.Network {
 		case "", "gateway", "bridge", "isolated":
@@ -385,3 +391,11 @@ func quantityCPU(cpus float64) resource.Quantity {
 }
 
 func quantityMem(b int64) resource.Quantity { return *resource.NewQuantity(b, resource.BinarySI) }
+
+// owner is this process's identity for the owner annotation ("" without a judge).
+func (p *Provider) owner() string {
+	if p.opts.Liveness == nil {
+		return ""
+	}
+	return p.opts.Liveness.Owner()
+}

@@ -30,7 +30,7 @@ func init() {
 			if o.RelayImage == "" && ri.RunID != "" {
 				return nil, fmt.Errorf("%w: _steward.yaml: kubernetes.relay_image (or %s) is not set: sandboxes reach the model gateway through a relay pod running that image (a static steward binary at /steward, e.g. the action's image; see docs/kubernetes.md)", sandbox.ErrBadInput, EnvRelayImage)
 			}
-			o.RunID, o.LockPath, o.Log, o.Labels = ri.RunID, ri.LockPath, ri.Stderr, map[string]string{}
+			o.RunID, o.LockPath, o.Log, o.Labels, o.Liveness = ri.RunID, ri.LockPath, ri.Stderr, map[string]string{}, ri.Liveness
 			p, err := New(ctx, o)
 			if err != nil {
 				if !errors.Is(err, sandbox.ErrInfra) {
@@ -41,16 +41,16 @@ func init() {
 			}
 			return p, nil
 		},
-		Sweep: func(ctx context.Context, w io.Writer, getenv func(string) string, settings map[string]any) error {
-			p, err := configured(ctx, w, getenv, settings, "sweep")
+		Sweep: func(ctx context.Context, w io.Writer, ri sandbox.RunInfo) error {
+			p, err := configured(ctx, w, ri, "sweep")
 			if p == nil || err != nil {
 				return err
 			}
 			_, err = p.Sweep(ctx, w)
 			return err
 		},
-		Doctor: func(ctx context.Context, w io.Writer, getenv func(string) string, settings map[string]any) error {
-			p, err := configured(ctx, w, getenv, settings, "doctor")
+		Doctor: func(ctx context.Context, w io.Writer, ri sandbox.RunInfo) error {
+			p, err := configured(ctx, w, ri, "doctor")
 			if p == nil || err != nil {
 				return err
 			}
@@ -89,7 +89,8 @@ func settingsOf(m map[string]any) kubeconf.Settings {
 // configured connects to the cluster configured here (nil when none is):
 // _steward.yaml's kubernetes: section, KUBECONFIG, STEWARD_KUBE_* or the
 // in-cluster environment.
-func configured(ctx context.Context, w io.Writer, getenv func(string) string, settings map[string]any, role string) (*Provider, error) {
+func configured(ctx context.Context, w io.Writer, ri sandbox.RunInfo, role string) (*Provider, error) {
+	getenv, settings := ri.Getenv, ri.Settings
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
@@ -103,6 +104,7 @@ func configured(ctx context.Context, w io.Writer, getenv func(string) string, se
 		return nil, fmt.Errorf("%w: %v", sandbox.ErrBadInput, err)
 	}
 	o.RunID = role + "-" + strings.ToLower(strconv.FormatInt(time.Now().UnixNano()%1e9, 36))
+	o.Liveness = ri.Liveness
 	p, err := New(ctx, o)
 	if err != nil {
 		fmt.Fprintf(w, "kubernetes: %v\n", err)

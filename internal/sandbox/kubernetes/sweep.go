@@ -8,7 +8,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox"
 )
 
@@ -23,15 +22,16 @@ type SweepResult struct {
 // annotations: a run is dead when its lock file is not held; a lock path is
 // judged only in the scope it was written in (this host), a pod without a
 // lock annotation or of another scope is left alone.
-func deadRun(scope string, ann map[string]string) bool {
+func deadRun(judge sandbox.Liveness, scope string, ann map[string]string) bool {
 	lock := ann[AnnotationLock]
-	if lock == "" {
+	if lock == "" || judge == nil {
 		return false
 	}
 	if s, ok := ann[AnnotationLockScope]; ok && s != scope {
 		return false
 	}
-	return !runlock.Alive(lock)
+	dead, err := judge.Judge(lock, ann[AnnotationOwner])
+	return err == nil && dead
 }
 
 // Sweep deletes every Steward pod in the namespace whose run is dead.
@@ -47,7 +47,7 @@ func (p *Provider) Sweep(ctx context.Context, w io.Writer) (SweepResult, error) 
 	seen := map[string]bool{}
 	var errs []error
 	for _, pod := range pods.Items {
-		if !deadRun(p.scope, pod.Annotations) {
+		if !deadRun(p.opts.Liveness, p.scope, pod.Annotations) {
 			res.Kept++
 			continue
 		}

@@ -30,7 +30,7 @@ func init() {
 			p, _, err := ForRun(os.TempDir(), ri.RunID, ri.LockPath)
 			return p, err
 		},
-		Sweep: func(ctx context.Context, w io.Writer, getenv func(string) string, _ map[string]any) error {
+		Sweep: func(ctx context.Context, w io.Writer, ri sandbox.RunInfo) error {
 			Sweep(os.TempDir(), JudgeHere, w)
 			return nil
 		},

@@ -51,7 +51,7 @@ func sibling(ctx context.Context, image string) error {
 	defer lock.Release()
 	p, err := docker.New(ctx, docker.Options{
 		RunID: os.Getenv("RUN_ID"), LockPath: lock.Path(), Log: os.Stdout, InContainer: true,
-		Labels: map[string]string{"dev.steward.test": "true"},
+		Labels: map[string]string{"dev.steward.test": "true"}, Liveness: runlock.Liveness{},
 	})
 	if err != nil {
 		return err

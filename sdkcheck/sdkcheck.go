@@ -1,8 +1,10 @@
 // Package sdkcheck drives the official OpenAI and Anthropic Go SDKs against a
 // server that answers like the mock upstream (mockmodel, fakeprovider, or the
 // gateway in front of either) and checks that every response parses and
-// carries the mock's answer and usage. It is a test helper: import it only
-// from tests.
+// carries the mock's answer and usage. It is its own module (sdkcheck/go.mod,
+// run by `make test`) so that the SDKs and what they pull in stay out of
+// Steward's build: the main module does not require them. Its tests check
+// the mock, the fake provider and the gateway with the real SDKs.
 package sdkcheck
 
 import (

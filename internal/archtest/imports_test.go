@@ -1,0 +1,166 @@
+// Package archtest holds the house's rules about which package may import
+// which, checked on the source tree (go/parser, no dependency): a forbidden
+// edge fails the test. The same table is in docs/architecture.md.
+package archtest
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/steward-evals/steward/"
+
+// forbidden lists the edges that must not exist in production code (test
+// files are not counted): from → to, with the reason. A `to` ending in "/..."
+// covers the package and everything below it.
+var forbidden = []struct{ from, to, why string }{
+	{"internal/plan", "internal/record", "the plan is pure: it reads earlier runs through plan.History (internal/history)"},
+	{"internal/plan", "internal/sandbox/...", "the plan is pure"},
+	{"internal/plan", "internal/run", "the plan is pure"},
+	{"internal/sched", "internal/...", "the scheduler is pure and standalone"},
+	{"internal/ramp", "internal/...", "the ramp is pure and standalone"},
+	{"internal/shard", "internal/...", "shard assignment is pure and standalone"},
+	{"internal/status", "internal/...", "the status vocabulary is the lowest package"},
+	{"internal/history", "internal/record", "the carry vocabulary sits below the record"},
+	{"internal/record", "internal/sandbox/...", "the record knows statuses (internal/status), not providers"},
+	{"internal/record", "internal/report", "reports are built from the record, not the reverse"},
+	{"internal/record", "internal/run", "the record is storage"},
+	{"internal/run", "internal/cli", "the supervisor does not know the CLI"},
+	{"internal/sandbox/...", "internal/runlock", "run liveness is injected into providers (sandbox/docker.Liveness, local.Judge)"},
+	{"internal/sandbox/...", "internal/run", "providers know nothing of the supervisor"},
+	{"internal/sandbox/...", "internal/sched", "providers know nothing of the scheduler"},
+	{"internal/sandbox/...", "internal/record", "providers know nothing of the record"},
+	{"internal/gateway", "internal/run", "the gateway knows attempts only as tokens"},
+	{"internal/gateway", "internal/record", "the gateway knows attempts only as tokens"},
+	{"internal/report", "internal/run", "reports are built from the record, never from live objects"},
+	{"internal/report", "internal/sandbox/...", "reports are built from the record"},
+	{"internal/...", "internal/cli", "only cmd/ wires the CLI"},
+	{"internal/...", "internal/archtest", "test-only"},
+}
+
+// allowedExceptions are edges a broad rule above would forbid but that are by design.
+var allowedExceptions = map[[2]string]bool{
+	{"internal/sandbox/local", "internal/runlock"}: true, // only runlock.Here().Encode() for its own owner file; its sweep's Judge is injected
+}
+
+func matches(pattern, pkg string) bool {
+	if p, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return pkg == p || strings.HasPrefix(pkg, p+"/")
+	}
+	return pkg == pattern
+}
+
+// imports reads the production (non-test) imports of every package of the
+// module under root, keyed by path relative to the module.
+func imports(t *testing.T, root string) map[string]map[string]bool {
+	t.Helper()
+	graph := map[string]map[string]bool{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if path != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			if path != root {
+				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+					return filepath.SkipDir // another module
+				}
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, filepath.Dir(path))
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if graph[rel] == nil {
+			graph[rel] = map[string]bool{}
+		}
+		for _, im := range f.Imports {
+			p, err := strconv.Unquote(im.Path.Value)
+			if err != nil {
+				return err
+			}
+			if q, ok := strings.CutPrefix(p, module); ok {
+				graph[rel][q] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("read imports: %v", err)
+	}
+	return graph
+}
+
+func violations(graph map[string]map[string]bool) []string {
+	var out []string
+	for from, tos := range graph {
+		for to := range tos {
+			if allowedExceptions[[2]string{from, to}] {
+				continue
+			}
+			for _, r := range forbidden {
+				if from != to && matches(r.from, from) && matches(r.to, to) {
+					out = append(out, from+" imports "+to+": "+r.why)
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestImportRules(t *testing.T) {
+	graph := imports(t, filepath.Join("..", ".."))
+	if len(graph["internal/run"]) == 0 || len(graph["internal/cli"]) == 0 {
+		t.Fatalf("the import graph was not read (internal/run: %v)", graph["internal/run"])
+	}
+	for _, v := range violations(graph) {
+		t.Error(v)
+	}
+}
+
+// TestImportRulesCatch checks that the rules fail on the edges the house
+// once had (the test is not vacuous).
+func TestImportRulesCatch(t *testing.T) {
+	old := map[string]map[string]bool{
+		"internal/plan":           {"internal/record": true, "internal/evalset": true},
+		"internal/record":         {"internal/sandbox": true},
+		"internal/sandbox/docker": {"internal/runlock": true, "internal/sandbox": true},
+		"internal/sandbox/local":  {"internal/runlock": true},
+		"internal/sched":          {"internal/status": true},
+	}
+	got := violations(old)
+	want := []string{
+		"internal/plan imports internal/record",
+		"internal/record imports internal/sandbox",
+		"internal/sandbox/docker imports internal/runlock",
+		"internal/sched imports internal/status",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("violations:\n%s\nwant %d: %v", strings.Join(got, "\n"), len(want), want)
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]+":") {
+			t.Errorf("violation %d = %q, want %q", i, got[i], want[i])
+		}
+	}
+}
