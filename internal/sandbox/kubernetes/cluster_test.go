@@ -226,7 +226,8 @@ func TestClusterRelayOfficialSDK(t *testing.T) {
 	}
 	relayImg, agentImg := "steward.local/relay-test:"+randomID(3), "steward.local/agent-test:"+randomID(3)
 	c.BinaryImage(t, kubetest.GoBinary(t, "build", "./internal/sandbox/kubernetes/testdata/relay"), relayImg, false)
-	c.BinaryImage(t, kubetest.GoBinary(t, "test", "-c", "./internal/sandbox/kubernetes/testdata/agent"), agentImg, true)
+	// The agent drives the official SDK, which lives in the sdkcheck module.
+	c.BinaryImage(t, kubetest.GoBinary(t, "test", "-C", "sdkcheck", "-tags", "kubeagent", "-c", "./kubeagent"), agentImg, true)
 
 	p := newProvider(t, c, "relay-"+randomID(3), heldLock(t))
 	p.opts.RelayImage = relayImg

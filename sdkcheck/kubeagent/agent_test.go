@@ -1,13 +1,16 @@
-// Package agent is compiled (go test -c) into the sandbox image of the
+//go:build kubeagent
+
+// Package agent is compiled (go test -C sdkcheck -tags kubeagent -c) into the sandbox image of the
 // kubernetes relay test: in a pod, it drives the official OpenAI SDK at the
-// gateway through the relay, with the per-attempt token it was given.
+// gateway through the relay, with the per-attempt token it was given. The build tag keeps it out of
+// `go test ./...`: it runs only in that pod, where the gateway is.
 package agent
 
 import (
 	"os"
 	"testing"
 
-	"github.com/steward-evals/steward/internal/mockmodel/sdkcheck"
+	"github.com/steward-evals/steward/sdkcheck"
 )
 
 func TestAgent(t *testing.T) {
