@@ -23,8 +23,10 @@ const graderScorerDir = "/tmp/steward-scorer"
 const maxGraderCopy = 1 << 30
 
 // settleScript kills every process but the pod's idle shell and this script,
-// then checks that none is left.
-const settleScript = killAllScript + `; me=$$; for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] && continue; [ "$p" = $me ] && continue; read -r q c st pp r < $d/stat 2>/dev/null || continue; [ "$pp" = 0 ] && continue; [ "$st" = Z ] && continue; [ "$pp" = $me ] && continue; echo "left: $p"; exit 1; done; true`
+// then checks that none is left: a process killed a moment ago may still be
+// exiting, so it kills and looks again for up to two seconds before it says
+// which one survived.
+const settleScript = `for try in 1 2 3 4 5 6 7 8 9 10; do ` + killAllScript + `; me=$$; left=; for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] && continue; [ "$p" = $me ] && continue; read -r q c st pp r < $d/stat 2>/dev/null || continue; [ "$pp" = 0 ] && continue; [ "$st" = Z ] && continue; [ "$pp" = $me ] && continue; left=$p; done; [ -z "$left" ] && exit 0; sleep 0.2; done; echo "left: $left" >&2; exit 1`
 
 // Settle implements sandbox.Sandbox: nothing the agent started runs on.
 func (s *Sandbox) Settle(ctx context.Context) error {
