@@ -2,7 +2,6 @@ package sdkcheck_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,78 +17,24 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/steward-evals/steward/internal/fakeprovider"
+	"github.com/steward-evals/steward/internal/fakeprovider/fptest"
 	"github.com/steward-evals/steward/internal/mockmodel"
 	"github.com/steward-evals/steward/sdkcheck"
 )
 
-const key = "sk-fake-real-key-0123456789"
+// The helpers are fptest's, shared with the sdkcheck module's tests.
+const key = fptest.Key
 
-var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-
-func start(t *testing.T, cfg fakeprovider.Config) (*fakeprovider.Server, string) {
-	t.Helper()
-	s := fakeprovider.New(cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	url, err := s.Start(ctx, "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := s.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	return s, url
-}
-
-// rawResp is a response read in full.
-type rawResp struct {
-	status int
-	header http.Header
-	body   map[string]any
-}
-
-func chatBody(prompt string) string {
-	b, _ := json.Marshal(map[string]any{"model": "mock", "messages": []any{map[string]any{"role": "user", "content": prompt}}})
-	return string(b)
-}
-
-func messagesBody(prompt string) string {
-	b, _ := json.Marshal(map[string]any{"model": "mock", "max_tokens": 100, "messages": []any{map[string]any{"role": "user", "content": prompt}}})
-	return string(b)
-}
-
-func do(t *testing.T, url, path, body string, hdr map[string]string) rawResp {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("POST %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("read %s: %v", path, err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("decode %q: %v", b, err)
-	}
-	return rawResp{resp.StatusCode, resp.Header, m}
-}
-
-func openaiHdr(k string) map[string]string { return map[string]string{"Authorization": "Bearer " + k} }
-func anthropicHdr(k string) map[string]string {
-	return map[string]string{"x-api-key": k, "anthropic-version": "2023-06-01"}
-}
+var (
+	epoch        = fptest.Epoch
+	start        = fptest.Start
+	chatBody     = fptest.ChatBody
+	messagesBody = fptest.MessagesBody
+	do           = fptest.Do
+	openaiHdr    = fptest.OpenAIHdr
+	anthropicHdr = fptest.AnthropicHdr
+	outcomes     = fptest.Outcomes
+)
 
 func TestSDKsAgainstFakeProvider(t *testing.T) {
 	clk := fakeprovider.NewManualClock(epoch)
@@ -142,19 +87,19 @@ func TestAuthRefused(t *testing.T) {
 		}
 	}
 	// Anthropic reads x-api-key first, then a Bearer token.
-	if r := do(t, url, "/v1/messages", messagesBody("hi"), map[string]string{"x-api-key": "sk-wrong-key-000000000", "Authorization": "Bearer " + key, "anthropic-version": "2023-06-01"}); r.status != 401 {
-		t.Errorf("anthropic route with a wrong x-api-key and a right Bearer: status %d, want 401", r.status)
+	if r := do(t, url, "/v1/messages", messagesBody("hi"), map[string]string{"x-api-key": "sk-wrong-key-000000000", "Authorization": "Bearer " + key, "anthropic-version": "2023-06-01"}); r.Status != 401 {
+		t.Errorf("anthropic route with a wrong x-api-key and a right Bearer: status %d, want 401", r.Status)
 	}
-	if r := do(t, url, "/v1/messages", messagesBody("hi"), anthropicHdr(key)); r.status != 200 {
-		t.Errorf("anthropic route with x-api-key: status %d, want 200", r.status)
+	if r := do(t, url, "/v1/messages", messagesBody("hi"), anthropicHdr(key)); r.Status != 200 {
+		t.Errorf("anthropic route with x-api-key: status %d, want 200", r.Status)
 	}
 	// OpenAI reads only the Bearer token.
-	if r := do(t, url, "/v1/chat/completions", chatBody("hi"), map[string]string{"x-api-key": key}); r.status != 401 {
-		t.Errorf("openai route with x-api-key: status %d, want 401", r.status)
+	if r := do(t, url, "/v1/chat/completions", chatBody("hi"), map[string]string{"x-api-key": key}); r.Status != 401 {
+		t.Errorf("openai route with x-api-key: status %d, want 401", r.Status)
 	}
 	// Anthropic requires anthropic-version.
-	if r := do(t, url, "/v1/messages", messagesBody("hi"), map[string]string{"x-api-key": key}); r.status != 400 {
-		t.Errorf("messages without anthropic-version: status %d, want 400", r.status)
+	if r := do(t, url, "/v1/messages", messagesBody("hi"), map[string]string{"x-api-key": key}); r.Status != 400 {
+		t.Errorf("messages without anthropic-version: status %d, want 400", r.Status)
 	}
 	st := s.Stats()
 	if st.Unauthorized != 6 || st.Succeeded != 1 || st.BadRequests != 1 {
@@ -166,11 +111,11 @@ func TestAuthRefused(t *testing.T) {
 
 	// An empty configured key accepts any non-empty key, never none.
 	_, url2 := start(t, fakeprovider.Config{})
-	if r := do(t, url2, "/v1/chat/completions", chatBody("hi"), openaiHdr("anything")); r.status != 200 {
-		t.Errorf("open provider with a key: %d", r.status)
+	if r := do(t, url2, "/v1/chat/completions", chatBody("hi"), openaiHdr("anything")); r.Status != 200 {
+		t.Errorf("open provider with a key: %d", r.Status)
 	}
-	if r := do(t, url2, "/v1/chat/completions", chatBody("hi"), nil); r.status != 401 {
-		t.Errorf("open provider without a key: %d, want 401", r.status)
+	if r := do(t, url2, "/v1/chat/completions", chatBody("hi"), nil); r.Status != 401 {
+		t.Errorf("open provider without a key: %d, want 401", r.Status)
 	}
 }
 
@@ -179,28 +124,28 @@ func TestRPMExceeded(t *testing.T) {
 	s, url := start(t, fakeprovider.Config{APIKey: key, RPM: 3, Clock: clk})
 	for i := 0; i < 3; i++ {
 		r := do(t, url, "/v1/chat/completions", chatBody("What is 1+1?"), openaiHdr(key))
-		if r.status != 200 {
-			t.Fatalf("request %d: status %d %v", i, r.status, r.body)
+		if r.Status != 200 {
+			t.Fatalf("request %d: status %d %v", i, r.Status, r.Body)
 		}
-		if got, want := r.header.Get("x-ratelimit-remaining-requests"), strconv.Itoa(2-i); got != want {
+		if got, want := r.Header.Get("x-ratelimit-remaining-requests"), strconv.Itoa(2-i); got != want {
 			t.Errorf("request %d: remaining %q, want %q", i, got, want)
 		}
-		if r.header.Get("x-ratelimit-limit-requests") != "3" {
-			t.Errorf("limit header %q", r.header.Get("x-ratelimit-limit-requests"))
+		if r.Header.Get("x-ratelimit-limit-requests") != "3" {
+			t.Errorf("limit header %q", r.Header.Get("x-ratelimit-limit-requests"))
 		}
 	}
 	r := do(t, url, "/v1/chat/completions", chatBody("What is 1+1?"), openaiHdr(key))
-	if r.status != 429 {
-		t.Fatalf("4th request: status %d, want 429", r.status)
+	if r.Status != 429 {
+		t.Fatalf("4th request: status %d, want 429", r.Status)
 	}
 	// 3 RPM refill one request every 20s.
-	if r.header.Get("retry-after") != "20" || r.header.Get("retry-after-ms") != "20000" ||
-		r.header.Get("x-ratelimit-remaining-requests") != "0" || r.header.Get("x-ratelimit-reset-requests") != "1m0s" {
-		t.Errorf("429 headers: %v", r.header)
+	if r.Header.Get("retry-after") != "20" || r.Header.Get("retry-after-ms") != "20000" ||
+		r.Header.Get("x-ratelimit-remaining-requests") != "0" || r.Header.Get("x-ratelimit-reset-requests") != "1m0s" {
+		t.Errorf("429 headers: %v", r.Header)
 	}
-	e := r.body["error"].(map[string]any)
+	e := r.Body["error"].(map[string]any)
 	if e["code"] != "rate_limit_exceeded" || e["type"] != "requests" {
-		t.Errorf("429 body: %v", r.body)
+		t.Errorf("429 body: %v", r.Body)
 	}
 	// The SDK sees the same as a typed error.
 	_, err := sdkcheck.OpenAIClient(url, key).Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
@@ -212,12 +157,12 @@ func TestRPMExceeded(t *testing.T) {
 	}
 
 	clk.Advance(19 * time.Second)
-	if r := do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)); r.status != 429 || r.header.Get("retry-after-ms") != "1000" {
-		t.Fatalf("after 19s: status %d retry-after-ms %q, want 429 and 1000", r.status, r.header.Get("retry-after-ms"))
+	if r := do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)); r.Status != 429 || r.Header.Get("retry-after-ms") != "1000" {
+		t.Fatalf("after 19s: status %d retry-after-ms %q, want 429 and 1000", r.Status, r.Header.Get("retry-after-ms"))
 	}
 	clk.Advance(time.Second)
-	if r := do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)); r.status != 200 {
-		t.Fatalf("after 20s: status %d, want 200", r.status)
+	if r := do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)); r.Status != 200 {
+		t.Fatalf("after 20s: status %d, want 200", r.Status)
 	}
 	st := s.Stats()
 	if st.Succeeded != 4 || st.RateLimited != 3 {
@@ -228,15 +173,15 @@ func TestRPMExceeded(t *testing.T) {
 func TestSpendLimit(t *testing.T) {
 	s, url := start(t, fakeprovider.Config{APIKey: key, RPM: 100, SpendLimit: true})
 	r := do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key))
-	if r.status != 429 || r.header.Get("retry-after") != "" || r.header.Get("retry-after-ms") != "" {
-		t.Fatalf("openai spend limit: %d %v", r.status, r.header)
+	if r.Status != 429 || r.Header.Get("retry-after") != "" || r.Header.Get("retry-after-ms") != "" {
+		t.Fatalf("openai spend limit: %d %v", r.Status, r.Header)
 	}
-	if e := r.body["error"].(map[string]any); e["type"] != "insufficient_quota" || e["code"] != "insufficient_quota" {
-		t.Fatalf("openai spend-limit body %v", r.body)
+	if e := r.Body["error"].(map[string]any); e["type"] != "insufficient_quota" || e["code"] != "insufficient_quota" {
+		t.Fatalf("openai spend-limit body %v", r.Body)
 	}
 	r = do(t, url, "/v1/messages", messagesBody("hi"), anthropicHdr(key))
-	if r.status != 429 || r.header.Get("retry-after") != "" || !strings.Contains(r.body["error"].(map[string]any)["message"].(string), "spend limit") {
-		t.Fatalf("anthropic spend limit: %d %v %v", r.status, r.header, r.body)
+	if r.Status != 429 || r.Header.Get("retry-after") != "" || !strings.Contains(r.Body["error"].(map[string]any)["message"].(string), "spend limit") {
+		t.Fatalf("anthropic spend limit: %d %v %v", r.Status, r.Header, r.Body)
 	}
 	_, err := sdkcheck.OpenAIClient(url, key).Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
 		Model: "mock", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
@@ -246,8 +191,8 @@ func TestSpendLimit(t *testing.T) {
 		t.Fatalf("sdk err = %v", err)
 	}
 	s.SetSpendLimit(false)
-	if r := do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)); r.status != 200 {
-		t.Fatalf("after lifting the spend limit: %d", r.status)
+	if r := do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)); r.Status != 200 {
+		t.Fatalf("after lifting the spend limit: %d", r.Status)
 	}
 	if st := s.Stats(); st.QuotaRefused != 3 || st.RateLimited != 0 || st.Succeeded != 1 {
 		t.Errorf("stats %+v", st)
@@ -257,8 +202,8 @@ func TestSpendLimit(t *testing.T) {
 func TestInjected5xx(t *testing.T) {
 	s, url := start(t, fakeprovider.Config{APIKey: key, ErrorRate: 1})
 	r := do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key))
-	if r.status != 500 || r.body["error"].(map[string]any)["type"] != "server_error" {
-		t.Fatalf("openai 5xx: %d %v", r.status, r.body)
+	if r.Status != 500 || r.Body["error"].(map[string]any)["type"] != "server_error" {
+		t.Fatalf("openai 5xx: %d %v", r.Status, r.Body)
 	}
 	_, url529 := start(t, fakeprovider.Config{APIKey: key, ErrorRate: 1, ErrorStatus: 529})
 	_, err := sdkcheck.AnthropicClient(url529, key).Messages.New(context.Background(), anthropic.MessageNewParams{
@@ -269,8 +214,8 @@ func TestInjected5xx(t *testing.T) {
 		t.Fatalf("anthropic 529: %v", err)
 	}
 	s.SetFaults(0, 0)
-	if r := do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)); r.status != 200 {
-		t.Fatalf("after SetFaults(0,0): %d", r.status)
+	if r := do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)); r.Status != 200 {
+		t.Fatalf("after SetFaults(0,0): %d", r.Status)
 	}
 	if st := s.Stats(); st.Injected5xx != 1 || st.Succeeded != 1 {
 		t.Errorf("stats %+v", st)
@@ -278,25 +223,6 @@ func TestInjected5xx(t *testing.T) {
 }
 
 // outcomes sends n requests in order and returns each status (0 for a dropped connection).
-func outcomes(t *testing.T, url string, n int) []int {
-	t.Helper()
-	var out []int
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	for i := 0; i < n; i++ {
-		req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(chatBody("hi")))
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := client.Do(req)
-		if err != nil {
-			out = append(out, 0)
-			continue
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		out = append(out, resp.StatusCode)
-	}
-	return out
-}
-
 func TestDropConnection(t *testing.T) {
 	s, url := start(t, fakeprovider.Config{APIKey: key, DropRate: 1})
 	if got := outcomes(t, url, 3); !slices.Equal(got, []int{0, 0, 0}) {

@@ -12,77 +12,23 @@ import (
 	"time"
 
 	"github.com/steward-evals/steward/internal/fakeprovider"
+	"github.com/steward-evals/steward/internal/fakeprovider/fptest"
 	"github.com/steward-evals/steward/internal/mockmodel"
 )
 
-const key = "sk-fake-real-key-0123456789"
+// The helpers are fptest's, shared with the sdkcheck module's tests.
+const key = fptest.Key
 
-var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-
-func start(t *testing.T, cfg fakeprovider.Config) (*fakeprovider.Server, string) {
-	t.Helper()
-	s := fakeprovider.New(cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	url, err := s.Start(ctx, "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := s.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	return s, url
-}
-
-// rawResp is a response read in full.
-type rawResp struct {
-	status int
-	header http.Header
-	body   map[string]any
-}
-
-func chatBody(prompt string) string {
-	b, _ := json.Marshal(map[string]any{"model": "mock", "messages": []any{map[string]any{"role": "user", "content": prompt}}})
-	return string(b)
-}
-
-func messagesBody(prompt string) string {
-	b, _ := json.Marshal(map[string]any{"model": "mock", "max_tokens": 100, "messages": []any{map[string]any{"role": "user", "content": prompt}}})
-	return string(b)
-}
-
-func do(t *testing.T, url, path, body string, hdr map[string]string) rawResp {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("POST %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("read %s: %v", path, err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("decode %q: %v", b, err)
-	}
-	return rawResp{resp.StatusCode, resp.Header, m}
-}
-
-func openaiHdr(k string) map[string]string { return map[string]string{"Authorization": "Bearer " + k} }
-func anthropicHdr(k string) map[string]string {
-	return map[string]string{"x-api-key": k, "anthropic-version": "2023-06-01"}
-}
+var (
+	epoch        = fptest.Epoch
+	start        = fptest.Start
+	chatBody     = fptest.ChatBody
+	messagesBody = fptest.MessagesBody
+	do           = fptest.Do
+	openaiHdr    = fptest.OpenAIHdr
+	anthropicHdr = fptest.AnthropicHdr
+	outcomes     = fptest.Outcomes
+)
 
 func TestTPMExceeded(t *testing.T) {
 	clk := fakeprovider.NewManualClock(epoch)
@@ -90,22 +36,22 @@ func TestTPMExceeded(t *testing.T) {
 	cost := 3 + 3 + mockmodel.CountTokens(prompt) + mockmodel.CountTokens(mockmodel.Reply(prompt))
 	_, url := start(t, fakeprovider.Config{APIKey: key, TPM: int(2*cost + cost/2), Clock: clk})
 	for i := 0; i < 2; i++ {
-		if r := do(t, url, "/v1/chat/completions", chatBody(prompt), openaiHdr(key)); r.status != 200 {
-			t.Fatalf("request %d: %d", i, r.status)
+		if r := do(t, url, "/v1/chat/completions", chatBody(prompt), openaiHdr(key)); r.Status != 200 {
+			t.Fatalf("request %d: %d", i, r.Status)
 		}
 	}
 	r := do(t, url, "/v1/chat/completions", chatBody(prompt), openaiHdr(key))
-	if r.status != 429 || r.body["error"].(map[string]any)["type"] != "tokens" {
-		t.Fatalf("3rd: %d %v", r.status, r.body)
+	if r.Status != 429 || r.Body["error"].(map[string]any)["type"] != "tokens" {
+		t.Fatalf("3rd: %d %v", r.Status, r.Body)
 	}
-	if r.header.Get("x-ratelimit-remaining-tokens") != strconv.FormatInt(cost/2, 10) || r.header.Get("retry-after") == "" {
-		t.Errorf("headers %v", r.header)
+	if r.Header.Get("x-ratelimit-remaining-tokens") != strconv.FormatInt(cost/2, 10) || r.Header.Get("retry-after") == "" {
+		t.Errorf("headers %v", r.Header)
 	}
 	// A request larger than the whole limit can never pass: 429 without Retry-After.
 	_, url2 := start(t, fakeprovider.Config{APIKey: key, TPM: 5, Clock: clk})
 	r = do(t, url2, "/v1/chat/completions", chatBody(prompt), openaiHdr(key))
-	if r.status != 429 || r.header.Get("retry-after") != "" || !strings.Contains(r.body["error"].(map[string]any)["message"].(string), "Request too large") {
-		t.Fatalf("too large: %d %v %v", r.status, r.header, r.body)
+	if r.Status != 429 || r.Header.Get("retry-after") != "" || !strings.Contains(r.Body["error"].(map[string]any)["message"].(string), "Request too large") {
+		t.Fatalf("too large: %d %v %v", r.Status, r.Header, r.Body)
 	}
 }
 
@@ -115,7 +61,7 @@ func TestSetLimitsHalving(t *testing.T) {
 	okCount := func(n int) int {
 		ok := 0
 		for i := 0; i < n; i++ {
-			if do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)).status == 200 {
+			if do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)).Status == 200 {
 				ok++
 			}
 		}
@@ -132,8 +78,8 @@ func TestSetLimitsHalving(t *testing.T) {
 		t.Fatalf("after halving: %d ok of 7, want 5", got)
 	}
 	r := do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key))
-	if r.header.Get("x-ratelimit-limit-requests") != "5" || r.header.Get("retry-after") != "12" {
-		t.Fatalf("halved headers: %v", r.header)
+	if r.Header.Get("x-ratelimit-limit-requests") != "5" || r.Header.Get("retry-after") != "12" {
+		t.Fatalf("halved headers: %v", r.Header)
 	}
 	// Refill follows the new limit too: one request per 12s, not per 6s.
 	clk.Advance(6 * time.Second)
@@ -155,32 +101,32 @@ func TestShortIntervalEnforcement(t *testing.T) {
 	s, url := start(t, fakeprovider.Config{APIKey: key, RPM: 1200, Interval: time.Second, Clock: clk})
 	for i := 0; i < 20; i++ {
 		r := do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key))
-		if r.status != 200 {
-			t.Fatalf("request %d: status %d", i, r.status)
+		if r.Status != 200 {
+			t.Fatalf("request %d: status %d", i, r.Status)
 		}
-		if got, want := r.header.Get("x-ratelimit-remaining-requests"), strconv.Itoa((19-i)*60); got != want {
+		if got, want := r.Header.Get("x-ratelimit-remaining-requests"), strconv.Itoa((19-i)*60); got != want {
 			t.Fatalf("request %d: remaining %q, want %q (scaled to a minute)", i, got, want)
 		}
-		if r.header.Get("x-ratelimit-limit-requests") != "1200" {
-			t.Fatalf("limit header %q, want the per-minute 1200", r.header.Get("x-ratelimit-limit-requests"))
+		if r.Header.Get("x-ratelimit-limit-requests") != "1200" {
+			t.Fatalf("limit header %q, want the per-minute 1200", r.Header.Get("x-ratelimit-limit-requests"))
 		}
 	}
 	r := do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key))
-	if r.status != 429 || r.header.Get("retry-after-ms") != "50" {
-		t.Fatalf("21st request in the same second: status %d retry-after-ms %q, want 429 and 50", r.status, r.header.Get("retry-after-ms"))
+	if r.Status != 429 || r.Header.Get("retry-after-ms") != "50" {
+		t.Fatalf("21st request in the same second: status %d retry-after-ms %q, want 429 and 50", r.Status, r.Header.Get("retry-after-ms"))
 	}
 	// A full minute's bucket would have taken all 21.
 	_, url2 := start(t, fakeprovider.Config{APIKey: key, RPM: 1200, Clock: clk})
 	for i := 0; i < 21; i++ {
-		if r := do(t, url2, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)); r.status != 200 {
-			t.Fatalf("full-minute bucket, request %d: %d", i, r.status)
+		if r := do(t, url2, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)); r.Status != 200 {
+			t.Fatalf("full-minute bucket, request %d: %d", i, r.Status)
 		}
 	}
 	// The short bucket refills at the per-minute rate, 20 a second, up to 20.
 	clk.Advance(500 * time.Millisecond)
 	ok := 0
 	for i := 0; i < 12; i++ {
-		if do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)).status == 200 {
+		if do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)).Status == 200 {
 			ok++
 		}
 	}
@@ -190,7 +136,7 @@ func TestShortIntervalEnforcement(t *testing.T) {
 	clk.Advance(time.Hour)
 	ok = 0
 	for i := 0; i < 25; i++ {
-		if do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)).status == 200 {
+		if do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)).Status == 200 {
 			ok++
 		}
 	}
@@ -202,7 +148,7 @@ func TestShortIntervalEnforcement(t *testing.T) {
 	clk.Advance(time.Hour)
 	ok = 0
 	for i := 0; i < 15; i++ {
-		if do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)).status == 200 {
+		if do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key)).Status == 200 {
 			ok++
 		}
 	}
@@ -215,58 +161,39 @@ func TestAnthropicRateLimitHeaders(t *testing.T) {
 	clk := fakeprovider.NewManualClock(epoch)
 	_, url := start(t, fakeprovider.Config{APIKey: key, RPM: 2, TPM: 10000, Clock: clk})
 	r := do(t, url, "/v1/messages", messagesBody("What is 2*3?"), anthropicHdr(key))
-	if r.status != 200 {
-		t.Fatalf("status %d %v", r.status, r.body)
+	if r.Status != 200 {
+		t.Fatalf("status %d %v", r.Status, r.Body)
 	}
 	for _, kind := range []string{"requests", "tokens", "input-tokens", "output-tokens"} {
 		p := "anthropic-ratelimit-" + kind
-		if r.header.Get(p+"-limit") == "" || r.header.Get(p+"-remaining") == "" {
-			t.Errorf("missing %s headers: %v", p, r.header)
+		if r.Header.Get(p+"-limit") == "" || r.Header.Get(p+"-remaining") == "" {
+			t.Errorf("missing %s headers: %v", p, r.Header)
 		}
-		if _, err := time.Parse(time.RFC3339, r.header.Get(p+"-reset")); err != nil {
-			t.Errorf("%s-reset %q: %v", p, r.header.Get(p+"-reset"), err)
+		if _, err := time.Parse(time.RFC3339, r.Header.Get(p+"-reset")); err != nil {
+			t.Errorf("%s-reset %q: %v", p, r.Header.Get(p+"-reset"), err)
 		}
 	}
-	if r.header.Get("anthropic-ratelimit-requests-remaining") != "1" {
-		t.Errorf("requests remaining %q", r.header.Get("anthropic-ratelimit-requests-remaining"))
+	if r.Header.Get("anthropic-ratelimit-requests-remaining") != "1" {
+		t.Errorf("requests remaining %q", r.Header.Get("anthropic-ratelimit-requests-remaining"))
 	}
-	if r.header.Get("request-id") == "" || r.body["type"] != "message" {
-		t.Errorf("body %v header %v", r.body, r.header)
+	if r.Header.Get("request-id") == "" || r.Body["type"] != "message" {
+		t.Errorf("body %v header %v", r.Body, r.Header)
 	}
 	do(t, url, "/v1/messages", messagesBody("hi"), anthropicHdr(key))
 	r = do(t, url, "/v1/messages", messagesBody("hi"), anthropicHdr(key))
-	if r.status != 429 || r.header.Get("retry-after") != "30" || r.header.Get("anthropic-ratelimit-requests-remaining") != "0" {
-		t.Fatalf("429: %d %v", r.status, r.header)
+	if r.Status != 429 || r.Header.Get("retry-after") != "30" || r.Header.Get("anthropic-ratelimit-requests-remaining") != "0" {
+		t.Fatalf("429: %d %v", r.Status, r.Header)
 	}
-	if e := r.body["error"].(map[string]any); r.body["type"] != "error" || e["type"] != "rate_limit_error" {
-		t.Fatalf("429 body %v", r.body)
+	if e := r.Body["error"].(map[string]any); r.Body["type"] != "error" || e["type"] != "rate_limit_error" {
+		t.Fatalf("429 body %v", r.Body)
 	}
-	reset, _ := time.Parse(time.RFC3339, r.header.Get("anthropic-ratelimit-requests-reset"))
+	reset, _ := time.Parse(time.RFC3339, r.Header.Get("anthropic-ratelimit-requests-reset"))
 	if !reset.Equal(epoch.Add(time.Minute)) {
 		t.Errorf("requests reset %v, want %v", reset, epoch.Add(time.Minute))
 	}
 }
 
 // outcomes sends n requests in order and returns each status (0 for a dropped connection).
-func outcomes(t *testing.T, url string, n int) []int {
-	t.Helper()
-	var out []int
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	for i := 0; i < n; i++ {
-		req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(chatBody("hi")))
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := client.Do(req)
-		if err != nil {
-			out = append(out, 0)
-			continue
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		out = append(out, resp.StatusCode)
-	}
-	return out
-}
-
 func TestFaultsDeterministicGivenSeed(t *testing.T) {
 	cfg := fakeprovider.Config{APIKey: key, ErrorRate: 0.3, DropRate: 0.2, Seed: 42}
 	_, a := start(t, cfg)
@@ -293,14 +220,14 @@ func TestControlAPI(t *testing.T) {
 	s, url := start(t, fakeprovider.Config{APIKey: key, RPM: 60})
 	do(t, url, "/v1/chat/completions", chatBody("hi"), openaiHdr(key))
 	r := do(t, url, "/_fake/limits", `{"rpm":30,"tpm":1000}`, openaiHdr(key))
-	if r.status != 200 || r.body["rpm"].(float64) != 30 || r.body["tpm"].(float64) != 1000 {
-		t.Fatalf("limits: %d %v", r.status, r.body)
+	if r.Status != 200 || r.Body["rpm"].(float64) != 30 || r.Body["tpm"].(float64) != 1000 {
+		t.Fatalf("limits: %d %v", r.Status, r.Body)
 	}
 	if rpm, tpm := s.Limits(); rpm != 30 || tpm != 1000 {
 		t.Fatalf("Limits() = %d, %d", rpm, tpm)
 	}
-	if r := do(t, url, "/_fake/limits", `{"rpm":1}`, openaiHdr("sk-wrong")); r.status != 401 {
-		t.Fatalf("control with a wrong key: %d", r.status)
+	if r := do(t, url, "/_fake/limits", `{"rpm":1}`, openaiHdr("sk-wrong")); r.Status != 401 {
+		t.Fatalf("control with a wrong key: %d", r.Status)
 	}
 	req, _ := http.NewRequest(http.MethodGet, url+"/_fake/stats", nil)
 	req.Header.Set("Authorization", "Bearer "+key)
