@@ -40,7 +40,7 @@ start_kcm() { # 0 when it serves (started now or already running)
   alive kube-controller-manager && return 0
   mkdir -p "$KDIR/kcm"
   bg kube-controller-manager "$KUBE_BIN/kube-controller-manager" --kubeconfig "$KDIR/kubeconfig" \
-    --controllers namespace,serviceaccount --leader-elect=false --use-service-account-credentials=false \
+    --controllers namespace-controller,serviceaccount-controller --leader-elect=false \
     --bind-address 127.0.0.1 --secure-port "$KCM_PORT" --cert-dir "$KDIR/kcm" \
     --concurrent-namespace-syncs 4 --profiling=false --v 1
   for ((i = 0; i < 300; i++)); do kcm_healthy && return 0; alive kube-controller-manager || break; sleep 0.2; done
