@@ -42,7 +42,13 @@ type podLife struct {
 func watchSandboxLife(b *testing.B, c *kubetest.Cluster) (*podLife, func()) {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := c.Client.CoreV1().Pods(c.Namespace).Watch(ctx, metav1.ListOptions{LabelSelector: sandbox.LabelManaged + "=true,dev.steward.role=sandbox"})
+	sel := sandbox.LabelManaged + "=true,dev.steward.role=sandbox"
+	l, err := c.Client.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// from the list's version (this cluster refuses a watch from "now")
+	w, err := c.Client.CoreV1().Pods(c.Namespace).Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: l.ResourceVersion})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,6 +59,9 @@ func watchSandboxLife(b *testing.B, c *kubetest.Cluster) (*podLife, func()) {
 		for ev := range w.ResultChan() {
 			p, ok := ev.Object.(*corev1.Pod)
 			if !ok {
+				if st, isStatus := ev.Object.(*metav1.Status); isStatus && ctx.Err() == nil {
+					b.Errorf("pod watch: %s", st.Message)
+				}
 				continue
 			}
 			now := time.Now()
@@ -67,7 +76,7 @@ func watchSandboxLife(b *testing.B, c *kubetest.Cluster) (*podLife, func()) {
 			pl.mu.Unlock()
 		}
 	}()
-	return pl, func() { w.Stop(); cancel(); <-done }
+	return pl, func() { cancel(); w.Stop(); <-done }
 }
 
 func (pl *podLife) seconds(run string, from, to time.Time) (float64, int) {

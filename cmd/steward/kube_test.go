@@ -270,7 +270,14 @@ type podWatch struct {
 func watchPods(t *testing.T, c *kubetest.Cluster) *podWatch {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := c.Client.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{LabelSelector: sandbox.LabelManaged + "=true"})
+	sel := sandbox.LabelManaged + "=true"
+	// from a list's version: this cluster's API server refuses a watch from "now"
+	// (its etcd cannot report progress: "Too large resource version")
+	l, err := c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Client.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: l.ResourceVersion})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,6 +286,9 @@ func watchPods(t *testing.T, c *kubetest.Cluster) *podWatch {
 	go func() {
 		defer close(done)
 		for ev := range w.ResultChan() {
+			if st, ok := ev.Object.(*metav1.Status); ok && ctx.Err() == nil {
+				t.Errorf("pod watch: %s", st.Message)
+			}
 			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Added {
 				pw.mu.Lock()
 				pw.pods[p.Name] = [2]string{p.Namespace, p.Labels[sandbox.LabelRun]}
@@ -286,7 +296,7 @@ func watchPods(t *testing.T, c *kubetest.Cluster) *podWatch {
 			}
 		}
 	}()
-	pw.stop = func() { w.Stop(); cancel(); <-done }
+	pw.stop = func() { cancel(); w.Stop(); <-done }
 	t.Cleanup(pw.stop)
 	return pw
 }
