@@ -24,16 +24,17 @@ import (
 const (
 	idleCallLatency = 2 * time.Second // the fake provider's time per call
 	idleCallsPerRun = 6               // model calls per sample, one after another
-	idleRPM         = 120             // 2 calls/s: about 4 calls in flight fill it
-	idlePool        = 24              // the fixed pool, and the ramp's ceiling
-	idleWindow      = 75 * time.Second
+	idleRPM         = 180             // 3 calls/s: about 6 calls in flight fill it
+	idlePool        = 72              // the fixed pool, and the ramp's ceiling
+	idleRampStart   = 12              // the ramp's start (its floor)
+	idleWindow      = 120 * time.Second
 	idleSamples     = 200 // more than either policy finishes in the window
 )
 
 // podLife records when each sandbox pod appeared and went (its watch
 // events); seconds integrates the live pods of one run over a window.
 type podLife struct {
-	mu      sync.Mutex
+	mu   sync.Mutex
 	born map[string]time.Time
 	died map[string]time.Time
 	run  map[string]string
@@ -129,7 +130,7 @@ func idleRun(b *testing.B, c *kubetest.Cluster, image, fleetExtra, taskExtra str
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "model:\n  upstream: openai\n  name: gpt-fake\n  base_url: %s/v1\n  api_key_env: RAMP_FAKE_KEY\n", url)
 	agent := strings.Repeat("/steward agent chat >/dev/null || exit 1; ", idleCallsPerRun-1) + "/steward agent chat"
-	fmt.Fprintf(&sb, "tasks:\n  - name: idle\n    sandbox: {provider: kubernetes, image: %q, cpus: 0.02, memory: 64m}\n    agent: '%s'\n    scorer: {match: numeric}\n    timeout: 5m\n%s    samples:\n", image, agent, taskExtra)
+	fmt.Fprintf(&sb, "tasks:\n  - name: idle\n    sandbox: {provider: kubernetes, image: %q, cpus: 0.01, memory: 64m}\n    agent: '%s'\n    scorer: {match: numeric}\n    timeout: 5m\n%s    samples:\n", image, agent, taskExtra)
 	for i := 0; i < idleSamples; i++ {
 		fmt.Fprintf(&sb, "      - {id: s%04d, input: \"What is %d+%d?\", target: \"%d\"}\n", i, i, 17, i+17)
 	}
@@ -181,7 +182,7 @@ func idleRun(b *testing.B, c *kubetest.Cluster, image, fleetExtra, taskExtra str
 // BenchmarkKubernetesIdleSandboxSeconds measures, on the real test cluster
 // against the fake provider with a rate limit, the sandbox-seconds idle per
 // useful sandbox-second of the elastic budget with the ramp (samples_ramp
-// [2, 24]) and of a fixed pool of 24 (max_samples: 24), side by side, and
+// [12, 72]) and of a fixed pool of 72 (max_samples: 72), side by side, and
 // their ratio. Useful = seconds of model calls the provider served; idle =
 // every other second a sandbox pod existed in the window (starting,
 // waiting at the gateway, in backoff, the agent's own time).
@@ -190,7 +191,7 @@ func BenchmarkKubernetesIdleSandboxSeconds(b *testing.B) {
 	image := "steward.local/steward-idle:" + fmt.Sprint(os.Getpid())
 	c.BinaryImage(b, exe, image, true)
 	for i := 0; i < b.N; i++ {
-		el := idleRun(b, c, image, "samples_ramp: [2, 24]\n", "")
+		el := idleRun(b, c, image, fmt.Sprintf("samples_ramp: [%d, %d]\n", idleRampStart, idlePool), "")
 		fx := idleRun(b, c, image, "", fmt.Sprintf("    max_samples: %d\n", idlePool))
 		limit := float64(idleRPM) / 60 * idleWindow.Seconds()
 		b.ReportMetric(el.idlePerUseful(), "elastic_idle/useful")
@@ -201,7 +202,7 @@ func BenchmarkKubernetesIdleSandboxSeconds(b *testing.B) {
 		for _, x := range []struct {
 			name string
 			r    idleResult
-		}{{"elastic + ramp [2, 24]", el}, {fmt.Sprintf("fixed %d", idlePool), fx}} {
+		}{{fmt.Sprintf("elastic + ramp [%d, %d]", idleRampStart, idlePool), el}, {fmt.Sprintf("fixed %d", idlePool), fx}} {
 			fmt.Fprintf(os.Stderr, "| %s | %.0f | %.0f | %.0f | **%.2f** | %d | %.1f | %.0f%% | %d | %d/%d |\n", x.name, x.r.sandboxSec, x.r.usefulSec,
 				x.r.sandboxSec-x.r.usefulSec, x.r.idlePerUseful(), x.r.pods, x.r.meanSetpoint, 100*float64(x.r.served)/limit, x.r.limited, x.r.passed, x.r.attempts)
 		}
