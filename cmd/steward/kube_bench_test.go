@@ -172,6 +172,9 @@ func idleRun(b *testing.B, c *kubetest.Cluster, image, fleetExtra, taskExtra str
 	}
 	for _, p := range pts {
 		r.meanSetpoint += float64(p.Setpoint) / float64(len(pts))
+		if p.Decision != "hold" && p.Decision != "fixed" {
+			fmt.Fprintf(os.Stderr, "ramp +%3.0fs: %s → %d (connection limit %d, saturated %v): %s\n", p.At.Sub(start).Seconds(), p.Decision, p.Setpoint, p.ConnLimit, p.Saturated, p.Reason)
+		}
 	}
 	if r.usefulSec == 0 {
 		b.Fatalf("no model call was served in the window:\n%s", l.out.String())
