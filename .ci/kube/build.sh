@@ -3,12 +3,25 @@
 # (through the Go module proxy) into a cache directory outside the repository. A warm run only
 # checks the stamp file; a cache missing only some binaries (one built before a binary was added
 # here) builds just those, reusing the Go build cache of the others (same flags).
-# Usage: .ci/kube/build.sh   (env: KUBE_VERSION, STEWARD_KUBE_CACHE)
+# kube-router (NetworkPolicy enforcement only) is built from its own module, cached beside them.
+# Usage: .ci/kube/build.sh   (env: KUBE_VERSION, KUBE_ROUTER_VERSION, STEWARD_KUBE_CACHE)
 set -euo pipefail
 KUBE_VERSION="${KUBE_VERSION:-v1.34.3}"
 STAGING_VERSION="v0${KUBE_VERSION#v1}"          # v1.34.3 -> v0.34.3
 CACHE="${STEWARD_KUBE_CACHE:-/var/cache/steward-kube}/${KUBE_VERSION}"
 BIN="$CACHE/bin"
+KUBE_ROUTER_VERSION="${KUBE_ROUTER_VERSION:-v2.1.0}"
+# kube-router: a module without replace directives, so `go install module@version` builds it.
+if [[ ! -x "$BIN/kube-router" || ! -f "$BIN/.kube-router-stamp" || "$(cat "$BIN/.kube-router-stamp")" != "$KUBE_ROUTER_VERSION" ]]; then
+  echo "build.sh: building kube-router $KUBE_ROUTER_VERSION"
+  mkdir -p "$BIN"
+  rm -f "$BIN/.kube-router-stamp"
+  tmpbin="$(mktemp -d)"
+  GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local GOBIN="$tmpbin" nice -n 19 \
+    go install -trimpath -ldflags "-s -w" "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@${KUBE_ROUTER_VERSION}"
+  mv -f "$tmpbin/kube-router" "$BIN/kube-router"; rmdir "$tmpbin"
+  echo "$KUBE_ROUTER_VERSION" > "$BIN/.kube-router-stamp"
+fi
 BINARIES=(kube-apiserver kubelet kube-controller-manager)
 missing=()
 if [[ -f "$BIN/.stamp" && "$(cat "$BIN/.stamp")" == "$KUBE_VERSION" ]]; then
