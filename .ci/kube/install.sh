@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test cluster needs from Debian, only when missing:
-# etcd (etcd-server), containerd + runc, the CNI plugins, busybox-static (test image).
+# etcd (etcd-server), containerd + runc, the CNI plugins, busybox-static (test image),
+# ipset and iptables (kube-router's NetworkPolicy enforcement).
 set -euo pipefail
 need=()
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
@@ -10,6 +11,7 @@ command -v runc >/dev/null 2>&1 || need+=(runc)
 [[ -x /bin/busybox ]] || need+=(busybox-static)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
+command -v ipset >/dev/null 2>&1 || need+=(ipset)
 if ((${#need[@]})); then
   echo "install.sh: installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -1,25 +1,29 @@
 #!/usr/bin/env bash
 # Starts the single-node test cluster: etcd (loopback), a containerd of its own,
-# a CNI bridge, kube-apiserver and kubelet (from build.sh's cache), then
-# imports the test images and creates the test namespace. Writes
-# $KDIR/kubeconfig. Idempotent: a running cluster is left as is.
+# a CNI bridge, kube-apiserver, kubelet, kube-controller-manager (only its
+# namespace and serviceaccount controllers) and kube-router (only its
+# NetworkPolicy firewall; all from build.sh's cache), then imports the test
+# images and creates the test namespace. Writes $KDIR/kubeconfig. Idempotent:
+# a running cluster is left as is, except that a missing
+# kube-controller-manager or kube-router is started beside it.
 # Facts and fixes: the shared notes on the kubernetes test cluster (restrict_oom_score_adj,
 # node IP on the bridge, kubelet preferred address type InternalIP).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/env.sh"
-[[ -x "$KUBE_BIN/kube-apiserver" && -x "$KUBE_BIN/kubelet" ]] || { echo "start.sh: no kube binaries in $KUBE_BIN: run build.sh" >&2; exit 1; }
+for b in kube-apiserver kubelet kube-controller-manager kube-router; do
+  [[ -x "$KUBE_BIN/$b" ]] || { echo "start.sh: no $b in $KUBE_BIN: run build.sh" >&2; exit 1; }
+done
 # one start at a time on this machine (parallel test binaries may both try)
 exec 9>"${KDIR%/}.start.lock"
 flock 9
-nodeready() { "$here/kubectl.sh" get --raw "/api/v1/nodes/$NODE" 2>/dev/null | grep -q '"type":"Ready","status":"True"'; }
-if [[ -f "$KDIR/kubeconfig" ]] && nodeready; then
-  echo "start.sh: cluster already running ($KDIR/kubeconfig)"; exit 0
-fi
-# a half-started or dead cluster: clear it first
-[[ -d "$KDIR" ]] && "$here/stop.sh" >/dev/null 2>&1
-mkdir -p "$KDIR"/{etcd,pki,log,containerd/root,containerd/state,cni/net.d,cni/ipam,kubelet,opt}
 log="$KDIR/log"
+nodeready() { "$here/kubectl.sh" get --raw "/api/v1/nodes/$NODE" 2>/dev/null | grep -q '"type":"Ready","status":"True"'; }
+alive() { # the process runs (a zombie, dead but not yet reaped, does not)
+  [[ -f "$KDIR/$1.pid" ]] || return 1
+  local st; st="$(ps -o stat= -p "$(cat "$KDIR/$1.pid")" 2>/dev/null)"
+  [[ -n "$st" && "$st" != Z* ]]
+}
 fail() { echo "start.sh: $*" >&2; for f in "$log"/*.log; do echo "== $f"; tail -20 "$f"; done >&2; "$here/stop.sh" >/dev/null 2>&1 || true; exit 1; }
 waitfor() { # waitfor SECONDS what cmd...
   local n=$(( $1 * 5 )) what=$2; shift 2
@@ -31,6 +35,47 @@ bg() { # bg name cmd... : run detached in its own session, pid in $KDIR/name.pid
   setsid "$@" >"$log/$name.log" 2>&1 < /dev/null 9>&- &
   echo $! > "$KDIR/$name.pid"
 }
+# kube-controller-manager with only the controllers the tests need: namespace
+# (deletes a namespace's contents, then the namespace) and serviceaccount (the
+# "default" account of every namespace, which real clusters' admission needs
+# before a pod is created). No scheduler: pods set nodeName. Loopback only; its
+# health endpoint (always allowed) tells when it serves.
+kcm_healthy() { curl -fsk --max-time 2 "https://127.0.0.1:$KCM_PORT/healthz" >/dev/null; }
+start_kcm() { # 0 when it serves (started now or already running)
+  alive kube-controller-manager && return 0
+  mkdir -p "$KDIR/kcm"
+  bg kube-controller-manager "$KUBE_BIN/kube-controller-manager" --kubeconfig "$KDIR/kubeconfig" \
+    --controllers namespace-controller,serviceaccount-controller --leader-elect=false \
+    --bind-address 127.0.0.1 --secure-port "$KCM_PORT" --cert-dir "$KDIR/kcm" \
+    --concurrent-namespace-syncs 4 --profiling=false --v 1
+  for ((i = 0; i < 300; i++)); do kcm_healthy && return 0; alive kube-controller-manager || break; sleep 0.2; done
+  return 1
+}
+# kube-router as the NetworkPolicy enforcer only (the bridge CNI enforces
+# nothing): iptables chains KUBE-ROUTER-*, KUBE-POD-FW-*, KUBE-NWPLCY-* and
+# ipsets KUBE-SRC-*, KUBE-DST-* for the pods of this node; no routing, no
+# service proxy, no CNI configuration, no port (its health endpoint would
+# listen on every interface): it is up once its chain is hooked into FORWARD.
+# stop.sh removes exactly those.
+krouter_healthy() { iptables -S FORWARD 2>/dev/null | grep -q -- '-j KUBE-ROUTER-FORWARD'; }
+start_krouter() { # 0 when it serves (started now or already running)
+  alive kube-router && return 0
+  bg kube-router "$KUBE_BIN/kube-router" --kubeconfig "$KDIR/kubeconfig" --hostname-override "$NODE" \
+    --run-firewall=true --run-router=false --run-service-proxy=false --enable-cni=false \
+    --service-cluster-ip-range "$SERVICE_CIDR" --health-port 0 --metrics-port 0 --v 1
+  for ((i = 0; i < 300; i++)); do krouter_healthy && return 0; alive kube-router || break; sleep 0.2; done
+  return 1
+}
+if [[ -f "$KDIR/kubeconfig" ]] && nodeready; then
+  # A running cluster is never torn down here (others use it): a controller
+  # manager or kube-router that does not come up is reported, nothing else is touched.
+  start_kcm || { echo "start.sh: kube-controller-manager did not come up beside the running cluster:" >&2; tail -20 "$log/kube-controller-manager.log" >&2; exit 1; }
+  start_krouter || { echo "start.sh: kube-router did not come up beside the running cluster:" >&2; tail -20 "$log/kube-router.log" >&2; exit 1; }
+  echo "start.sh: cluster already running ($KDIR/kubeconfig)"; exit 0
+fi
+# a half-started or dead cluster: clear it first
+[[ -d "$KDIR" ]] && "$here/stop.sh" >/dev/null 2>&1
+mkdir -p "$KDIR"/{etcd,pki,log,containerd/root,containerd/state,cni/net.d,cni/ipam,kubelet,opt}
 
 # --- etcd, loopback only, on ports of its own
 bg etcd etcd --name steward --data-dir "$KDIR/etcd" \
@@ -122,7 +167,7 @@ bg kube-apiserver "$KUBE_BIN/kube-apiserver" \
   --cert-dir "$KDIR/pki" --token-auth-file "$KDIR/pki/tokens.csv" \
   --authorization-mode AlwaysAllow --disable-admission-plugins ServiceAccount \
   --service-account-issuer https://steward-test.invalid --service-account-key-file "$KDIR/pki/sa.key" \
-  --service-account-signing-key-file "$KDIR/pki/sa.key" --service-cluster-ip-range 10.97.0.0/24 \
+  --service-account-signing-key-file "$KDIR/pki/sa.key" --service-cluster-ip-range "$SERVICE_CIDR" \
   --kubelet-preferred-address-types InternalIP --enable-priority-and-fairness=false \
   --profiling=false --endpoint-reconciler-type none
 
@@ -167,6 +212,8 @@ bg kubelet "$KUBE_BIN/kubelet" --config "$KDIR/kubelet/config.yaml" --kubeconfig
   --root-dir "$KDIR/kubelet/root" --cert-dir "$KDIR/kubelet/pki" --hostname-override "$NODE" \
   --node-ip "$BRIDGE_IP" --v 1
 waitfor 90 "node $NODE" nodeready
+start_kcm || fail "kube-controller-manager did not come up"
+start_krouter || fail "kube-router did not come up"
 
 # --- the test namespace
 "$here/kubectl.sh" get --raw "/api/v1/namespaces/$NAMESPACE" >/dev/null 2>&1 ||

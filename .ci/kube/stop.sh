@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Stops the test cluster and leaves nothing: pods deleted through the API
-# (so the kubelet tears down their containers and networks), then the
-# kubelet, apiserver, containerd (and its shims) and etcd stopped, leftover
+# Stops the test cluster and leaves nothing: kube-controller-manager stopped,
+# pods deleted through the API (so the kubelet tears down their containers
+# and networks), then the kubelet, apiserver, containerd (and its shims) and etcd stopped, leftover
 # mounts and network namespaces on the bridge removed, the bridge and its
 # iptables rule deleted, and the state directory removed. Safe to run twice.
 set -uo pipefail
@@ -16,6 +16,21 @@ stopproc() { # stopproc name: TERM, then KILL after 10 s
   for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.2; done
   kill -KILL "$pid" 2>/dev/null
 }
+# the controllers first: nothing reacts to what follows
+stopproc kube-controller-manager
+stopproc kube-router
+# kube-router's NetworkPolicy state (it leaves its rules when stopped): the
+# jumps from the built-in chains, its chains, its ipsets — by its names only.
+for chain in INPUT FORWARD OUTPUT; do
+  iptables -S "$chain" 2>/dev/null | grep -E -- '-j KUBE-ROUTER-(INPUT|FORWARD|OUTPUT)( |$)' | sed 's/^-A /-D /' |
+    while read -r rule; do eval "iptables $rule" 2>/dev/null; done
+done
+krchains="$(iptables -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^KUBE-(ROUTER-(INPUT|FORWARD|OUTPUT)|POD-FW-|NWPLCY-)/ {print $2}')"
+for c in $krchains; do iptables -F "$c" 2>/dev/null; done
+for c in $krchains; do iptables -X "$c" 2>/dev/null; done
+if command -v ipset >/dev/null 2>&1; then
+  for s in $(ipset list -n 2>/dev/null | grep -E '^KUBE-(SRC|DST)-'); do ipset destroy "$s" 2>/dev/null; done
+fi
 if alive kube-apiserver && alive kubelet; then
   # every pod of every namespace, immediately; the kubelet confirms each removal
   for ns in $("$here/kubectl.sh" get --raw /api/v1/pods 2>/dev/null | grep -o '"namespace":"[^"]*"' | sort -u | cut -d'"' -f4); do

@@ -7,14 +7,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/steward-evals/steward/internal/fakeprovider"
+	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sandbox/kubernetes/kubetest"
 )
@@ -22,6 +26,12 @@ import (
 // kubeEvalSet writes an eval set of n samples run by agent in pods of the
 // test cluster (provider: kubernetes), against the fake provider at url.
 func kubeEvalSet(t *testing.T, c *kubetest.Cluster, dir, url, image, agent string, n int) {
+	t.Helper()
+	kubeEvalSetIn(t, c, c.Namespace, dir, url, image, agent, n)
+}
+
+// kubeEvalSetIn is kubeEvalSet with the pods in namespace (per-run: a namespace per run).
+func kubeEvalSetIn(t *testing.T, c *kubetest.Cluster, namespace, dir, url, image, agent string, n int) {
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "model:\n  upstream: openai\n  name: gpt-fake\n  base_url: %s/v1\n  api_key_env: RAMP_FAKE_KEY\n", url)
@@ -32,7 +42,7 @@ func kubeEvalSet(t *testing.T, c *kubetest.Cluster, dir, url, image, agent strin
 	writeFile(t, filepath.Join(dir, "steward.yaml"), b.String())
 	writeFile(t, filepath.Join(dir, "_steward.yaml"), fmt.Sprintf(
 		"samples_ramp: [2, 8]\ntend_interval: 1s\nkubernetes:\n  kubeconfig: %s\n  namespace: %s\n  node_name: %s\n  image_pull_policy: Never\n  relay_image: %q\n",
-		c.Kubeconfig, c.Namespace, c.Node, image))
+		c.Kubeconfig, namespace, c.Node, image))
 }
 
 // runPods lists the pods a run left in the namespace.
@@ -247,4 +257,177 @@ func TestKubernetesConfigErrors(t *testing.T) {
 	if code != 2 || !strings.Contains(out, "_steward.yaml:2") || !strings.Contains(out, "image_pull_policy") {
 		t.Fatalf("bad pull policy: exit %d\n%s", code, out)
 	}
+}
+
+// podWatch records every Steward pod the cluster makes, in any namespace,
+// from now until stop: name → namespace and run.
+type podWatch struct {
+	mu   sync.Mutex
+	pods map[string][2]string
+	stop func()
+}
+
+func watchPods(t *testing.T, c *kubetest.Cluster) *podWatch {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	sel := sandbox.LabelManaged + "=true"
+	// from a list's version: this cluster's API server refuses a watch from "now"
+	// (its etcd cannot report progress: "Too large resource version")
+	l, err := c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Client.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: l.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw := &podWatch{pods: map[string][2]string{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if st, ok := ev.Object.(*metav1.Status); ok && ctx.Err() == nil {
+				t.Errorf("pod watch: %s", st.Message)
+			}
+			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Added {
+				pw.mu.Lock()
+				pw.pods[p.Name] = [2]string{p.Namespace, p.Labels[sandbox.LabelRun]}
+				pw.mu.Unlock()
+			}
+		}
+	}()
+	pw.stop = func() { cancel(); w.Stop(); <-done }
+	t.Cleanup(pw.stop)
+	return pw
+}
+
+// of returns the recorded pods of run: name → namespace.
+func (pw *podWatch) of(run string) map[string]string {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	out := map[string]string{}
+	for name, nr := range pw.pods {
+		if nr[1] == run {
+			out[name] = nr[0]
+		}
+	}
+	return out
+}
+
+// With namespace: per-run a launch makes steward-<run>, runs the relay and
+// every sandbox pod there, says on the PLAN line that no quota bounds the
+// budget, and deletes the namespace at the end (the cluster's namespace
+// controller confirms with the namespace's deletion event).
+func TestKubernetesNamespacePerRun(t *testing.T) {
+	c := kubetest.Get(t)
+	image := "steward.local/steward-e2e-ns:" + fmt.Sprint(os.Getpid())
+	c.BinaryImage(t, exe, image, true)
+	fp := fakeprovider.New(fakeprovider.Config{APIKey: rampKey, RPM: 6000, TPM: 10_000_000})
+	url, err := fp.Start(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fp.Close()
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "rec")
+	const n = 4
+	kubeEvalSetIn(t, c, "per-run", dir, url, image, "/steward agent chat", n)
+	pw := watchPods(t, c)
+	l := startLaunch(t, dir, rec)
+	if code := l.wait(t, 10*time.Minute); code != 0 {
+		t.Fatalf("launch exit %d:\n%s", code, l.out.String())
+	}
+	out := l.out.String()
+	if !strings.Contains(out, "concurrency unbounded (from kubernetes: unlimited, the ramp governs (a per-run namespace has no ResourceQuota") {
+		t.Fatalf("PLAN line does not say the per-run namespace has no quota:\n%s", out)
+	}
+	_, as, run := history(t, rec)
+	passed := 0
+	for _, a := range as {
+		if a.Status == "passed" {
+			passed++
+		}
+	}
+	if len(as) != n || passed != n {
+		t.Fatalf("%d attempts, %d passed, want %d:\n%s", len(as), passed, n, out)
+	}
+	ns := "steward-" + run.ID
+	c.WaitNamespaceDeleted(t, ns, 2*time.Minute)
+	pw.stop()
+	pods := pw.of(run.ID)
+	relays, sandboxes := 0, 0
+	for name, pns := range pods {
+		if pns != ns {
+			t.Fatalf("pod %s of the run in namespace %s, want %s", name, pns, ns)
+		}
+		if strings.Contains(name, "-relay-") {
+			relays++
+		} else {
+			sandboxes++
+		}
+	}
+	if relays != 1 || sandboxes < 1 {
+		t.Fatalf("run's pods %v: want the relay and sandboxes in %s", pods, ns)
+	}
+}
+
+// A per-run launch killed with SIGKILL leaves its namespace; the next launch
+// sweeps it (the run's lock is free): the namespace's deletion event comes.
+func TestKubernetesKilledPerRunNamespaceIsSwept(t *testing.T) {
+	c := kubetest.Get(t)
+	image := "steward.local/steward-e2e-nskill:" + fmt.Sprint(os.Getpid())
+	c.BinaryImage(t, exe, image, true)
+	fp := fakeprovider.New(fakeprovider.Config{APIKey: rampKey})
+	url, err := fp.Start(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fp.Close()
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "rec")
+	kubeEvalSetIn(t, c, "per-run", dir, url, image, "sleep 1000", 2)
+	pw := watchPods(t, c)
+	cmd := exec.Command(exe, "launch", "--record", rec)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "RAMP_FAKE_KEY="+rampKey, "CI=true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	l := &launched{cmd: cmd, out: &syncBuf{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = l.out, l.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { l.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-l.done
+		}
+	})
+	var run record.Run
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		_, _, run = history(t, rec)
+		if run.ID != "" && len(pw.of(run.ID)) >= 3 { // the relay and both sandboxes
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the launch made no pods:\n%s", l.out.String())
+		}
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-l.done
+	ns := "steward-" + run.ID
+	t.Cleanup(func() { _ = c.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	if cur, err := c.Client.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{}); err != nil || cur.DeletionTimestamp != nil {
+		t.Fatalf("namespace %s of the killed run already going (%v): the test would prove nothing", ns, err)
+	}
+	kubeEvalSetIn(t, c, "per-run", dir, url, image, "/steward agent chat", 1)
+	l2 := startLaunch(t, dir, rec)
+	if code := l2.wait(t, 5*time.Minute); code != 0 {
+		t.Fatalf("second launch exit %d:\n%s", code, l2.out.String())
+	}
+	c.WaitNamespaceDeleted(t, ns, 2*time.Minute)
+	_, _, run2 := history(t, rec)
+	c.WaitNamespaceDeleted(t, "steward-"+run2.ID, 2*time.Minute)
 }

@@ -54,7 +54,7 @@ func steward(t *testing.T, dir string, args ...string) (string, int) {
 	return out.String(), code
 }
 
-func writeFile(t *testing.T, p, body string) {
+func writeFile(t testing.TB, p, body string) {
 	t.Helper()
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)

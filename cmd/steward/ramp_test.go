@@ -66,7 +66,7 @@ func (s *syncBuf) String() string {
 	return s.b.String()
 }
 
-func startLaunch(t *testing.T, dir, rec string) *launched {
+func startLaunch(t testing.TB, dir, rec string) *launched {
 	t.Helper()
 	cmd := exec.Command(exe, "launch", "--record", rec)
 	cmd.Dir = dir
@@ -106,7 +106,7 @@ func (l *launched) wait(t *testing.T, bound time.Duration) int {
 }
 
 // history reads the newest run's ramp history and attempts from the record.
-func history(t *testing.T, rec string) ([]record.RampPoint, []record.Attempt, record.Run) {
+func history(t testing.TB, rec string) ([]record.RampPoint, []record.Attempt, record.Run) {
 	t.Helper()
 	ctx := context.Background()
 	db, err := record.Open(ctx, rec)

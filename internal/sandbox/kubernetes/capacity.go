@@ -23,6 +23,11 @@ const SourceUnlimited = "kubernetes: unlimited, the ramp governs"
 // tightest quota wins and names itself as the source. The relay pod's share
 // is taken off first.
 func (p *Provider) Capacity(ctx context.Context, specs []sandbox.Spec) (sandbox.Capacity, error) {
+	if p.perRun {
+		// A namespace made for the run has no quota (nothing bounds it but
+		// max_sandboxes); it need not exist yet (the plan is sized first).
+		return sandbox.Capacity{Source: PerRunSource}, nil
+	}
 	qs, err := p.cs.CoreV1().ResourceQuotas(p.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		if apierrors.IsForbidden(err) {

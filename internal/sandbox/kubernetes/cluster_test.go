@@ -308,7 +308,7 @@ func helperMain() int {
 	}
 	defer lock.Release() // keeps the lock reachable: a collected *os.File would close and unlock it
 	p, err := New(ctx, Options{RunID: os.Getenv("HELPER_RUN"), LockPath: lock.Path(), Kubeconfig: os.Getenv("HELPER_KUBECONFIG"), Liveness: runlock.Liveness{},
-		Namespace: os.Getenv("HELPER_NS"), NodeName: os.Getenv("HELPER_NODE"), ImagePullPolicy: corev1.PullNever})
+		Namespace: os.Getenv("HELPER_NS"), NamespacePerRun: os.Getenv("HELPER_PER_RUN") == "1", NodeName: os.Getenv("HELPER_NODE"), ImagePullPolicy: corev1.PullNever})
 	if err != nil {
 		return fail(err)
 	}

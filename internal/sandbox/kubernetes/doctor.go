@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,7 +47,19 @@ func (p *Provider) Doctor(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return sandbox.InfraError(fmt.Errorf("kubernetes: read the server version: %w", err))
 	}
-	fmt.Fprintf(w, "kubernetes: API server %s (%s), namespace %s\n", p.rc.Host, v.GitVersion, p.ns)
+	if p.perRun {
+		fmt.Fprintf(w, "kubernetes: API server %s (%s), namespace per run (this probe's: %s)\n", p.rc.Host, v.GitVersion, p.ns)
+	} else {
+		fmt.Fprintf(w, "kubernetes: API server %s (%s), namespace %s\n", p.rc.Host, v.GitVersion, p.ns)
+	}
+	switch ok, why, err := p.canCreateNamespaces(ctx); {
+	case err != nil:
+		fmt.Fprintf(w, "kubernetes: namespaces: cannot tell whether this user may create namespaces: %v\n", err)
+	case ok:
+		fmt.Fprintln(w, "kubernetes: namespaces: this user may create namespaces (namespace: per-run can be used)")
+	default:
+		fmt.Fprintf(w, "kubernetes: namespaces: this user may NOT create namespaces: namespace: per-run cannot be used (%s)\n", strings.TrimSpace(why))
+	}
 	c, err := p.Capacity(ctx, []sandbox.Spec{{}})
 	if err != nil {
 		fmt.Fprintf(w, "kubernetes: budget: %v\n", err)

@@ -43,6 +43,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	if err != nil {
 		return nil, err
 	}
+	if err := p.ensureNamespace(ctx); err != nil {
+		return nil, err
+	}
 	created, err := p.cs.CoreV1().Pods(p.ns).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota") {

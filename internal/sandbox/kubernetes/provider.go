@@ -77,7 +77,15 @@ type Options struct {
 	// config when running in a pod, then ~/.kube/config.
 	Kubeconfig string
 	Context    string
-	Namespace  string
+	// Namespace holds the run's pods ("" = the kubeconfig's, else default).
+	Namespace string
+	// NamespacePerRun: the run gets a namespace of its own, RunNamespace(RunID),
+	// created on first use and deleted by the instance that created it
+	// (Namespace is then unused). See NamespacePerRun.
+	NamespacePerRun bool
+	// ServiceAccountWait bounds the wait for a per-run namespace's default
+	// service account (0 = DefaultServiceAccountWait).
+	ServiceAccountWait time.Duration
 	// NodeName pins pods to a node (clusters without a scheduler).
 	NodeName         string
 	NodeSelector     map[string]string
@@ -114,6 +122,12 @@ type Provider struct {
 	mu      sync.Mutex
 	relay   *relay
 	gateway *sandbox.GatewayAddr
+
+	// per-run namespace (NamespacePerRun): made once; owned by the instance that made it
+	perRun  bool
+	nsMu    sync.Mutex
+	nsReady bool
+	nsOwned bool
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -175,6 +189,9 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 			ns = kns
 		}
 	}
+	if opts.NamespacePerRun {
+		ns = RunNamespace(opts.RunID)
+	}
 	if ns == "" {
 		ns = DefaultNamespace
 	}
@@ -189,7 +206,20 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	if _, err := cs.CoreV1().Namespaces().Get(pctx, ns, metav1.GetOptions{}); err != nil {
+	if opts.NamespacePerRun {
+		// The namespace is made when the run prepares; what must hold now is
+		// that this user may make it.
+		p := &Provider{cs: cs}
+		ok, why, err := p.canCreateNamespaces(pctx)
+		switch {
+		case apierrors.IsUnauthorized(err):
+			return nil, fmt.Errorf("kubernetes API server %s refuses this kubeconfig's user: %w", rc.Host, err)
+		case err != nil:
+			return nil, sandbox.InfraError(fmt.Errorf("connect to kubernetes API server %s: %w", rc.Host, err))
+		case !ok:
+			return nil, fmt.Errorf("kubernetes namespace: %s: this kubeconfig's user may not create namespaces on %s (%s): grant it (docs/kubernetes.md, RBAC for per-run namespaces) or configure a namespace", NamespacePerRun, rc.Host, strings.TrimSpace(why))
+		}
+	} else if _, err := cs.CoreV1().Namespaces().Get(pctx, ns, metav1.GetOptions{}); err != nil {
 		if apierrors.IsForbidden(err) {
 			// A namespaced Role cannot grant get on namespaces (cluster-scoped):
 			// check what the provider needs instead, listing pods there.
@@ -223,7 +253,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = DefaultStartTimeout
 	}
-	return &Provider{cs: cs, rc: rc, opts: opts, ns: ns, lock: lock, scope: Scope(), inst: randomID(4), log: log}, nil
+	return &Provider{cs: cs, rc: rc, opts: opts, ns: ns, lock: lock, scope: Scope(), inst: randomID(4), log: log, perRun: opts.NamespacePerRun}, nil
 }
 
 // Scope is where this process's lock paths mean something: the host name
@@ -237,7 +267,7 @@ func Scope() string {
 // Name implements sandbox.Provider.
 func (p *Provider) Name() string { return "kubernetes" }
 
-// Namespace is the namespace the provider works in.
+// Namespace is the namespace the provider works in (in per-run mode, the run's, made on first use).
 func (p *Provider) Namespace() string { return p.ns }
 
 // Clientset is the provider's client.
@@ -314,7 +344,7 @@ func (p *Provider) Prepare(ctx context.Context, specs []*sandbox.Spec) error {
 			return fmt.Errorf("prepare task %s: unknown network %q (want gateway, bridge or isolated)", s.Task, s.Network)
 		}
 	}
-	return nil
+	return p.ensureNamespace(ctx)
 }
 
 // Gateway starts the run's relay pod and the port-forward that feeds it:
@@ -325,6 +355,9 @@ func (p *Provider) Gateway(ctx context.Context) (sandbox.GatewayAddr, error) {
 	defer p.mu.Unlock()
 	if p.gateway != nil {
 		return *p.gateway, nil
+	}
+	if err := p.ensureNamespace(ctx); err != nil {
+		return sandbox.GatewayAddr{}, err
 	}
 	r, err := p.startRelay(ctx)
 	if err != nil {
@@ -360,6 +393,19 @@ func (p *Provider) Finalize(ctx context.Context) error {
 			if err := p.deletePod(ctx, pod.Name); err != nil {
 				errs = append(errs, err)
 			}
+		}
+	}
+	// The run's namespace goes with the instance that made it (the
+	// supervisor's, which finalizes after its workers); its pods go with it.
+	p.nsMu.Lock()
+	owned := p.nsOwned
+	p.nsOwned, p.nsReady = false, false
+	p.nsMu.Unlock()
+	if owned {
+		if err := p.deleteNamespace(ctx, p.ns); err != nil {
+			errs = append(errs, err)
+		} else {
+			fmt.Fprintf(p.log, "kubernetes: deleted namespace %s\n", p.ns)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

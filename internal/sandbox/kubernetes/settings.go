@@ -47,6 +47,9 @@ func OptionsFrom(k kubeconf.Settings, getenv func(string) string) (Options, erro
 		RelayImage:       pick(EnvRelayImage, k.RelayImage),
 		Getenv:           getenv,
 	}
+	if o.Namespace == NamespacePerRun {
+		o.Namespace, o.NamespacePerRun = "", true
+	}
 	switch o.ImagePullPolicy {
 	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 	default:

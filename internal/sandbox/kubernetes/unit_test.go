@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"bytes"
+	"context"
 	"os/exec"
 	"strings"
 	"testing"
@@ -9,9 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/sandbox/kubernetes/kubeconf"
 )
 
 // The exec wrapper gets the environment, workdir and command through stdin
@@ -154,5 +157,46 @@ func TestOptionsPrecedence(t *testing.T) {
 	env[EnvPullPolicy] = "Sometimes"
 	if _, err := OptionsFrom(file, getenv); err == nil || !strings.Contains(err.Error(), EnvPullPolicy) {
 		t.Fatalf("bad pull policy in the environment: %v", err)
+	}
+}
+
+// namespace: per-run (from the file or the environment, which wins as for
+// every setting) turns on the per-run namespace; it is never a namespace name.
+func TestOptionsNamespacePerRun(t *testing.T) {
+	env := map[string]string{}
+	getenv := func(k string) string { return env[k] }
+	o, err := OptionsFrom(kubeconf.Settings{Namespace: NamespacePerRun}, getenv)
+	if err != nil || !o.NamespacePerRun || o.Namespace != "" {
+		t.Fatalf("file per-run: %+v %v", o, err)
+	}
+	env[EnvNamespace] = "evals"
+	if o, _ := OptionsFrom(kubeconf.Settings{Namespace: NamespacePerRun}, getenv); o.NamespacePerRun || o.Namespace != "evals" {
+		t.Fatalf("the environment's namespace must win over the file's per-run: %+v", o)
+	}
+	env[EnvNamespace] = NamespacePerRun
+	if o, _ := OptionsFrom(kubeconf.Settings{Namespace: "evals"}, getenv); !o.NamespacePerRun || o.Namespace != "" {
+		t.Fatalf("the environment's per-run must win over the file's namespace: %+v", o)
+	}
+}
+
+// A run's namespace is a DNS-1123 label of at most 63 characters.
+func TestRunNamespaceName(t *testing.T) {
+	for _, run := range []string{"20260101-125959-a1b2c3", "Some_Run.ID", strings.Repeat("x", 80) + "-", "--a--"} {
+		ns := RunNamespace(run)
+		if errs := validation.IsDNS1123Label(ns); len(errs) != 0 || !strings.HasPrefix(ns, "steward-") {
+			t.Fatalf("RunNamespace(%q) = %q: %v", run, ns, errs)
+		}
+	}
+	if RunNamespace("20260101-125959-a1b2c3") != "steward-20260101-125959-a1b2c3" {
+		t.Fatal(RunNamespace("20260101-125959-a1b2c3"))
+	}
+}
+
+// In per-run mode no quota bounds the budget (the namespace is new): the
+// PLAN line's source says so, without asking the API server.
+func TestPerRunCapacitySource(t *testing.T) {
+	c, err := (&Provider{perRun: true}).Capacity(context.Background(), []sandbox.Spec{{}})
+	if err != nil || c.Limit != 0 || !strings.Contains(c.Source, "per-run namespace has no ResourceQuota") || !strings.Contains(c.Source, "max_sandboxes") {
+		t.Fatalf("%+v %v", c, err)
 	}
 }

@@ -11,7 +11,8 @@ type Settings struct {
 	// KubeconfigFromFlag: Kubeconfig came from --kubeconfig and wins over KUBECONFIG.
 	KubeconfigFromFlag bool   `yaml:"-" json:"-"`
 	Context            string `yaml:"context" json:"context,omitempty"`
-	// Namespace for the run's pods ("" = the kubeconfig's, else "default").
+	// Namespace for the run's pods ("" = the kubeconfig's, else "default";
+	// "per-run" = a namespace of its own per run, made and deleted by Steward).
 	Namespace string `yaml:"namespace" json:"namespace,omitempty"`
 	// NodeName pins pods to one node (clusters without a scheduler).
 	NodeName         string            `yaml:"node_name" json:"node_name,omitempty"`

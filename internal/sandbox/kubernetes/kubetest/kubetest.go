@@ -18,7 +18,10 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -192,4 +195,39 @@ func (c *Cluster) BinaryImage(t testing.TB, bin, ref string, withShell bool) {
 		t.Fatal(err)
 	}
 	c.ImportImage(t, dir, ref)
+}
+
+// WaitNamespaceDeleted waits for the watch event that says namespace name is
+// gone (the namespace controller emptied and removed it); it fails the test
+// when that has not happened within bound.
+func (c *Cluster) WaitNamespaceDeleted(t testing.TB, name string, bound time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	for {
+		ns, err := c.Client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("namespace %s not deleted within %s: %v", name, bound, err)
+		}
+		w, err := c.Client.CoreV1().Namespaces().Watch(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: ns.ResourceVersion,
+		})
+		if err != nil {
+			t.Fatalf("namespace %s not deleted within %s (phase %s): %v", name, bound, ns.Status.Phase, err)
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Deleted {
+				w.Stop()
+				return
+			}
+		}
+		w.Stop()
+		if ctx.Err() != nil {
+			t.Fatalf("namespace %s not deleted within %s (phase %s, conditions %v)", name, bound, ns.Status.Phase, ns.Status.Conditions)
+		}
+		// the API server closed the watch: look again
+	}
 }
