@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/fakeprovider"
 	"github.com/steward-evals/steward/internal/transcript"
 )
@@ -51,7 +52,7 @@ func TestCaptureRetriedCallScrubbed(t *testing.T) {
 		}
 		io.WriteString(w, answer)
 	})
-	clk := newInstantClock()
+	clk := clock.NewInstant(testEpoch)
 	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: clk,
 		Rand: func() float64 { return 0.5 }, BackoffBase: 100 * time.Millisecond, Prices: Prices{InputPerMTok: 1e6, OutputPerMTok: 2e6},
 		Capture: Capture{Secrets: []string{secret}}})

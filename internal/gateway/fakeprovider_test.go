@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/fakeprovider"
 )
 
@@ -38,7 +39,7 @@ func checkOnlyRealKey(t *testing.T, st fakeprovider.Stats) {
 
 func TestFakeProviderFaultsAreRetried(t *testing.T) {
 	fp, fu := startFake(t, fakeprovider.Config{ErrorRate: 0.3, DropRate: 0.2, Seed: 7})
-	h := startGateway(t, Config{Upstream: "openai", BaseURL: fu + "/v1", APIKey: realKey, Clock: newInstantClock(), RetryLimit: 20})
+	h := startGateway(t, Config{Upstream: "openai", BaseURL: fu + "/v1", APIKey: realKey, Clock: clock.NewInstant(testEpoch), RetryLimit: 20})
 	hooks := &hookLog{}
 	tok := h.g.Issue("att-f", hooks)
 	for i := 0; i < 30; i++ {
@@ -71,7 +72,7 @@ func TestFakeProviderSpendLimitFailsFast(t *testing.T) {
 				base, path, hdr = fu, "/v1/messages", map[string]string{"anthropic-version": "2023-06-01"}
 				body = `{"model":"c","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`
 			}
-			h := startGateway(t, Config{Upstream: kind, BaseURL: base, APIKey: realKey, Clock: newInstantClock()})
+			h := startGateway(t, Config{Upstream: kind, BaseURL: base, APIKey: realKey, Clock: clock.NewInstant(testEpoch)})
 			tok := h.g.Issue("att-sl", nil)
 			resp, rb := post(t, h.url, path, tok, body, hdr)
 			if resp.StatusCode != 429 || !strings.Contains(rb, "spend limit or quota") {
@@ -93,7 +94,7 @@ func TestFakeProvider429sRetriedToSuccess(t *testing.T) {
 		policy Policy
 	}{{"inspect", InspectPolicy()}, {"steward", StewardPolicy()}} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := newSharedClock()
+			clk := clock.NewInstant(testEpoch)
 			fp, fu := startFake(t, fakeprovider.Config{RPM: 60, Clock: clk})
 			p := tc.policy
 			h := startGateway(t, Config{Upstream: "openai", BaseURL: fu + "/v1", APIKey: realKey, Clock: clk, Policy: &p})

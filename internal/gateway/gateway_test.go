@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/steward-evals/steward/internal/clock"
 )
 
 const realKey = "sk-real-SECRET-0123456789abcdef"
@@ -401,7 +403,7 @@ func TestRetry429HonoursRetryAfterAndReleasesSlot(t *testing.T) {
 		}
 		io.WriteString(w, chatOK)
 	})
-	clk := newInstantClock()
+	clk := clock.NewInstant(testEpoch)
 	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: clk,
 		Rand: func() float64 { return 0.5 }, BackoffBase: 100 * time.Millisecond})
 	hooks := &hookLog{}
@@ -453,7 +455,7 @@ func TestRetry5xxAndDroppedConnections(t *testing.T) {
 			io.WriteString(w, chatOK)
 		}
 	})
-	clk := newInstantClock()
+	clk := clock.NewInstant(testEpoch)
 	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: clk,
 		Rand: func() float64 { return 0 }, BackoffBase: 100 * time.Millisecond})
 	hooks := &hookLog{}
@@ -485,7 +487,7 @@ func TestRetriesExhaustedScrubsKey(t *testing.T) {
 		// A misbehaving upstream that echoes the key it was sent.
 		fmt.Fprintf(w, `{"error":{"message":"bad gateway for key %s"}}`, realKey)
 	})
-	clk := newInstantClock()
+	clk := clock.NewInstant(testEpoch)
 	log := &syncBuffer{}
 	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: clk, RetryLimit: 3, Logger: log})
 	tok := h.g.Issue("att-x", nil)
@@ -516,7 +518,7 @@ func TestRetryBudgetStopsRetries(t *testing.T) {
 		w.WriteHeader(429)
 		io.WriteString(w, `{"error":{"message":"slow down","code":"rate_limit_exceeded"}}`)
 	})
-	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: newInstantClock(),
+	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: clock.NewInstant(testEpoch),
 		RetryBudget: 45 * time.Second, Rand: func() float64 { return 0 }})
 	tok := h.g.Issue("att-b", nil)
 	resp, _ := post(t, h.url, "/v1/chat/completions", tok, `{}`, nil)
@@ -535,7 +537,7 @@ func TestSpendLimit429FailsFast(t *testing.T) {
 				w.WriteHeader(429)
 				io.WriteString(w, tc.body)
 			})
-			h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: newInstantClock()})
+			h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: clock.NewInstant(testEpoch)})
 			hooks := &hookLog{}
 			tok := h.g.Issue("att-q", hooks)
 			resp, body := post(t, h.url, "/v1/chat/completions", tok, `{}`, nil)
@@ -566,7 +568,7 @@ func TestStartedStreamIsNotRetried(t *testing.T) {
 			conn.Close()
 		}
 	})
-	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: newInstantClock()})
+	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: clock.NewInstant(testEpoch)})
 	tok := h.g.Issue("att-st", nil)
 	_, body := post(t, h.url, "/v1/chat/completions", tok, `{"stream":true,"stream_options":{"include_usage":true}}`, nil)
 	if !strings.Contains(body, `"content":"a"`) {
@@ -589,7 +591,7 @@ func TestKeyNeverReachesSandboxSide(t *testing.T) {
 			io.WriteString(w, chatOK)
 		}
 	})
-	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: newInstantClock()})
+	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: clock.NewInstant(testEpoch)})
 	tok := h.g.Issue("att-k", nil)
 	env := strings.Join(Env(h.url, tok), "\n")
 	if strings.Contains(env, realKey) || !strings.Contains(env, "OPENAI_API_KEY="+tok) || !strings.Contains(env, "ANTHROPIC_BASE_URL="+h.url) {
@@ -688,7 +690,7 @@ func TestBackoffEndErrorAnswersTheAgent(t *testing.T) {
 	up := newUpstream(t, "openai", func(n int64, w http.ResponseWriter, r *http.Request, body []byte) {
 		w.WriteHeader(503)
 	})
-	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: newInstantClock()})
+	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: clock.NewInstant(testEpoch)})
 	hooks := &refusingHooks{}
 	tok := h.g.Issue("att-c", hooks)
 	resp, body := post(t, h.url, "/v1/chat/completions", tok, `{}`, nil)

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/steward-evals/steward/internal/clock"
 )
 
 // otherSecret is a value from the configurable secret list.
@@ -74,7 +76,7 @@ func TestHostileUpstreamKeyNeverReturns(t *testing.T) {
 			fmt.Fprintf(w, `{"error":{"message":"no model for %s"}}`, otherSecret)
 		}
 	})
-	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Secrets: []string{otherSecret}, Clock: newInstantClock(), RetryLimit: 1})
+	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Secrets: []string{otherSecret}, Clock: clock.NewInstant(testEpoch), RetryLimit: 1})
 	tok := h.g.Issue("att-hostile", nil)
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, c := range []struct {
