@@ -426,6 +426,7 @@ func TestHostileSandboxIsBounded(t *testing.T) {
 	// 5. Flooding one token with concurrent requests: at most 16 get in, the
 	// rest are told to wait, and the polite token is untouched.
 	codes = map[int]int{}
+	refusedCh := make(chan struct{}, 40)
 	for i := 0; i < 40; i++ {
 		wg.Add(1)
 		go func() {
@@ -434,20 +435,16 @@ func TestHostileSandboxIsBounded(t *testing.T) {
 			mu.Lock()
 			codes[st]++
 			mu.Unlock()
+			if st == 429 {
+				refusedCh <- struct{}{}
+			}
 			if st == 429 && !strings.Contains(b, "requests in the gateway") {
 				t.Errorf("flood refusal: %s", b)
 			}
 		}()
 	}
-	for {
-		mu.Lock()
-		n := codes[429]
-		mu.Unlock()
-		if n == 24 {
-			break
-		}
-		runtime.Gosched()
-		time.Sleep(time.Millisecond)
+	for i := 0; i < 24; i++ { // the 24 beyond the 16 admitted are refused at once
+		<-refusedCh
 	}
 	politeCall()
 	releaseOnce.Do(func() { close(release) })
