@@ -1,41 +1,19 @@
 package gateway
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/fakeprovider"
+	"github.com/steward-evals/steward/internal/gateway/gatewaytest"
 )
 
-func startFake(t *testing.T, cfg fakeprovider.Config) (*fakeprovider.Server, string) {
-	t.Helper()
-	if cfg.APIKey == "" {
-		cfg.APIKey = realKey
-	}
-	fp := fakeprovider.New(cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	u, err := fp.Start(ctx, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fp, u
-}
-
-// checkOnlyRealKey asserts the provider saw the real key and nothing else:
-// no attempt token leaked upstream.
-func checkOnlyRealKey(t *testing.T, st fakeprovider.Stats) {
-	t.Helper()
-	if len(st.APIKeys) != 1 || st.APIKeys[0] != realKey {
-		t.Fatalf("provider saw keys %q, want only the real key", st.APIKeys)
-	}
-	if st.Unauthorized != 0 {
-		t.Fatalf("provider refused %d requests as unauthorized", st.Unauthorized)
-	}
-}
+var (
+	startFake        = gatewaytest.StartFake
+	checkOnlyRealKey = gatewaytest.CheckOnlyRealKey
+)
 
 func TestFakeProviderFaultsAreRetried(t *testing.T) {
 	fp, fu := startFake(t, fakeprovider.Config{ErrorRate: 0.3, DropRate: 0.2, Seed: 7})

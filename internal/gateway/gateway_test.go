@@ -1,12 +1,10 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,59 +14,27 @@ import (
 	"time"
 
 	"github.com/steward-evals/steward/internal/clock"
+	"github.com/steward-evals/steward/internal/gateway/gatewaytest"
 )
 
-const realKey = "sk-real-SECRET-0123456789abcdef"
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+const realKey = gatewaytest.RealKey
 
 type harness struct {
 	g   *Gateway
 	url string
-	log *syncBuffer
+	log *gatewaytest.SyncBuffer
 }
 
 // startGateway serves a gateway on loopback until the test ends.
 func startGateway(t *testing.T, cfg Config) *harness {
 	t.Helper()
-	log := &syncBuffer{}
-	if cfg.Logger == nil {
-		cfg.Logger = log
-	}
-	g, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
+	g, url, log := gatewaytest.Start(t, func(log io.Writer) (*Gateway, error) {
+		if cfg.Logger == nil {
+			cfg.Logger = log
 		}
+		return New(cfg)
 	})
-	return &harness{g: g, url: "http://" + ln.Addr().String(), log: log}
+	return &harness{g: g, url: url, log: log}
 }
 
 // upstream is a test provider that checks what the gateway sends it.
@@ -488,7 +454,7 @@ func TestRetriesExhaustedScrubsKey(t *testing.T) {
 		fmt.Fprintf(w, `{"error":{"message":"bad gateway for key %s"}}`, realKey)
 	})
 	clk := clock.NewInstant(testEpoch)
-	log := &syncBuffer{}
+	log := &gatewaytest.SyncBuffer{}
 	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: clk, RetryLimit: 3, Logger: log})
 	tok := h.g.Issue("att-x", nil)
 	resp, body := post(t, h.url, "/v1/chat/completions", tok, `{"model":"m"}`, nil)
