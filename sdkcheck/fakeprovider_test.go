@@ -16,6 +16,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
 
+	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/fakeprovider"
 	"github.com/steward-evals/steward/internal/fakeprovider/fptest"
 	"github.com/steward-evals/steward/internal/mockmodel"
@@ -37,7 +38,7 @@ var (
 )
 
 func TestSDKsAgainstFakeProvider(t *testing.T) {
-	clk := fakeprovider.NewManualClock(epoch)
+	clk := clock.NewInstant(epoch) // latencies are waited out at once, recorded
 	s, url := start(t, fakeprovider.Config{
 		APIKey: key, RPM: 1000, TPM: 1_000_000,
 		BaseLatency: 300 * time.Millisecond, PerTokenLatency: 20 * time.Millisecond,
@@ -60,7 +61,7 @@ func TestSDKsAgainstFakeProvider(t *testing.T) {
 			t.Errorf("no request counted for %s: %v", ep, st.ByEndpoint)
 		}
 	}
-	if clk.Slept() == 0 {
+	if clk.Waited() == 0 {
 		t.Error("latency model never slept")
 	}
 }
@@ -120,7 +121,7 @@ func TestAuthRefused(t *testing.T) {
 }
 
 func TestRPMExceeded(t *testing.T) {
-	clk := fakeprovider.NewManualClock(epoch)
+	clk := clock.NewFake(epoch)
 	s, url := start(t, fakeprovider.Config{APIKey: key, RPM: 3, Clock: clk})
 	for i := 0; i < 3; i++ {
 		r := do(t, url, "/v1/chat/completions", chatBody("What is 1+1?"), openaiHdr(key))
@@ -264,7 +265,7 @@ func TestDropMidStream(t *testing.T) {
 }
 
 func TestLatencyModel(t *testing.T) {
-	clk := fakeprovider.NewManualClock(epoch)
+	clk := clock.NewInstant(epoch)
 	s, url := start(t, fakeprovider.Config{
 		APIKey: key, BaseLatency: time.Second, PerTokenLatency: 100 * time.Millisecond, TimeScale: 0.5,
 		SlowRate: 1, SlowLatency: 4 * time.Second, Clock: clk,
@@ -273,8 +274,8 @@ func TestLatencyModel(t *testing.T) {
 	n := mockmodel.CountTokens(mockmodel.Reply(prompt))
 	want := 500*time.Millisecond + 2*time.Second + time.Duration(n)*50*time.Millisecond
 	do(t, url, "/v1/chat/completions", chatBody(prompt), openaiHdr(key))
-	if clk.Slept() != want {
-		t.Fatalf("non-streaming slept %v, want %v", clk.Slept(), want)
+	if clk.Waited() != want {
+		t.Fatalf("non-streaming slept %v, want %v", clk.Waited(), want)
 	}
 	stream := sdkcheck.AnthropicClient(url, key).Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{
 		Model: "mock", MaxTokens: 100, Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(prompt))},
@@ -285,37 +286,17 @@ func TestLatencyModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	stream.Close()
-	if clk.Slept() != 2*want {
-		t.Fatalf("after a stream too, slept %v, want %v", clk.Slept(), 2*want)
+	if clk.Waited() != 2*want {
+		t.Fatalf("after a stream too, slept %v, want %v", clk.Waited(), 2*want)
 	}
 	if st := s.Stats(); st.Slowed != 2 {
 		t.Errorf("slowed %d, want 2", st.Slowed)
 	}
 }
 
-// gateClock blocks every Sleep until released, so requests pile up in flight.
-type gateClock struct {
-	sleeping chan struct{}
-	release  chan struct{}
-}
-
-func (g *gateClock) Now() time.Time { return epoch }
-func (g *gateClock) Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	g.sleeping <- struct{}{}
-	select {
-	case <-g.release:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 func TestMaxInFlight(t *testing.T) {
-	g := &gateClock{sleeping: make(chan struct{}), release: make(chan struct{})}
-	s, url := start(t, fakeprovider.Config{APIKey: key, BaseLatency: time.Second, Clock: g})
+	clk := clock.NewFake(epoch) // every request waits out its latency on it
+	s, url := start(t, fakeprovider.Config{APIKey: key, BaseLatency: time.Second, Clock: clk})
 	const n = 5
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -329,13 +310,11 @@ func TestMaxInFlight(t *testing.T) {
 			errs <- err
 		}(i)
 	}
-	for i := 0; i < n; i++ {
-		<-g.sleeping // all n are now inside the handler at once
-	}
+	clk.BlockUntil(n) // all n are now inside the handler at once
 	if st := s.Stats(); st.InFlight != n || st.MaxInFlight != n {
 		t.Errorf("in flight %d, max %d, want %d", st.InFlight, st.MaxInFlight, n)
 	}
-	close(g.release)
+	clk.Advance(time.Second)
 	wg.Wait()
 	close(errs)
 	for err := range errs {

@@ -1,13 +1,11 @@
 package sdkcheck_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
+	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,59 +16,34 @@ import (
 
 	"github.com/steward-evals/steward/internal/fakeprovider"
 	"github.com/steward-evals/steward/internal/gateway"
+	"github.com/steward-evals/steward/internal/gateway/gatewaytest"
 	"github.com/steward-evals/steward/internal/transcript"
 )
 
-const realKey = "sk-real-SECRET-0123456789abcdef"
+const realKey = gatewaytest.RealKey
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+var (
+	startFake        = gatewaytest.StartFake
+	checkOnlyRealKey = gatewaytest.CheckOnlyRealKey
+	encoded          = gatewaytest.Encoded
+)
 
 type harness struct {
 	g   *gateway.Gateway
 	url string
-	log *syncBuffer
+	log *gatewaytest.SyncBuffer
 }
 
 // startGateway serves a gateway on loopback until the test ends.
 func startGateway(t *testing.T, cfg gateway.Config) *harness {
 	t.Helper()
-	log := &syncBuffer{}
-	if cfg.Logger == nil {
-		cfg.Logger = log
-	}
-	g, err := gateway.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
+	g, url, log := gatewaytest.Start(t, func(log io.Writer) (*gateway.Gateway, error) {
+		if cfg.Logger == nil {
+			cfg.Logger = log
 		}
+		return gateway.New(cfg)
 	})
-	return &harness{g: g, url: "http://" + ln.Addr().String(), log: log}
+	return &harness{g: g, url: url, log: log}
 }
 
 // usage drains the attempt's calls, then reads its usage.
@@ -84,51 +57,9 @@ func (h *harness) usage(t *testing.T, key string) (gateway.Usage, bool) {
 	return h.g.Usage(key)
 }
 
-func startFake(t *testing.T, cfg fakeprovider.Config) (*fakeprovider.Server, string) {
-	t.Helper()
-	if cfg.APIKey == "" {
-		cfg.APIKey = realKey
-	}
-	fp := fakeprovider.New(cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	u, err := fp.Start(ctx, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fp, u
-}
-
-// checkOnlyRealKey: the provider saw the real key only, never a token.
-func checkOnlyRealKey(t *testing.T, st fakeprovider.Stats) {
-	t.Helper()
-	if len(st.APIKeys) != 1 || st.APIKeys[0] != realKey {
-		t.Fatalf("provider saw keys %q, want only the real key", st.APIKeys)
-	}
-	if st.Unauthorized != 0 {
-		t.Fatalf("provider refused %d requests as unauthorized", st.Unauthorized)
-	}
-}
-
 func mustTranscript(t *testing.T, h *harness, key string) *transcript.Transcript {
 	t.Helper()
-	if err := h.g.Drain(context.Background(), key); err != nil {
-		t.Fatal(err)
-	}
-	tr := h.g.Transcript(key)
-	if tr == nil {
-		t.Fatalf("no transcript for %s", key)
-	}
-	return tr
-}
-
-func encoded(t *testing.T, tr *transcript.Transcript) string {
-	t.Helper()
-	b, err := json.Marshal(tr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return gatewaytest.MustTranscript(t, h.g, key)
 }
 
 // sdkCheck drives both official SDKs, unchanged, through the gateway at

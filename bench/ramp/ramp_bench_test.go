@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/fakeprovider"
 	"github.com/steward-evals/steward/internal/record"
 )
@@ -79,24 +80,19 @@ func stewardBin(b *testing.B) string {
 	return exe
 }
 
-// switchClock is the real clock, except that while fast is set the fake's
-// latencies are skipped (to drain its buckets before a run in no time).
-type switchClock struct{ fast atomic.Bool }
+// switchClock is the wall clock, except that while fast is set its timers
+// fire at once: the fake's latencies are skipped to drain its buckets
+// before a run in no time.
+type switchClock struct {
+	clock.Clock
+	fast atomic.Bool
+}
 
-func (c *switchClock) Now() time.Time { return time.Now() }
-
-func (c *switchClock) Sleep(ctx context.Context, d time.Duration) error {
-	if c.fast.Load() || d <= 0 {
-		return ctx.Err()
+func (c *switchClock) NewTimer(d time.Duration) clock.Timer {
+	if c.fast.Load() {
+		d = 0
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return c.Clock.NewTimer(d)
 }
 
 type scenario struct {
@@ -244,7 +240,7 @@ func BenchmarkRampPolicies(b *testing.B) {
 
 func runOne(b *testing.B, bin string, sc scenario, p policy, tpr float64) result {
 	b.Helper()
-	clk := &switchClock{}
+	clk := &switchClock{Clock: clock.Real()}
 	cfg := fakeprovider.Config{APIKey: apiKey, BaseLatency: latency, Clock: clk, Seed: 7}
 	// The token limit is set so that the workload's mean request fits the
 	// same 5 requests/s; requests differ in size, so TPM binds differently.

@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/image"
-
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/sandbox"
 	sbdocker "github.com/steward-evals/steward/internal/sandbox/docker"
@@ -26,17 +24,7 @@ import (
 
 // crashTrials is how many times TestCrashSafety kills a launch (at least 20
 // in CI, the issue's acceptance); STEWARD_CRASH_TRIALS overrides it.
-func crashTrials(t *testing.T) int {
-	n := 20
-	if s := os.Getenv("STEWARD_CRASH_TRIALS"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 {
-			t.Fatalf("STEWARD_CRASH_TRIALS=%q", s)
-		}
-		n = v
-	}
-	return n
-}
+func crashTrials(t *testing.T) int { return killTrials(t, "STEWARD_CRASH_TRIALS", 20) }
 
 // crashDockerReady reports whether the docker trials can run: under CI=true a
 // missing daemon fails the test; otherwise the docker trials are left out.
@@ -59,46 +47,11 @@ func crashDockerReady(t *testing.T) bool {
 // whose "slow" samples sleep for 30 s while FLAG exists, with samples that
 // pass and samples that fail; and, when withDocker, a docker task.
 func crashEvalSet(t *testing.T, dir, flag, imageDir string, withDocker bool) (total int) {
-	var b strings.Builder
-	b.WriteString(`
-tasks:
-  - name: quick
-    sandbox: {provider: local}
-    exclusive: false
-    max_samples: 6
-    timeout: 2m
-    agent: 'case "$STEWARD_SAMPLE_ID" in slow*) if [ -f ` + flag + ` ]; then sleep 30; fi;; esac; sleep 0.05; echo "$STEWARD_INPUT"'
-    scorer: {match: exact}
-    samples:
-`)
-	for i := 0; i < 24; i++ {
-		id, target := fmt.Sprintf("s%02d", i), "ok"
-		if i%5 == 3 {
-			target = "no" // judged failed
-		}
-		if i%8 == 1 {
-			id = fmt.Sprintf("slow%02d", i)
-		}
-		fmt.Fprintf(&b, "      - {id: %s, input: ok, target: %s}\n", id, target)
-		total++
-	}
-	if withDocker {
-		b.WriteString(`
-  - name: boxed
-    sandbox: {provider: docker, build: ` + imageDir + `, memory: 64m}
-    max_samples: 3
-    timeout: 2m
-    agent: 'sleep 0.4; echo "$STEWARD_INPUT"'
-    scorer: {match: exact}
-    samples:
-`)
-		for i := 0; i < 5; i++ {
-			fmt.Fprintf(&b, "      - {id: d%d, input: ok, target: ok}\n", i)
-			total++
-		}
-	}
-	writeFile(t, filepath.Join(dir, "steward.yaml"), b.String())
-	return total
+	return killSet{
+		MaxSamples: 6, Samples: 24, SlowEvery: 8, Docker: 5,
+		Agent:       `case "$STEWARD_SAMPLE_ID" in slow*) if [ -f ` + flag + ` ]; then sleep 30; fi;; esac; sleep 0.05; echo "$STEWARD_INPUT"`,
+		DockerAgent: `sleep 0.4; echo "$STEWARD_INPUT"`,
+	}.write(t, dir, imageDir, withDocker)
 }
 
 // crashProcs lists host processes whose environment names the run: the
@@ -158,26 +111,12 @@ func crashCounts(out string) []int {
 // left running (local process groups; docker containers after the next
 // launch), and re-running completes the set carrying what was judged.
 func TestCrashSafety(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("STEWARD_CRASH_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("seed %d (STEWARD_CRASH_SEED reproduces the kill points)", seed)
+	seed := killSeed(t, "STEWARD_CRASH_SEED")
 	rng := rand.New(rand.NewPCG(seed, 7))
 	withDocker := crashDockerReady(t)
 	var imageDir string
 	if withDocker {
-		imageDir = dockertest.BusyboxContext(t, "cmd/steward crash tests")
-		t.Cleanup(func() {
-			sum, err := sbdocker.ContextHash(imageDir)
-			if err != nil {
-				return
-			}
-			if c, err := sbdocker.NewClient(); err == nil {
-				_, _ = c.ImageRemove(context.Background(), "steward-build:"+sum, image.RemoveOptions{PruneChildren: true})
-				c.Close()
-			}
-		})
+		imageDir = killImage(t, "cmd/steward crash tests")
 	}
 	// The leftover check must be able to see a sandbox process.
 	probeID := fmt.Sprintf("selfcheck-%d", seed)
@@ -191,22 +130,6 @@ func TestCrashSafety(t *testing.T) {
 	_ = probe.Wait()
 	if len(found) != 1 || found[0] != probe.Process.Pid {
 		t.Fatalf("the leftover check cannot see a process with STEWARD_RUN_ID set: %v", found)
-	}
-	if withDocker {
-		// Build the image once, so that the docker trials are killed while
-		// sandboxes live rather than during the build.
-		warm := t.TempDir()
-		writeFile(t, filepath.Join(warm, "steward.yaml"), `
-tasks:
-  - name: warm
-    sandbox: {provider: docker, build: `+imageDir+`, memory: 64m}
-    agent: 'echo ok'
-    scorer: {match: exact}
-    samples: [{id: w, input: "", target: ok}]
-`)
-		if out, code := steward(t, warm, "launch"); code != 0 {
-			t.Fatalf("warm-up launch exit %d:\n%s", code, out)
-		}
 	}
 	liveAtKill := 0
 	dockerTrials := 0

@@ -9,76 +9,27 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/image"
-
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/sandbox"
-	sbdocker "github.com/steward-evals/steward/internal/sandbox/docker"
-	"github.com/steward-evals/steward/internal/sandbox/docker/dockertest"
 )
 
 // orphanTrials is how many times TestSupervisorGoneWorkersCleanUp kills a
 // supervisor (at least 25, the issue's acceptance); STEWARD_ORPHAN_TRIALS overrides it.
-func orphanTrials(t *testing.T) int {
-	if s := os.Getenv("STEWARD_ORPHAN_TRIALS"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 {
-			t.Fatalf("STEWARD_ORPHAN_TRIALS=%q", s)
-		}
-		return v
-	}
-	return 25
-}
+func orphanTrials(t *testing.T) int { return killTrials(t, "STEWARD_ORPHAN_TRIALS", 25) }
 
 // orphanEvalSet: a local task whose agents leave a grandchild that escapes
 // their process group (setsid) and whose "slow" samples sleep while FLAG
 // exists; with withDocker, a docker task too.
 func orphanEvalSet(t *testing.T, dir, flag, imageDir string, withDocker bool) (total int) {
-	var b strings.Builder
-	b.WriteString(`
-tasks:
-  - name: quick
-    sandbox: {provider: local}
-    exclusive: false
-    max_samples: 4
-    timeout: 2m
-    agent: 'setsid sleep 300 </dev/null >/dev/null 2>&1 & case "$STEWARD_SAMPLE_ID" in slow*) if [ -f ` + flag + ` ]; then sleep 60; fi;; esac; sleep 0.05; echo "$STEWARD_INPUT"'
-    scorer: {match: exact}
-    samples:
-`)
-	for i := 0; i < 16; i++ {
-		id, target := fmt.Sprintf("s%02d", i), "ok"
-		if i%5 == 3 {
-			target = "no"
-		}
-		if i%4 == 1 {
-			id = fmt.Sprintf("slow%02d", i)
-		}
-		fmt.Fprintf(&b, "      - {id: %s, input: ok, target: %s}\n", id, target)
-		total++
-	}
-	if withDocker {
-		b.WriteString(`
-  - name: boxed
-    sandbox: {provider: docker, build: ` + imageDir + `, memory: 64m}
-    max_samples: 3
-    timeout: 2m
-    agent: 'if [ "$STEWARD_SAMPLE_ID" = d0 ]; then sleep 8; fi; sleep 0.3; echo "$STEWARD_INPUT"'
-    scorer: {match: exact}
-    samples:
-`)
-		for i := 0; i < 4; i++ {
-			fmt.Fprintf(&b, "      - {id: d%d, input: ok, target: ok}\n", i)
-			total++
-		}
-	}
-	writeFile(t, filepath.Join(dir, "steward.yaml"), b.String())
-	return total
+	return killSet{
+		MaxSamples: 4, Samples: 16, SlowEvery: 4, Docker: 4,
+		Agent:       `setsid sleep 300 </dev/null >/dev/null 2>&1 & case "$STEWARD_SAMPLE_ID" in slow*) if [ -f ` + flag + ` ]; then sleep 60; fi;; esac; sleep 0.05; echo "$STEWARD_INPUT"`,
+		DockerAgent: `if [ "$STEWARD_SAMPLE_ID" = d0 ]; then sleep 8; fi; sleep 0.3; echo "$STEWARD_INPUT"`,
+	}.write(t, dir, imageDir, withDocker)
 }
 
 // workersIn lists steward worker processes whose working directory is dir.
@@ -140,36 +91,12 @@ func orphanLeftovers(dir, tmp, runID string, withDocker bool) []string {
 // that left their process group included); the next launch loses and
 // duplicates nothing.
 func TestSupervisorGoneWorkersCleanUp(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("STEWARD_ORPHAN_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("seed %d (STEWARD_ORPHAN_SEED reproduces the kill points)", seed)
+	seed := killSeed(t, "STEWARD_ORPHAN_SEED")
 	rng := rand.New(rand.NewPCG(seed, 11))
 	withDocker := crashDockerReady(t)
 	var imageDir string
 	if withDocker {
-		imageDir = dockertest.BusyboxContext(t, "cmd/steward orphan tests")
-		t.Cleanup(func() {
-			if sum, err := sbdocker.ContextHash(imageDir); err == nil {
-				if c, err := sbdocker.NewClient(); err == nil {
-					_, _ = c.ImageRemove(context.Background(), "steward-build:"+sum, image.RemoveOptions{PruneChildren: true})
-					c.Close()
-				}
-			}
-		})
-		warm := t.TempDir()
-		writeFile(t, filepath.Join(warm, "steward.yaml"), `
-tasks:
-  - name: warm
-    sandbox: {provider: docker, build: `+imageDir+`, memory: 64m}
-    agent: 'echo ok'
-    scorer: {match: exact}
-    samples: [{id: w, input: "", target: ok}]
-`)
-		if out, code := steward(t, warm, "launch"); code != 0 {
-			t.Fatalf("warm-up launch exit %d:\n%s", code, out)
-		}
+		imageDir = killImage(t, "cmd/steward orphan tests")
 	}
 	modes := []string{"SIGKILL supervisor", "SIGKILL process group", "SIGHUP supervisor"}
 	var worst time.Duration

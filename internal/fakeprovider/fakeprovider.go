@@ -9,7 +9,7 @@
 // what was sent to it.
 //
 // It runs in-process (New, Handler, Start) or as its own process
-// (cmd/steward-fakeprovider). Given a seed (and a ManualClock) its behaviour
+// (cmd/steward-fakeprovider). Given a seed (and a clock.Fake) its behaviour
 // is deterministic for a given order of requests.
 package fakeprovider
 
@@ -29,6 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/mockmodel"
 )
 
@@ -84,7 +85,7 @@ type Config struct {
 	// Seed drives the fault draws and the response ids.
 	Seed uint64
 	// Clock drives the buckets and the latencies; nil means the real clock.
-	Clock Clock
+	Clock clock.Clock
 }
 
 // Stats is what the fake provider has seen and done.
@@ -114,7 +115,7 @@ type Stats struct {
 // Server is a fake model provider.
 type Server struct {
 	cfg   Config
-	clock Clock
+	clock clock.Clock
 
 	mu         sync.Mutex // guards everything below up to the counters
 	lim        *Limiter
@@ -145,7 +146,7 @@ func New(cfg Config) *Server {
 	}
 	clk := cfg.Clock
 	if clk == nil {
-		clk = realClock{}
+		clk = clock.Real()
 	}
 	now := clk.Now()
 	return &Server{
@@ -388,7 +389,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		first += s.scale(s.cfg.SlowLatency)
 	}
 	ctx := r.Context()
-	if err := s.clock.Sleep(ctx, first); err != nil {
+	if err := clock.Sleep(ctx, s.clock, first); err != nil {
 		return
 	}
 	sent := 0
@@ -398,7 +399,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			return errCut
 		}
 		sent += tokens
-		return s.clock.Sleep(ctx, time.Duration(tokens)*s.scale(s.cfg.PerTokenLatency))
+		return clock.Sleep(ctx, s.clock, time.Duration(tokens)*s.scale(s.cfg.PerTokenLatency))
 	}
 	err := call.Write(ctx, w, mockmodel.Meta{ID: ad.id, RequestID: reqID, Now: s.clock.Now()}, pace)
 	s.tokensOut.Add(int64(min(sent, int(call.OutputTokens()))))

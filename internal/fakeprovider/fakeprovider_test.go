@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/fakeprovider"
 	"github.com/steward-evals/steward/internal/fakeprovider/fptest"
 	"github.com/steward-evals/steward/internal/mockmodel"
@@ -31,7 +32,7 @@ var (
 )
 
 func TestTPMExceeded(t *testing.T) {
-	clk := fakeprovider.NewManualClock(epoch)
+	clk := clock.NewFake(epoch)
 	prompt := "echo: alpha beta gamma delta"
 	cost := 3 + 3 + mockmodel.CountTokens(prompt) + mockmodel.CountTokens(mockmodel.Reply(prompt))
 	_, url := start(t, fakeprovider.Config{APIKey: key, TPM: int(2*cost + cost/2), Clock: clk})
@@ -56,7 +57,7 @@ func TestTPMExceeded(t *testing.T) {
 }
 
 func TestSetLimitsHalving(t *testing.T) {
-	clk := fakeprovider.NewManualClock(epoch)
+	clk := clock.NewFake(epoch)
 	s, url := start(t, fakeprovider.Config{APIKey: key, RPM: 10, Clock: clk})
 	okCount := func(n int) int {
 		ok := 0
@@ -96,7 +97,7 @@ func TestSetLimitsHalving(t *testing.T) {
 // total would allow, and announces the per-minute limit with the remaining
 // count scaled to a minute (as providers that quantize their limits do).
 func TestShortIntervalEnforcement(t *testing.T) {
-	clk := fakeprovider.NewManualClock(epoch)
+	clk := clock.NewFake(epoch)
 	// 1200 RPM enforced per second: a bucket of 20 that refills 20 a second.
 	s, url := start(t, fakeprovider.Config{APIKey: key, RPM: 1200, Interval: time.Second, Clock: clk})
 	for i := 0; i < 20; i++ {
@@ -158,7 +159,7 @@ func TestShortIntervalEnforcement(t *testing.T) {
 }
 
 func TestAnthropicRateLimitHeaders(t *testing.T) {
-	clk := fakeprovider.NewManualClock(epoch)
+	clk := clock.NewFake(epoch)
 	_, url := start(t, fakeprovider.Config{APIKey: key, RPM: 2, TPM: 10000, Clock: clk})
 	r := do(t, url, "/v1/messages", messagesBody("What is 2*3?"), anthropicHdr(key))
 	if r.Status != 200 {

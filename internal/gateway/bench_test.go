@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/fakeprovider"
 )
 
@@ -145,36 +146,6 @@ func BenchmarkGatewayThroughput(b *testing.B) {
 	}
 }
 
-// scaledClock runs k times faster than the wall clock. The fake provider
-// (buckets, latency) and the gateway (backoff, cooldowns, Retry-After) share
-// it, so a provider minute passes in 60/k seconds and every ratio holds.
-type scaledClock struct {
-	start time.Time
-	k     float64
-}
-
-func (c scaledClock) Now() time.Time {
-	return c.start.Add(time.Duration(float64(time.Since(c.start)) * c.k))
-}
-
-func (c scaledClock) After(d time.Duration) <-chan time.Time {
-	return time.After(time.Duration(float64(d) / c.k))
-}
-
-func (c scaledClock) Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(time.Duration(float64(d) / c.k))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 type goodputResult struct {
 	goodput, share429, share429All, failed float64
 	limit, episodes                        int
@@ -195,7 +166,8 @@ func goodputRun(b *testing.B, kind string, policy Policy, fixed int) goodputResu
 		rpm     = 400
 		tpm     = 60_000
 	)
-	clk := scaledClock{start: time.Now(), k: k}
+	clk := clock.Scaled(k) // shared by the fake provider and the gateway: every ratio of their times holds
+	clkStart := clk.Now()
 	pc := fakeprovider.Config{APIKey: realKey, BaseLatency: 7 * time.Second, PerTokenLatency: 30 * time.Millisecond, Clock: clk, Seed: 1}
 	body := benchBody
 	switch kind {
@@ -279,20 +251,20 @@ func goodputRun(b *testing.B, kind string, policy Policy, fixed int) goodputResu
 	}
 	if testing.Verbose() && benchHistory {
 		go func() {
-			for clk.Sleep(actx, 5*time.Second) == nil {
+			for clock.Sleep(actx, clk, 5*time.Second) == nil {
 				w := g.Window()
 				b.Logf("  t=%s limit %d in-flight %d peak %d saturated %v pushback %v pacing %v 429s %d",
-					clk.Now().Sub(clk.start).Round(time.Second), w.Limit, w.InFlight, w.PeakInFlight, w.Saturated, w.Pushback, g.Controller().Pacing(), w.RateLimited)
+					clk.Now().Sub(clkStart).Round(time.Second), w.Limit, w.InFlight, w.PeakInFlight, w.Saturated, w.Pushback, g.Controller().Pacing(), w.RateLimited)
 			}
 		}()
 	}
-	_ = clk.Sleep(ctx, warm)
+	_ = clock.Sleep(ctx, clk, warm)
 	sw := fp.Stats()
 	fp.ResetStats()
 	t0 := clk.Now()
 	left0 := probe()
 	measuring.Store(true)
-	_ = clk.Sleep(ctx, measure)
+	_ = clock.Sleep(ctx, clk, measure)
 	st := fp.Stats()
 	left1 := probe()
 	minutes := clk.Now().Sub(t0).Minutes()
@@ -324,7 +296,7 @@ func goodputRun(b *testing.B, kind string, policy Policy, fixed int) goodputResu
 	}
 	if testing.Verbose() && benchHistory {
 		for _, h := range g.History() {
-			b.Logf("  %s %d -> %d (%s ×%d)", h.At.Sub(clk.start).Round(time.Second), h.From, h.To, h.Reason, h.Count)
+			b.Logf("  %s %d -> %d (%s ×%d)", h.At.Sub(clkStart).Round(time.Second), h.From, h.To, h.Reason, h.Count)
 		}
 	}
 	res.limit = g.Controller().Limit()

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/transcript"
 )
 
@@ -46,7 +47,7 @@ type capturer struct {
 	mode               string
 	attemptCap, runCap int64
 	secrets            []string
-	clock              Clock
+	clock              clock.Clock
 	prices             Prices
 
 	mu       sync.Mutex
@@ -424,8 +425,8 @@ func (t tryRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if cc == nil {
 		return t.next.RoundTrip(req)
 	}
-	clock := cc.c.clock
-	start := clock.Now()
+	clk := cc.c.clock
+	start := clk.Now()
 	cc.mu.Lock()
 	try := &transcript.Try{Start: start}
 	if n := len(cc.ends); n > 0 && start.After(cc.ends[n-1]) {
@@ -436,7 +437,7 @@ func (t tryRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	cc.ends = append(cc.ends, start)
 	cc.mu.Unlock()
 	done := func() {
-		now := clock.Now()
+		now := clk.Now()
 		cc.mu.Lock()
 		try.Latency = now.Sub(start)
 		cc.ends[idx] = now

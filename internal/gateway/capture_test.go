@@ -10,30 +10,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/fakeprovider"
+	"github.com/steward-evals/steward/internal/gateway/gatewaytest"
 	"github.com/steward-evals/steward/internal/transcript"
 )
 
 func mustTranscript(t *testing.T, h *harness, key string) *transcript.Transcript {
 	t.Helper()
-	if err := h.g.Drain(context.Background(), key); err != nil {
-		t.Fatal(err)
-	}
-	tr := h.g.Transcript(key)
-	if tr == nil {
-		t.Fatalf("no transcript for %s", key)
-	}
-	return tr
+	return gatewaytest.MustTranscript(t, h.g, key)
 }
 
-func encoded(t *testing.T, tr *transcript.Transcript) string {
-	t.Helper()
-	b, err := json.Marshal(tr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
+var encoded = gatewaytest.Encoded
 
 // A retried call: every try with its status and the backoff before it,
 // the request as sent, the response, tokens and cost; the real key (which
@@ -51,7 +39,7 @@ func TestCaptureRetriedCallScrubbed(t *testing.T) {
 		}
 		io.WriteString(w, answer)
 	})
-	clk := newInstantClock()
+	clk := clock.NewInstant(testEpoch)
 	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: clk,
 		Rand: func() float64 { return 0.5 }, BackoffBase: 100 * time.Millisecond, Prices: Prices{InputPerMTok: 1e6, OutputPerMTok: 2e6},
 		Capture: Capture{Secrets: []string{secret}}})

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/steward-evals/steward/internal/clock"
 )
 
 // Policy sets how a Controller moves its connection limit.
@@ -163,7 +165,7 @@ type controllerWindow struct {
 type Controller struct {
 	mu       sync.Mutex
 	p        Policy
-	clock    Clock
+	clock    clock.Clock
 	limit    float64
 	ssthresh float64
 	ceiling  int
@@ -207,9 +209,9 @@ const historyCap = 2000
 const paceSlack = 20 * time.Millisecond
 
 // NewController makes a controller with policy p on clock c (nil: the wall clock).
-func NewController(p Policy, c Clock) *Controller {
+func NewController(p Policy, c clock.Clock) *Controller {
 	if c == nil {
-		c = RealClock()
+		c = clock.Real()
 	}
 	if p.Fixed > 0 {
 		p.Start, p.Min, p.Max = p.Fixed, p.Fixed, p.Fixed
@@ -458,19 +460,27 @@ func (c *Controller) Acquire(ctx context.Context) (*Ticket, error) {
 			}
 		}
 		c.mu.Unlock()
-		var timer <-chan time.Time
+		var timer clock.Timer
+		var fired <-chan time.Time
 		if head && hold > 0 {
-			timer = c.clock.After(hold)
+			timer = c.clock.NewTimer(hold)
+			fired = timer.C()
 		}
 		select {
 		case <-ctx.Done():
+			if timer != nil {
+				timer.Stop()
+			}
 			c.mu.Lock()
 			c.waiters.Remove(e)
 			c.wakeLocked()
 			c.mu.Unlock()
 			return nil, fmt.Errorf("wait for upstream connection: %w", ctx.Err())
 		case <-ch:
-		case <-timer:
+		case <-fired:
+		}
+		if timer != nil {
+			timer.Stop()
 		}
 		c.mu.Lock()
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/steward-evals/steward/internal/clock"
 )
 
 var noInfo = RateInfo{Fraction: -1, Remaining: -1}
@@ -25,7 +27,7 @@ func acquireN(t *testing.T, c *Controller, n int) []*Ticket {
 }
 
 func TestControllerGrowsOnlyWhenSaturated(t *testing.T) {
-	clk := newManualClock()
+	clk := clock.NewFake(testEpoch)
 	c := NewController(StewardPolicy(), clk)
 	if c.Limit() != 20 {
 		t.Fatalf("start limit = %d, want 20", c.Limit())
@@ -67,7 +69,7 @@ func TestControllerGrowsOnlyWhenSaturated(t *testing.T) {
 }
 
 // saturate keeps the limit full and returns successes until the limit stops moving or n rounds.
-func driveSaturated(c *Controller, clk *manualClock, rounds int, info RateInfo) {
+func driveSaturated(c *Controller, clk *clock.Fake, rounds int, info RateInfo) {
 	for i := 0; i < rounds; i++ {
 		var ts []*Ticket
 		for {
@@ -85,7 +87,7 @@ func driveSaturated(c *Controller, clk *manualClock, rounds int, info RateInfo) 
 }
 
 func TestControllerSlowStartThenAdditive(t *testing.T) {
-	clk := newManualClock()
+	clk := clock.NewFake(testEpoch)
 	p := StewardPolicy()
 	p.Max = 1000
 	c := NewController(p, clk)
@@ -109,7 +111,7 @@ func TestControllerSlowStartThenAdditive(t *testing.T) {
 }
 
 func TestControllerOneCutPerEpisode(t *testing.T) {
-	clk := newManualClock()
+	clk := clock.NewFake(testEpoch)
 	c := NewController(StewardPolicy(), clk)
 	ts := acquireN(t, c, 20)
 	clk.Advance(200 * time.Millisecond)
@@ -167,7 +169,7 @@ func TestControllerOneCutPerEpisode(t *testing.T) {
 }
 
 func TestControllerMinimum(t *testing.T) {
-	clk := newManualClock()
+	clk := clock.NewFake(testEpoch)
 	p := InspectPolicy()
 	c := NewController(p, clk)
 	for i := 0; i < 20; i++ {
@@ -189,8 +191,11 @@ func TestControllerMinimum(t *testing.T) {
 	}
 }
 
+// testEpoch is where the tests' fake clocks start.
+var testEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
 func TestControllerRetryAfterHonoured(t *testing.T) {
-	clk := newManualClock()
+	clk := clock.NewFake(testEpoch)
 	c := NewController(StewardPolicy(), clk)
 	ts := acquireN(t, c, 20)
 	c.Done(ts[0], OutcomeRateLimited, RateInfo{Fraction: -1, Remaining: -1, RetryAfter: 30 * time.Second})
@@ -205,7 +210,7 @@ func TestControllerRetryAfterHonoured(t *testing.T) {
 		tk, _ := c.Acquire(context.Background())
 		got <- tk
 	}()
-	time.Sleep(10 * time.Millisecond)
+	clk.BlockUntil(1) // Acquire waits on its hold's timer
 	select {
 	case <-got:
 		t.Fatal("Acquire returned during the hold")
@@ -250,7 +255,7 @@ func TestControllerRetryAfterHonoured(t *testing.T) {
 }
 
 func TestControllerHeadersSlowDownBefore429(t *testing.T) {
-	clk := newManualClock()
+	clk := clock.NewFake(testEpoch)
 	c := NewController(StewardPolicy(), clk)
 	low := RateInfo{Fraction: 0.05, Remaining: 50}
 	driveSaturated(c, clk, 3, low)
@@ -281,7 +286,7 @@ func TestControllerHeadersSlowDownBefore429(t *testing.T) {
 }
 
 func TestControllerCeilingRaiseAndClamp(t *testing.T) {
-	clk := newManualClock()
+	clk := clock.NewFake(testEpoch)
 	c := NewController(StewardPolicy(), clk)
 	c.SetCeiling(24)
 	driveSaturated(c, clk, 20, noInfo)
@@ -327,7 +332,7 @@ func TestControllerCeilingRaiseAndClamp(t *testing.T) {
 }
 
 func TestControllerFixedUntouched(t *testing.T) {
-	clk := newManualClock()
+	clk := clock.NewFake(testEpoch)
 	c := NewController(FixedPolicy(10), clk)
 	driveSaturated(c, clk, 5, noInfo)
 	ts := acquireN(t, c, 10)
@@ -346,7 +351,7 @@ func TestControllerFixedUntouched(t *testing.T) {
 }
 
 func TestControllerAcquireBlocksUntilDone(t *testing.T) {
-	c := NewController(FixedPolicy(1), newManualClock())
+	c := NewController(FixedPolicy(1), clock.NewFake(testEpoch))
 	first, _ := c.TryAcquire()
 	got := make(chan error, 1)
 	go func() {
@@ -404,7 +409,7 @@ func TestParseRateInfo(t *testing.T) {
 }
 
 func TestControllerPacesAtTheAnnouncedRate(t *testing.T) {
-	clk := newManualClock()
+	clk := clock.NewFake(testEpoch)
 	c := NewController(StewardPolicy(), clk)
 	// 60 RPM announced, remaining quota low: admissions are spaced at
 	// 60/0.97 per minute, whatever the concurrency limit allows.
@@ -451,7 +456,7 @@ func TestControllerPacesAtTheAnnouncedRate(t *testing.T) {
 }
 
 func TestControllerLittleCap(t *testing.T) {
-	clk := newManualClock()
+	clk := clock.NewFake(testEpoch)
 	c := NewController(StewardPolicy(), clk)
 	// 600 RPM (10/s) and 2 s per request: about 20 in flight use the limit;
 	// the limit goes to Little's target 1.2 × 0.97 × 10/s × 2 s + 2 ≈ 26 and
@@ -486,7 +491,7 @@ func TestControllerLittleCap(t *testing.T) {
 // hard one (100 000), a configured hard ceiling caps the ramp's, and 0
 // hands the ceiling back when the ramp lets go.
 func TestControllerHardCeiling(t *testing.T) {
-	clk := newManualClock()
+	clk := clock.NewFake(testEpoch)
 	c := NewController(StewardPolicy(), clk)
 	if c.Ceiling() != 100000 {
 		t.Fatalf("default ceiling %d, want 100000 (no fixed maximum)", c.Ceiling())
@@ -516,7 +521,7 @@ func TestControllerHardCeiling(t *testing.T) {
 }
 
 // driveLatency fills the limit, lets lat pass and answers everything, rounds times.
-func driveLatency(c *Controller, clk *manualClock, rounds int, lat time.Duration, info RateInfo) {
+func driveLatency(c *Controller, clk *clock.Fake, rounds int, lat time.Duration, info RateInfo) {
 	for i := 0; i < rounds; i++ {
 		var ts []*Ticket
 		for {
@@ -561,7 +566,7 @@ func TestParseRateInfoBank(t *testing.T) {
 	}
 	// Spent on top of the pace: 600 RPM (10/s) with 500 banked of a
 	// minute's bucket is 10 × 0.97 + (500 − 60)/10 s = 53.7 a second.
-	clk := newManualClock()
+	clk := clock.NewFake(testEpoch)
 	c := NewController(StewardPolicy(), clk)
 	tk := acquireN(t, c, 1)[0]
 	clk.Advance(time.Second)

@@ -1,44 +1,23 @@
 package gateway
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/fakeprovider"
+	"github.com/steward-evals/steward/internal/gateway/gatewaytest"
 )
 
-func startFake(t *testing.T, cfg fakeprovider.Config) (*fakeprovider.Server, string) {
-	t.Helper()
-	if cfg.APIKey == "" {
-		cfg.APIKey = realKey
-	}
-	fp := fakeprovider.New(cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	u, err := fp.Start(ctx, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fp, u
-}
-
-// checkOnlyRealKey asserts the provider saw the real key and nothing else:
-// no attempt token leaked upstream.
-func checkOnlyRealKey(t *testing.T, st fakeprovider.Stats) {
-	t.Helper()
-	if len(st.APIKeys) != 1 || st.APIKeys[0] != realKey {
-		t.Fatalf("provider saw keys %q, want only the real key", st.APIKeys)
-	}
-	if st.Unauthorized != 0 {
-		t.Fatalf("provider refused %d requests as unauthorized", st.Unauthorized)
-	}
-}
+var (
+	startFake        = gatewaytest.StartFake
+	checkOnlyRealKey = gatewaytest.CheckOnlyRealKey
+)
 
 func TestFakeProviderFaultsAreRetried(t *testing.T) {
 	fp, fu := startFake(t, fakeprovider.Config{ErrorRate: 0.3, DropRate: 0.2, Seed: 7})
-	h := startGateway(t, Config{Upstream: "openai", BaseURL: fu + "/v1", APIKey: realKey, Clock: newInstantClock(), RetryLimit: 20})
+	h := startGateway(t, Config{Upstream: "openai", BaseURL: fu + "/v1", APIKey: realKey, Clock: clock.NewInstant(testEpoch), RetryLimit: 20})
 	hooks := &hookLog{}
 	tok := h.g.Issue("att-f", hooks)
 	for i := 0; i < 30; i++ {
@@ -71,7 +50,7 @@ func TestFakeProviderSpendLimitFailsFast(t *testing.T) {
 				base, path, hdr = fu, "/v1/messages", map[string]string{"anthropic-version": "2023-06-01"}
 				body = `{"model":"c","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`
 			}
-			h := startGateway(t, Config{Upstream: kind, BaseURL: base, APIKey: realKey, Clock: newInstantClock()})
+			h := startGateway(t, Config{Upstream: kind, BaseURL: base, APIKey: realKey, Clock: clock.NewInstant(testEpoch)})
 			tok := h.g.Issue("att-sl", nil)
 			resp, rb := post(t, h.url, path, tok, body, hdr)
 			if resp.StatusCode != 429 || !strings.Contains(rb, "spend limit or quota") {
@@ -93,7 +72,7 @@ func TestFakeProvider429sRetriedToSuccess(t *testing.T) {
 		policy Policy
 	}{{"inspect", InspectPolicy()}, {"steward", StewardPolicy()}} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := newSharedClock()
+			clk := clock.NewInstant(testEpoch)
 			fp, fu := startFake(t, fakeprovider.Config{RPM: 60, Clock: clk})
 			p := tc.policy
 			h := startGateway(t, Config{Upstream: "openai", BaseURL: fu + "/v1", APIKey: realKey, Clock: clk, Policy: &p})

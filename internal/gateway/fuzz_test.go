@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/steward-evals/steward/internal/clock"
 )
 
 // FuzzGatewayRequest throws arbitrary requests at the gateway (in process,
@@ -22,7 +24,7 @@ func FuzzGatewayRequest(f *testing.F) {
 	f.Add("POST", "/v1/chat/completions", `{"stream":true,"stream_options":7}`, true)
 	f.Add("DELETE", "/v1/../etc/passwd", `x`, false)
 	f.Add("POST", "/v1/messages", `[]`, false)
-	g, err := New(Config{Upstream: "mock", APIKey: realKey, MaxBodyBytes: 1 << 16, Clock: newInstantClock(), RetryLimit: 1})
+	g, err := New(Config{Upstream: "mock", APIKey: realKey, MaxBodyBytes: 1 << 16, Clock: clock.NewInstant(testEpoch), RetryLimit: 1})
 	if err != nil {
 		f.Fatal(err)
 	}

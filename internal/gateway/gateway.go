@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/mockmodel"
 )
 
@@ -50,7 +51,7 @@ type Config struct {
 	// Prices turn token counts into USD.
 	Prices Prices
 	// Clock drives backoff and cooldowns (default: the wall clock).
-	Clock Clock
+	Clock clock.Clock
 	// Rand returns a float in [0,1) for backoff jitter (default math/rand).
 	Rand func() float64
 	// RetryLimit is the most retries per request (0: 8; negative: none).
@@ -165,7 +166,7 @@ type Gateway struct {
 	base      *url.URL
 	transport http.RoundTripper
 	ctl       *Controller
-	clock     Clock
+	clock     clock.Clock
 	rnd       func() float64
 
 	scrub_ *scrubber
@@ -216,7 +217,7 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("create gateway: max connections %d is negative", cfg.MaxConnections)
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = RealClock()
+		cfg.Clock = clock.Real()
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = mrand.Float64

@@ -1,12 +1,10 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,59 +12,29 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/steward-evals/steward/internal/clock"
+	"github.com/steward-evals/steward/internal/gateway/gatewaytest"
 )
 
-const realKey = "sk-real-SECRET-0123456789abcdef"
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+const realKey = gatewaytest.RealKey
 
 type harness struct {
 	g   *Gateway
 	url string
-	log *syncBuffer
+	log *gatewaytest.SyncBuffer
 }
 
 // startGateway serves a gateway on loopback until the test ends.
 func startGateway(t *testing.T, cfg Config) *harness {
 	t.Helper()
-	log := &syncBuffer{}
-	if cfg.Logger == nil {
-		cfg.Logger = log
-	}
-	g, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
+	g, url, log := gatewaytest.Start(t, func(log io.Writer) (*Gateway, error) {
+		if cfg.Logger == nil {
+			cfg.Logger = log
 		}
+		return New(cfg)
 	})
-	return &harness{g: g, url: "http://" + ln.Addr().String(), log: log}
+	return &harness{g: g, url: url, log: log}
 }
 
 // upstream is a test provider that checks what the gateway sends it.
@@ -401,7 +369,7 @@ func TestRetry429HonoursRetryAfterAndReleasesSlot(t *testing.T) {
 		}
 		io.WriteString(w, chatOK)
 	})
-	clk := newInstantClock()
+	clk := clock.NewInstant(testEpoch)
 	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: clk,
 		Rand: func() float64 { return 0.5 }, BackoffBase: 100 * time.Millisecond})
 	hooks := &hookLog{}
@@ -453,7 +421,7 @@ func TestRetry5xxAndDroppedConnections(t *testing.T) {
 			io.WriteString(w, chatOK)
 		}
 	})
-	clk := newInstantClock()
+	clk := clock.NewInstant(testEpoch)
 	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: clk,
 		Rand: func() float64 { return 0 }, BackoffBase: 100 * time.Millisecond})
 	hooks := &hookLog{}
@@ -485,8 +453,8 @@ func TestRetriesExhaustedScrubsKey(t *testing.T) {
 		// A misbehaving upstream that echoes the key it was sent.
 		fmt.Fprintf(w, `{"error":{"message":"bad gateway for key %s"}}`, realKey)
 	})
-	clk := newInstantClock()
-	log := &syncBuffer{}
+	clk := clock.NewInstant(testEpoch)
+	log := &gatewaytest.SyncBuffer{}
 	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: clk, RetryLimit: 3, Logger: log})
 	tok := h.g.Issue("att-x", nil)
 	resp, body := post(t, h.url, "/v1/chat/completions", tok, `{"model":"m"}`, nil)
@@ -516,7 +484,7 @@ func TestRetryBudgetStopsRetries(t *testing.T) {
 		w.WriteHeader(429)
 		io.WriteString(w, `{"error":{"message":"slow down","code":"rate_limit_exceeded"}}`)
 	})
-	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: newInstantClock(),
+	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: clock.NewInstant(testEpoch),
 		RetryBudget: 45 * time.Second, Rand: func() float64 { return 0 }})
 	tok := h.g.Issue("att-b", nil)
 	resp, _ := post(t, h.url, "/v1/chat/completions", tok, `{}`, nil)
@@ -535,7 +503,7 @@ func TestSpendLimit429FailsFast(t *testing.T) {
 				w.WriteHeader(429)
 				io.WriteString(w, tc.body)
 			})
-			h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: newInstantClock()})
+			h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: clock.NewInstant(testEpoch)})
 			hooks := &hookLog{}
 			tok := h.g.Issue("att-q", hooks)
 			resp, body := post(t, h.url, "/v1/chat/completions", tok, `{}`, nil)
@@ -566,7 +534,7 @@ func TestStartedStreamIsNotRetried(t *testing.T) {
 			conn.Close()
 		}
 	})
-	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: newInstantClock()})
+	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: clock.NewInstant(testEpoch)})
 	tok := h.g.Issue("att-st", nil)
 	_, body := post(t, h.url, "/v1/chat/completions", tok, `{"stream":true,"stream_options":{"include_usage":true}}`, nil)
 	if !strings.Contains(body, `"content":"a"`) {
@@ -589,7 +557,7 @@ func TestKeyNeverReachesSandboxSide(t *testing.T) {
 			io.WriteString(w, chatOK)
 		}
 	})
-	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: newInstantClock()})
+	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: clock.NewInstant(testEpoch)})
 	tok := h.g.Issue("att-k", nil)
 	env := strings.Join(Env(h.url, tok), "\n")
 	if strings.Contains(env, realKey) || !strings.Contains(env, "OPENAI_API_KEY="+tok) || !strings.Contains(env, "ANTHROPIC_BASE_URL="+h.url) {
@@ -688,7 +656,7 @@ func TestBackoffEndErrorAnswersTheAgent(t *testing.T) {
 	up := newUpstream(t, "openai", func(n int64, w http.ResponseWriter, r *http.Request, body []byte) {
 		w.WriteHeader(503)
 	})
-	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: newInstantClock()})
+	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: clock.NewInstant(testEpoch)})
 	hooks := &refusingHooks{}
 	tok := h.g.Issue("att-c", hooks)
 	resp, body := post(t, h.url, "/v1/chat/completions", tok, `{}`, nil)

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/steward-evals/steward/internal/clock"
 )
 
 // otherSecret is a value from the configurable secret list.
@@ -74,7 +76,7 @@ func TestHostileUpstreamKeyNeverReturns(t *testing.T) {
 			fmt.Fprintf(w, `{"error":{"message":"no model for %s"}}`, otherSecret)
 		}
 	})
-	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Secrets: []string{otherSecret}, Clock: newInstantClock(), RetryLimit: 1})
+	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Secrets: []string{otherSecret}, Clock: clock.NewInstant(testEpoch), RetryLimit: 1})
 	tok := h.g.Issue("att-hostile", nil)
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, c := range []struct {
@@ -424,6 +426,7 @@ func TestHostileSandboxIsBounded(t *testing.T) {
 	// 5. Flooding one token with concurrent requests: at most 16 get in, the
 	// rest are told to wait, and the polite token is untouched.
 	codes = map[int]int{}
+	refusedCh := make(chan struct{}, 40)
 	for i := 0; i < 40; i++ {
 		wg.Add(1)
 		go func() {
@@ -432,20 +435,16 @@ func TestHostileSandboxIsBounded(t *testing.T) {
 			mu.Lock()
 			codes[st]++
 			mu.Unlock()
+			if st == 429 {
+				refusedCh <- struct{}{}
+			}
 			if st == 429 && !strings.Contains(b, "requests in the gateway") {
 				t.Errorf("flood refusal: %s", b)
 			}
 		}()
 	}
-	for {
-		mu.Lock()
-		n := codes[429]
-		mu.Unlock()
-		if n == 24 {
-			break
-		}
-		runtime.Gosched()
-		time.Sleep(time.Millisecond)
+	for i := 0; i < 24; i++ { // the 24 beyond the 16 admitted are refused at once
+		<-refusedCh
 	}
 	politeCall()
 	releaseOnce.Do(func() { close(release) })

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/steward-evals/steward/internal/clock"
 )
 
 // Limits bound what sandboxes can hold in the gateway, so that one hostile
@@ -403,7 +405,7 @@ func (g *Gateway) readBody(r *http.Request, a *attempt) (b []byte, held int64, s
 	ip := remoteIP(addrString(r.RemoteAddr))
 	// pace spends n bytes of the sandbox's body rate, waiting when it is spent.
 	pace := func(n int) error {
-		return sleep(r.Context(), g.clock, g.rates.take(ip, n, g.clock.Now()))
+		return clock.Sleep(r.Context(), g.clock, g.rates.take(ip, n, g.clock.Now()))
 	}
 	if r.ContentLength >= 0 {
 		// Declared length: one exact buffer.

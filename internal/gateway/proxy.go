@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/steward-evals/steward/internal/clock"
 )
 
 type wireFormat int
@@ -535,7 +537,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 		if hooks != nil {
 			hooks.BackoffStart()
 		}
-		serr := sleep(ctx, g.clock, d)
+		serr := clock.Sleep(ctx, g.clock, d)
 		var berr error
 		if hooks != nil {
 			berr = hooks.BackoffEnd(ctx)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
+	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/report"
 )
 
@@ -123,7 +124,7 @@ type commenter struct {
 
 // client builds a fresh API client. A fresh one per call matters after a
 // rate-limit wait: go-github remembers the limit and refuses locally until
-// its reset by the wall clock, which an injected sleep does not move.
+// its reset by the wall clock, which an injected clock does not move.
 func (c *commenter) client() (*github.Client, error) {
 	cl := github.NewClient(c.a.env.HTTPClient).WithAuthToken(c.a.in.Token)
 	api := c.a.env.Getenv("GITHUB_API_URL")
@@ -150,7 +151,7 @@ func (c *commenter) call(ctx context.Context, what string, op func(*github.Clien
 		if err == nil {
 			return nil
 		}
-		wait, limited := rateLimitWait(err, env.Now())
+		wait, limited := rateLimitWait(err, env.Clock.Now())
 		if !limited {
 			var er *github.ErrorResponse
 			if errors.As(err, &er) && er.Response != nil &&
@@ -166,7 +167,7 @@ func (c *commenter) call(ctx context.Context, what string, op func(*github.Clien
 			return fmt.Errorf("%s: rate limited for %s, longer than the %s this action waits: %w", what, wait.Round(time.Second), env.MaxRateLimitWait, err)
 		}
 		c.a.gh.Infof("GitHub rate limit on %s: waiting %s before retrying (%d of %d)", what, wait.Round(time.Second), attempt+1, env.RateLimitRetries)
-		if err := env.Sleep(ctx, wait); err != nil {
+		if err := clock.Sleep(ctx, env.Clock, wait); err != nil {
 			return fmt.Errorf("%s: wait out rate limit: %w", what, err)
 		}
 	}

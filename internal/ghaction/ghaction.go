@@ -25,6 +25,7 @@ import (
 
 	"github.com/sethvargo/go-githubactions"
 
+	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/status"
 )
@@ -75,10 +76,9 @@ type Env struct {
 	Stderr io.Writer
 	// HTTPClient talks to the GitHub API (default: a client with a timeout).
 	HTTPClient *http.Client
-	// Sleep waits out rate limits (default: a timer honouring ctx).
-	Sleep func(ctx context.Context, d time.Duration) error
-	// Now is the clock (default time.Now).
-	Now func() time.Time
+	// Clock times the rate-limit waits and the reporting budget after a
+	// cancellation (default: the wall clock).
+	Clock clock.Clock
 	// Chown changes a path's owner (default os.Lchown; nil in tests that
 	// must not) and Owner reads a directory's owner (default: stat).
 	Chown func(path string, uid, gid int) error
@@ -117,20 +117,8 @@ func (e *Env) defaults() {
 	if e.HTTPClient == nil {
 		e.HTTPClient = &http.Client{Timeout: 30 * time.Second}
 	}
-	if e.Sleep == nil {
-		e.Sleep = func(ctx context.Context, d time.Duration) error {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-t.C:
-				return nil
-			}
-		}
-	}
-	if e.Now == nil {
-		e.Now = time.Now
+	if e.Clock == nil {
+		e.Clock = clock.Real()
 	}
 	if e.Chown == nil {
 		e.Chown = os.Lchown
@@ -240,13 +228,20 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 		what = fmt.Sprintf("Steward: merge %d records", len(records))
 	}
 	// Note when the run is cancelled: the reporting's deadline counts from it.
+	// A context cancelled already is noted here, not by AfterFunc's
+	// goroutine, so the budget counts from before the launch.
 	var cancelledAt time.Time
 	cancelled := make(chan struct{})
-	stopWatch := context.AfterFunc(ctx, func() {
-		cancelledAt = env.Now()
+	if ctx.Err() != nil {
+		cancelledAt = env.Clock.Now()
 		close(cancelled)
-	})
-	defer stopWatch()
+	} else {
+		stopWatch := context.AfterFunc(ctx, func() {
+			cancelledAt = env.Clock.Now()
+			close(cancelled)
+		})
+		defer stopWatch()
+	}
 
 	gh.Group(what)
 	resume := a.stopCommands()
@@ -279,7 +274,7 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 	timeout := env.ReportTimeout
 	if ctx.Err() != nil {
 		<-cancelled // AfterFunc has run (or is running) once ctx is done
-		timeout = max(env.CancelBudget-env.Now().Sub(cancelledAt), time.Second)
+		timeout = max(env.CancelBudget-clock.Since(env.Clock, cancelledAt), time.Second)
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()

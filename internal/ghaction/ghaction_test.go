@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/ghaction"
 	"github.com/steward-evals/steward/internal/ghaction/fakegithub"
 	"github.com/steward-evals/steward/internal/report"
@@ -74,6 +75,8 @@ type stubLaunch struct {
 	code  int
 	err   error
 	log   string // written to opts.Log, as the live panel would
+	// during runs inside the launch (the time it takes, on a fake clock).
+	during func()
 }
 
 func (s *stubLaunch) launch(ctx context.Context, opts ghaction.LaunchOptions) (*report.Report, int, error) {
@@ -82,6 +85,9 @@ func (s *stubLaunch) launch(ctx context.Context, opts ghaction.LaunchOptions) (*
 	s.mu.Unlock()
 	if s.log != "" {
 		io.WriteString(opts.Log, s.log)
+	}
+	if s.during != nil {
+		s.during()
 	}
 	var r *report.Report
 	if s.rep != nil {
@@ -96,7 +102,7 @@ type actionEnv struct {
 	vars      map[string]string
 	workspace string
 	stdout    bytes.Buffer
-	sleeps    []time.Duration
+	clock     *clock.Fake // waits pass at once; Waits lists them
 }
 
 func newActionEnv(t *testing.T, apiURL, token string) *actionEnv {
@@ -111,7 +117,7 @@ func newActionEnv(t *testing.T, apiURL, token string) *actionEnv {
 	if err := os.WriteFile(event, []byte(payload), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	e := &actionEnv{t: t, workspace: ws, vars: map[string]string{
+	e := &actionEnv{t: t, workspace: ws, clock: clock.NewInstant(time.Now()), vars: map[string]string{
 		"CI":                  "true",
 		"GITHUB_ACTIONS":      "true",
 		"GITHUB_EVENT_NAME":   "pull_request",
@@ -150,10 +156,7 @@ func (e *actionEnv) env() ghaction.Env {
 		Getenv: func(k string) string { return e.vars[k] },
 		Stdout: &e.stdout,
 		Stderr: &e.stdout,
-		Sleep: func(ctx context.Context, d time.Duration) error {
-			e.sleeps = append(e.sleeps, d)
-			return ctx.Err()
-		},
+		Clock:  e.clock,
 	}
 }
 
@@ -446,17 +449,19 @@ func TestRateLimitsAreWaitedOut(t *testing.T) {
 	if len(markerComments(f)) != 1 {
 		t.Fatalf("comment not created after the rate limits")
 	}
-	if len(e.sleeps) != 3 {
-		t.Fatalf("slept %v, want three waits", e.sleeps)
+	if len(e.clock.Waits()) != 3 {
+		t.Fatalf("slept %v, want three waits", e.clock.Waits())
 	}
-	if e.sleeps[0] != 30*time.Second {
-		t.Errorf("secondary limit: waited %v, want the Retry-After 30s", e.sleeps[0])
+	if e.clock.Waits()[0] != 30*time.Second {
+		t.Errorf("secondary limit: waited %v, want the Retry-After 30s", e.clock.Waits()[0])
 	}
-	if e.sleeps[1] < 85*time.Second || e.sleeps[1] > 92*time.Second {
-		t.Errorf("primary limit: waited %v, want until the reset (~91s)", e.sleeps[1])
+	// The fake GitHub sets the reset 90 s after the limit on the wall clock;
+	// the action's clock, started at the wall's time, is 30 s ahead by then.
+	if e.clock.Waits()[1] < 55*time.Second || e.clock.Waits()[1] > 62*time.Second {
+		t.Errorf("primary limit: waited %v, want until the reset (~61s)", e.clock.Waits()[1])
 	}
-	if e.sleeps[2] != 20*time.Second {
-		t.Errorf("429: waited %v, want the Retry-After 20s", e.sleeps[2])
+	if e.clock.Waits()[2] != 20*time.Second {
+		t.Errorf("429: waited %v, want the Retry-After 20s", e.clock.Waits()[2])
 	}
 	limited := 0
 	for _, r := range f.Requests() {
@@ -479,8 +484,8 @@ func TestRateLimitRetriesAreBounded(t *testing.T) {
 	if code := ghaction.Run(context.Background(), e.env(), stub.launch); code != 0 {
 		t.Fatalf("a rate-limited comment must not fail the run: exit %d", code)
 	}
-	if len(e.sleeps) != 3 {
-		t.Errorf("slept %d times, want the bound of 3", len(e.sleeps))
+	if len(e.clock.Waits()) != 3 {
+		t.Errorf("slept %d times, want the bound of 3", len(e.clock.Waits()))
 	}
 	if got := len(f.Requests()); got != 4 {
 		t.Errorf("%d requests, want 4 (one try and three retries)", got)
@@ -496,8 +501,8 @@ func TestRateLimitRetriesAreBounded(t *testing.T) {
 	if code := ghaction.Run(context.Background(), e2.env(), stub.launch); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	if len(e2.sleeps) != 0 {
-		t.Errorf("waited %v for an hour-long limit", e2.sleeps)
+	if len(e2.clock.Waits()) != 0 {
+		t.Errorf("waited %v for an hour-long limit", e2.clock.Waits())
 	}
 	if !strings.Contains(e2.stdout.String(), "longer than the 2m0s this action waits") {
 		t.Errorf("log does not explain:\n%s", e2.stdout.String())
@@ -724,14 +729,8 @@ func TestCancelledReportingIsBounded(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	env := e.env()
-	var mu sync.Mutex
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	env.Now = func() time.Time { // the launch takes 30 s after the signal
-		mu.Lock()
-		defer mu.Unlock()
-		now = now.Add(15 * time.Second)
-		return now
-	}
+	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	env.Clock = clk
 	hung := make(chan struct{}, 10)
 	env.HTTPClient = &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		hung <- struct{}{}
@@ -742,7 +741,8 @@ func TestCancelledReportingIsBounded(t *testing.T) {
 		r := fixedReport(2)
 		r.Partial = true
 		return r
-	}, code: 130, err: context.Canceled}
+	}, code: 130, err: context.Canceled,
+		during: func() { clk.Advance(30 * time.Second) }} // the launch takes 30 s after the signal, more than the 9 s budget
 	if code := ghaction.Run(ctx, env, stub.launch); code != 130 {
 		t.Fatalf("exit %d", code)
 	}

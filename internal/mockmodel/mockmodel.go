@@ -16,13 +16,14 @@ import (
 	"fmt"
 	"net/http"
 	"sync/atomic"
-	"time"
+
+	"github.com/steward-evals/steward/internal/clock"
 )
 
 // Options tune the handler New returns.
 type Options struct {
-	// Now gives the "created" timestamps; nil means time.Now.
-	Now func() time.Time
+	// Clock gives the "created" timestamps; nil means the wall clock.
+	Clock clock.Clock
 }
 
 // New returns the mock upstream as an http.Handler serving paths under /v1.
@@ -30,15 +31,15 @@ func New() http.Handler { return NewWithOptions(Options{}) }
 
 // NewWithOptions is New with options.
 func NewWithOptions(o Options) http.Handler {
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clock.Real()
 	}
-	return &handler{now: o.Now}
+	return &handler{clock: o.Clock}
 }
 
 type handler struct {
-	now func() time.Time
-	seq atomic.Uint64
+	clock clock.Clock
+	seq   atomic.Uint64
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -51,5 +52,5 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	id := fmt.Sprintf("mock%06d%08x", n, uint32(hash64(fmt.Sprint(c.Prompts))))
 	// A write error means the client went away; there is no one to tell.
-	_ = c.Write(r.Context(), w, Meta{ID: id, RequestID: reqID, Now: h.now()}, nil)
+	_ = c.Write(r.Context(), w, Meta{ID: id, RequestID: reqID, Now: h.clock.Now()}, nil)
 }

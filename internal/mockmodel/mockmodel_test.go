@@ -11,7 +11,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/mockmodel"
 )
 
@@ -151,5 +153,16 @@ func TestEmbeddingsBase64(t *testing.T) {
 		if got := math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])); got != want[i] {
 			t.Fatalf("[%d] = %v, want %v", i, got, want[i])
 		}
+	}
+}
+
+// The "created" timestamp comes from the handler's clock.
+func TestCreatedFromClock(t *testing.T) {
+	at := time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC)
+	srv := httptest.NewServer(mockmodel.NewWithOptions(mockmodel.Options{Clock: clock.NewFake(at)}))
+	t.Cleanup(srv.Close)
+	code, m, _ := post(t, srv.URL+"/v1/chat/completions", `{"model":"mock","messages":[{"role":"user","content":"hi"}]}`, nil)
+	if code != 200 || m["created"] != float64(at.Unix()) {
+		t.Fatalf("status %d, created %v, want %d", code, m["created"], at.Unix())
 	}
 }

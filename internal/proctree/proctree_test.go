@@ -1,6 +1,7 @@
 package proctree
 
 import (
+	"bufio"
 	"os"
 	"os/exec"
 	"syscall"
@@ -20,6 +21,27 @@ func start(t *testing.T, env []string, shell string) *exec.Cmd {
 	return cmd
 }
 
+// startForked starts shell (which backgrounds its children with &) and
+// returns once the shell has forked them: it says so on stdout after the
+// forks, so their processes exist.
+func startForked(t *testing.T, shell string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", shell+" echo forked; wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); line != "forked\n" {
+		t.Fatalf("the shell did not fork its children: %q %v", line, err)
+	}
+	return cmd
+}
+
 func gone(cmd *exec.Cmd) bool {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
@@ -36,12 +58,8 @@ func TestReadStatAndDescendants(t *testing.T) {
 	if err != nil || st.PID != os.Getpid() || st.PPID != os.Getppid() || st.Start == 0 {
 		t.Fatalf("ReadStat(self) = %+v, %v", st, err)
 	}
-	cmd := start(t, nil, "sleep 60 & sleep 60 & wait")
-	var d []int
-	for i := 0; i < 100 && len(d) < 2; i++ {
-		time.Sleep(20 * time.Millisecond)
-		d = Descendants(cmd.Process.Pid)
-	}
+	cmd := startForked(t, "sleep 60 & sleep 60 &")
+	d := Descendants(cmd.Process.Pid)
 	if len(d) != 2 {
 		t.Fatalf("descendants of the shell: %v, want its two sleeps", d)
 	}
@@ -75,12 +93,8 @@ func TestKillGroupIfMarked(t *testing.T) {
 
 // KillDescendants reaches a grandchild that left its process group.
 func TestKillDescendantsReachesEscapedGrandchild(t *testing.T) {
-	cmd := start(t, nil, "setsid sleep 60 & wait")
-	var d []int
-	for i := 0; i < 100 && len(d) < 1; i++ {
-		time.Sleep(20 * time.Millisecond)
-		d = Descendants(cmd.Process.Pid)
-	}
+	cmd := startForked(t, "setsid sleep 60 &")
+	d := Descendants(cmd.Process.Pid)
 	if len(d) != 1 {
 		t.Fatalf("descendants: %v", d)
 	}

@@ -8,18 +8,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/sched"
 )
 
-// fakeClock hands out tend times one window apart.
-type fakeClock struct{ t time.Time }
+// newClock is the tests' clock; tick moves it a window on and reads it.
+func newClock() *clock.Fake { return clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) }
 
-func (f *fakeClock) next() time.Time {
-	f.t = f.t.Add(10 * time.Second)
-	return f.t
+func tick(c *clock.Fake) time.Time {
+	c.Advance(10 * time.Second)
+	return c.Now()
 }
-
-func newClock() *fakeClock { return &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
 
 func specs(n, maxSamples int) []TaskSpec {
 	out := make([]TaskSpec, n)
@@ -68,7 +67,7 @@ func TestSeedClimb(t *testing.T) {
 	}
 	var totals []int
 	for range 10 {
-		d := c.Tend(clk.next(), quiet, saturated(10))
+		d := c.Tend(tick(clk), quiet, saturated(10))
 		totals = append(totals, d.Total())
 		if d.Ceiling != d.Total() {
 			t.Fatalf("ceiling %d does not follow the ramp (total %d)", d.Ceiling, d.Total())
@@ -94,7 +93,7 @@ func TestFixedMaxSamples(t *testing.T) {
 	for i := range 6 {
 		g := quiet
 		g.Pushback = i >= 3 // even sustained pushback does not move a fixed task
-		d := c.Tend(clk.next(), g, saturated(10))
+		d := c.Tend(tick(clk), g, saturated(10))
 		if d.Total() != 1000 || d.Ceiling != 0 || d.Clamp {
 			t.Fatalf("tend %d: total %d ceiling %d clamp %v, want 1000, 0, false", i, d.Total(), d.Ceiling, d.Clamp)
 		}
@@ -124,7 +123,7 @@ func TestRangeClimb(t *testing.T) {
 			c := mustNew(t, Config{Range: tc.rng}, specs(3, 0))
 			got := []int{c.Setpoints()[0]}
 			for range len(tc.want) - 1 {
-				d := c.Tend(clk.next(), quiet, saturated(3))
+				d := c.Tend(tick(clk), quiet, saturated(3))
 				got = append(got, d.Setpoints[0])
 				if tc.ceil0 && d.Ceiling != 0 {
 					t.Fatalf("ceiling %d with the ramp off", d.Ceiling)
@@ -157,7 +156,7 @@ func TestGates(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newClock()
 			c := mustNew(t, Config{Range: DefaultRange}, specs(2, 0))
-			d := c.Tend(clk.next(), tc.g, tc.ts)
+			d := c.Tend(tick(clk), tc.g, tc.ts)
 			if !reflect.DeepEqual(d.Setpoints, tc.want) {
 				t.Fatalf("setpoints %v, want %v", d.Setpoints, tc.want)
 			}
@@ -168,7 +167,7 @@ func TestGates(t *testing.T) {
 				t.Fatalf("decision does not carry its signals: %+v", d)
 			}
 			// The next clean window climbs again: the block lasted one window.
-			d = c.Tend(clk.next(), quiet, saturated(2))
+			d = c.Tend(tick(clk), quiet, saturated(2))
 			for i, s := range d.Setpoints {
 				if s != tc.want[i]+20 {
 					t.Fatalf("next window: setpoints %v, want each +20 from %v", d.Setpoints, tc.want)
@@ -200,7 +199,7 @@ func TestPushbackReverses(t *testing.T) {
 	clk := newClock()
 	c := mustNew(t, Config{Range: DefaultRange, Down: DownStep}, specs(2, 0))
 	for range 5 { // climb to 150
-		c.Tend(clk.next(), quiet, saturated(2))
+		c.Tend(tick(clk), quiet, saturated(2))
 	}
 	push := Signals{Pushback: true, Requests: 300, Retries: 2, ConnLimit: 120}
 	steps := []struct {
@@ -218,7 +217,7 @@ func TestPushbackReverses(t *testing.T) {
 		{quiet, 130, false, ActionUp}, // the way back up is stepwise, through the gates
 	}
 	for i, st := range steps {
-		d := c.Tend(clk.next(), st.g, saturated(2))
+		d := c.Tend(tick(clk), st.g, saturated(2))
 		if d.Setpoints[0] != st.want || d.Clamp != st.clamp || d.Tasks[0].Action != st.act {
 			t.Fatalf("step %d: setpoint %d clamp %v action %s (%s), want %d %v %s",
 				i, d.Setpoints[0], d.Clamp, d.Tasks[0].Action, d.Reason, st.want, st.clamp, st.act)
@@ -241,11 +240,11 @@ func TestClampedCeilingClimbsWithRamp(t *testing.T) {
 	clk := newClock()
 	c := mustNew(t, Config{Range: DefaultRange, Down: DownStep}, specs(2, 0))
 	for range 3 {
-		c.Tend(clk.next(), quiet, saturated(2)) // 110 each, 220 total
+		c.Tend(tick(clk), quiet, saturated(2)) // 110 each, 220 total
 	}
 	push := Signals{Pushback: true, ConnLimit: 100}
-	c.Tend(clk.next(), push, saturated(2))
-	d := c.Tend(clk.next(), push, saturated(2)) // 90 each, 180 total, ceiling 100
+	c.Tend(tick(clk), push, saturated(2))
+	d := c.Tend(tick(clk), push, saturated(2)) // 90 each, 180 total, ceiling 100
 	if d.Total() != 180 || d.Ceiling != 100 || !d.Clamp {
 		t.Fatalf("after reversal: total %d ceiling %d clamp %v", d.Total(), d.Ceiling, d.Clamp)
 	}
@@ -254,7 +253,7 @@ func TestClampedCeilingClimbsWithRamp(t *testing.T) {
 	wantTotal := []int{220, 260, 300, 340, 380, 400, 400, 400}
 	wantCeil := []int{140, 180, 220, 260, 300, 340, 380, 400}
 	for i := range wantCeil {
-		d = c.Tend(clk.next(), quiet, saturated(2))
+		d = c.Tend(tick(clk), quiet, saturated(2))
 		if d.Total() != wantTotal[i] || d.Ceiling != wantCeil[i] || d.Clamp {
 			t.Fatalf("climb %d: total %d ceiling %d clamp %v, want %d %d", i, d.Total(), d.Ceiling, d.Clamp, wantTotal[i], wantCeil[i])
 		}
@@ -288,8 +287,8 @@ func TestStepDownPolicies(t *testing.T) {
 			c := mustNew(t, Config{Range: Range{true, 50, 400}, Down: tc.down}, specs(2, 0))
 			c.sp = []int{tc.from, tc.from}
 			push := Signals{Pushback: true, ConnLimit: tc.lim}
-			c.Tend(clk.next(), push, saturated(2))
-			d := c.Tend(clk.next(), push, saturated(2))
+			c.Tend(tick(clk), push, saturated(2))
+			d := c.Tend(tick(clk), push, saturated(2))
 			if d.Setpoints[0] != tc.want || d.Setpoints[1] != tc.want {
 				t.Fatalf("setpoints %v, want %d each (%s)", d.Setpoints, tc.want, d.Tasks[0].Reason)
 			}
@@ -302,12 +301,12 @@ func TestFloor(t *testing.T) {
 	clk := newClock()
 	c := mustNew(t, Config{Range: Range{true, 40, 300}}, specs(1, 0))
 	for range 5 {
-		c.Tend(clk.next(), quiet, saturated(1))
+		c.Tend(tick(clk), quiet, saturated(1))
 	}
 	push := Signals{Pushback: true, ConnLimit: 10}
 	var d Decision
 	for range 10 {
-		d = c.Tend(clk.next(), push, saturated(1))
+		d = c.Tend(tick(clk), push, saturated(1))
 	}
 	if d.Setpoints[0] != 40 || d.Tasks[0].Action != ActionHold || !strings.Contains(d.Tasks[0].Reason, "at the floor 40") {
 		t.Fatalf("after long pushback: %+v", d.Tasks[0])
@@ -319,13 +318,13 @@ func TestFloor(t *testing.T) {
 func TestHold(t *testing.T) {
 	clk := newClock()
 	c := mustNew(t, Config{Range: DefaultRange, Down: DownStep}, specs(2, 0))
-	c.Tend(clk.next(), quiet, saturated(2)) // 70
+	c.Tend(tick(clk), quiet, saturated(2)) // 70
 	c.Hold("provider looks unhappy")
 	if r, ok := c.Held(); !ok || r != "provider looks unhappy" {
 		t.Fatalf("Held() = %q, %v", r, ok)
 	}
 	for i := range 3 {
-		d := c.Tend(clk.next(), quiet, saturated(2))
+		d := c.Tend(tick(clk), quiet, saturated(2))
 		if d.Setpoints[0] != 70 || d.Held != "provider looks unhappy" ||
 			!strings.Contains(d.Reason, "held: provider looks unhappy") ||
 			!strings.Contains(d.Tasks[0].Reason, "held: provider looks unhappy") || d.Tasks[0].Action != ActionHold {
@@ -333,13 +332,13 @@ func TestHold(t *testing.T) {
 		}
 	}
 	push := Signals{Pushback: true, ConnLimit: 50}
-	c.Tend(clk.next(), push, saturated(2))
-	d := c.Tend(clk.next(), push, saturated(2))
+	c.Tend(tick(clk), push, saturated(2))
+	d := c.Tend(tick(clk), push, saturated(2))
 	if d.Setpoints[0] != 50 || !d.Clamp || d.Held == "" {
 		t.Fatalf("reversal while held: %+v", d)
 	}
 	c.Resume()
-	d = c.Tend(clk.next(), quiet, saturated(2))
+	d = c.Tend(tick(clk), quiet, saturated(2))
 	if d.Setpoints[0] != 70 || d.Held != "" || strings.Contains(d.Reason, "held") {
 		t.Fatalf("after resume: %+v", d)
 	}
@@ -351,7 +350,7 @@ func TestNarrowLive(t *testing.T) {
 	clk := newClock()
 	c := mustNew(t, Config{Range: DefaultRange}, specs(3, 0))
 	for range 8 {
-		c.Tend(clk.next(), quiet, saturated(3))
+		c.Tend(tick(clk), quiet, saturated(3))
 	}
 	if got := c.Setpoints(); !reflect.DeepEqual(got, []int{200, 200, 200}) {
 		t.Fatalf("climbed to %v", got)
@@ -371,14 +370,14 @@ func TestNarrowLive(t *testing.T) {
 	if got := c.Setpoints(); got[0] != 200 {
 		t.Fatalf("narrowing applied before the tend: %v", got)
 	}
-	d := c.Tend(clk.next(), quiet, saturated(3))
+	d := c.Tend(tick(clk), quiet, saturated(3))
 	if !reflect.DeepEqual(d.Setpoints, []int{100, 100, 100}) || d.Tasks[0].Action != ActionCap || d.Range != (Range{true, 50, 100}) {
 		t.Fatalf("after narrowing: %+v", d)
 	}
 	if !strings.Contains(d.Reason, "samples_ramp [50, 200] → [50, 100]") || d.Ceiling != 300 {
 		t.Fatalf("reason %q ceiling %d", d.Reason, d.Ceiling)
 	}
-	d = c.Tend(clk.next(), quiet, saturated(3))
+	d = c.Tend(tick(clk), quiet, saturated(3))
 	if d.Setpoints[0] != 100 {
 		t.Fatalf("climbed past the new top: %v", d.Setpoints)
 	}
@@ -386,7 +385,7 @@ func TestNarrowLive(t *testing.T) {
 	if err := c.SetRange(Range{}); err != nil {
 		t.Fatal(err)
 	}
-	d = c.Tend(clk.next(), quiet, saturated(3))
+	d = c.Tend(tick(clk), quiet, saturated(3))
 	if !reflect.DeepEqual(d.Setpoints, []int{50, 50, 50}) || d.Ceiling != 0 {
 		t.Fatalf("after samples_ramp false: %+v", d)
 	}
@@ -452,7 +451,7 @@ func TestBudget(t *testing.T) {
 			}
 			var d Decision
 			for i := range 20 {
-				d = c.Tend(clk.next(), quiet, saturated(len(tc.tasks)))
+				d = c.Tend(tick(clk), quiet, saturated(len(tc.tasks)))
 				for _, s := range d.Setpoints {
 					if s > tc.budget {
 						t.Fatalf("tend %d: setpoint %d over the budget %d", i, s, tc.budget)
@@ -473,7 +472,7 @@ func TestBudget(t *testing.T) {
 // climb, and the decision says why.
 func TestBudgetBoundHolds(t *testing.T) {
 	c := mustNew(t, Config{Range: DefaultRange, Budget: 8}, specs(2, 0))
-	d := c.Tend(newClock().next(), quiet, []TaskSignals{{BudgetBound: true}, {BudgetBound: true}})
+	d := c.Tend(tick(newClock()), quiet, []TaskSignals{{BudgetBound: true}, {BudgetBound: true}})
 	if d.Setpoints[0] != 8 || d.Tasks[0].Action != ActionHold || d.Tasks[0].Reason != "sandbox budget 8 full" {
 		t.Fatalf("%+v", d.Tasks[0])
 	}
@@ -521,7 +520,7 @@ func TestRandomWalk(t *testing.T) {
 			}
 			before := c.Setpoints()
 			_, held := c.Held()
-			d := c.Tend(clk.next(), g, ts)
+			d := c.Tend(tick(clk), g, ts)
 			if budget > 0 && d.Ceiling > budget {
 				t.Fatalf("trial %d step %d: ceiling %d over budget %d", trial, step, d.Ceiling, budget)
 			}
@@ -552,10 +551,10 @@ func TestRandomWalk(t *testing.T) {
 func TestConnFixedLeavesGateway(t *testing.T) {
 	clk := newClock()
 	c := mustNew(t, Config{Range: DefaultRange, Down: DownStep}, specs(2, 0))
-	c.Tend(clk.next(), Signals{ConnFixed: true, ConnLimit: 10}, saturated(2))
+	c.Tend(tick(clk), Signals{ConnFixed: true, ConnLimit: 10}, saturated(2))
 	push := Signals{Pushback: true, ConnFixed: true, ConnLimit: 10}
-	c.Tend(clk.next(), push, saturated(2))
-	d := c.Tend(clk.next(), push, saturated(2))
+	c.Tend(tick(clk), push, saturated(2))
+	d := c.Tend(tick(clk), push, saturated(2))
 	if d.Ceiling != 0 || d.Clamp || d.Setpoints[0] != 50 {
 		t.Fatalf("with max_connections: %+v", d)
 	}
@@ -563,7 +562,7 @@ func TestConnFixedLeavesGateway(t *testing.T) {
 
 func TestMixedCeilingCountsFixed(t *testing.T) {
 	c := mustNew(t, Config{Range: DefaultRange}, []TaskSpec{{"fixed", 30}, {"ramped", 0}})
-	d := c.Tend(newClock().next(), quiet, saturated(2))
+	d := c.Tend(tick(newClock()), quiet, saturated(2))
 	if !reflect.DeepEqual(d.Setpoints, []int{30, 70}) || d.Ceiling != 100 {
 		t.Fatalf("%+v", d)
 	}
@@ -572,11 +571,11 @@ func TestMixedCeilingCountsFixed(t *testing.T) {
 // TestEdgeInputs: no tasks, and fewer task signals than tasks (missing = not saturated).
 func TestEdgeInputs(t *testing.T) {
 	c := mustNew(t, Config{Range: DefaultRange, Budget: 10}, nil)
-	if d := c.Tend(newClock().next(), quiet, nil); d.Total() != 0 || d.Ceiling != 0 || len(d.Tasks) != 0 {
+	if d := c.Tend(tick(newClock()), quiet, nil); d.Total() != 0 || d.Ceiling != 0 || len(d.Tasks) != 0 {
 		t.Fatalf("no tasks: %+v", d)
 	}
 	c = mustNew(t, Config{Range: DefaultRange}, specs(3, 0))
-	d := c.Tend(newClock().next(), quiet, saturated(1))
+	d := c.Tend(tick(newClock()), quiet, saturated(1))
 	if !reflect.DeepEqual(d.Setpoints, []int{70, 50, 50}) || d.Tasks[2].Reason != "not saturated" {
 		t.Fatalf("short signals: %+v", d)
 	}
@@ -602,7 +601,7 @@ func TestConcurrentControl(t *testing.T) {
 	}()
 	clk := newClock()
 	for range 200 {
-		c.Tend(clk.next(), quiet, saturated(4))
+		c.Tend(tick(clk), quiet, saturated(4))
 		_ = c.Setpoints()
 		_ = c.Ceiling()
 		_, _ = c.Last()

@@ -69,25 +69,10 @@ tasks:
 		t.Fatal(err)
 	}
 	done := make(chan launched, 1)
-	go func() { done <- launchSet(t, path, func(o *Options) { o.Concurrency = 2 }) }()
+	w := newWatch()
+	go func() { done <- launchSet(t, path, func(o *Options) { o.Concurrency = 2; o.Observe = w.observe }) }()
 	// Free the lease once pair is done, so the waiter runs too.
-	deadline := time.After(2 * time.Minute)
-	for finished := 0; finished < 2; {
-		finished = 0
-		if runs, _ := db.Runs(ctx); len(runs) == 1 {
-			as, _ := db.Attempts(ctx, runs[0].ID)
-			for _, a := range as {
-				if a.Task == "pair" && a.Status != "" {
-					finished++
-				}
-			}
-		}
-		select {
-		case <-deadline:
-			t.Fatal("pair did not finish")
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	w.until(t, "both of pair's attempts", func(evs []Event) bool { return len(attempts(evs, "pair")) == 2 })
 	if err := db.Release(ctx, "k", tok); err != nil {
 		t.Fatal(err)
 	}
@@ -171,22 +156,17 @@ tasks:
 	}
 	defer db.Close()
 	done := make(chan launched, 1)
-	go func() { done <- launchSet(t, path, func(o *Options) { o.Concurrency = 2 }) }()
-	var live LiveState
-	deadline := time.After(time.Minute)
-	for seen := false; !seen; {
-		states, _ := db.Live(ctx)
-		for _, st := range states {
-			if err := json.Unmarshal([]byte(st), &live); err != nil {
-				t.Fatal(err)
-			}
-			seen = true
-		}
-		select {
-		case <-deadline:
-			t.Fatalf("no live state before the first tend (tend_interval 1h): %+v", live)
-		case <-time.After(20 * time.Millisecond):
-		}
+	w := newWatch()
+	go func() { done <- launchSet(t, path, func(o *Options) { o.Concurrency = 2; o.Observe = w.observe }) }()
+	evs := w.until(t, "the live state before the first tend (tend_interval 1h)", func(evs []Event) bool { return len(lives(evs, false)) > 0 })
+	live := *lives(evs, false)[0]
+	states, err := db.Live(ctx) // what `steward tend` reads is that state
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored LiveState
+	if err := json.Unmarshal([]byte(states[live.RunID]), &stored); err != nil || stored.Plan != live.Plan {
+		t.Fatalf("the record's live state %+v (%v), published %+v", stored, err, live)
 	}
 	release()
 	if live.Tended {
@@ -341,8 +321,9 @@ tasks:
 	var stderr bytes.Buffer
 	sw := &syncWriter{w: &stderr}
 	done := make(chan error, 1)
+	w := newWatch()
 	go func() {
-		_, err := Launch(context.Background(), Options{EvalSet: es, Providers: gatedFactory{prov}, Stderr: sw, PanelInterval: 20 * time.Millisecond})
+		_, err := Launch(context.Background(), Options{EvalSet: es, Providers: gatedFactory{prov}, Stderr: sw, PanelInterval: 20 * time.Millisecond, Observe: w.observe})
 		done <- err
 	}()
 	ctx := context.Background()
@@ -360,25 +341,8 @@ tasks:
 	}
 	defer open()
 	// Three tends while two attempts are admitted and none has a sandbox.
-	var live LiveState
-	deadline := time.After(time.Minute)
-	for tends := 0; tends < 3; {
-		if runs, _ := db.Runs(ctx); len(runs) == 1 {
-			pts, _ := db.Ramp(ctx, runs[0].ID)
-			tends = len(pts)
-			states, _ := db.Live(ctx)
-			if st, ok := states[runs[0].ID]; ok {
-				if err := json.Unmarshal([]byte(st), &live); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		select {
-		case <-deadline:
-			t.Fatal("no three tends")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	evs := w.until(t, "three tends", func(evs []Event) bool { return len(lives(evs, true)) >= 3 })
+	live := *lives(evs, true)[2]
 	if live.Counts.Running != 0 || live.Counts.Starting != 2 || live.Starting[0] != 2 || live.Running[0] != 0 {
 		t.Fatalf("with two sandboxes being made: counts %+v, task running %v starting %v", live.Counts, live.Running, live.Starting)
 	}

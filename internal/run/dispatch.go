@@ -94,6 +94,8 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 		l.tasks.check()
 		return
 	}
+	published := row
+	l.observe(Event{Attempt: &published})
 	l.keepTranscript(row, tr)
 	l.keepArtifacts(row, arts)
 	l.mu.Lock()

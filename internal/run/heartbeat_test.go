@@ -5,12 +5,13 @@ import (
 	"io"
 	"os/exec"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/steward-evals/steward/internal/clock"
 )
 
-// The heartbeat, driven by an injected clock: a worker that answers stays;
+// The heartbeat, driven by a fake clock: a worker that answers stays;
 // one silent for longer than the timeout is killed, with the reason kept
 // for its attempts.
 func TestHeartbeatKillsSilentWorker(t *testing.T) {
@@ -25,32 +26,28 @@ func TestHeartbeatKillsSilentWorker(t *testing.T) {
 	defer cmd.Process.Kill()
 	var log bytes.Buffer
 	w := &workerProc{l: &launcher{opts: Options{Stderr: &log}}, name: "victim", cmd: cmd, in: in, out: &msgWriter{w: io.Discard}, pings: make(chan struct{}, 1), done: make(chan struct{})}
-	// The fake clock is read by the heartbeat's goroutine while the test
-	// moves it: atomic.
-	var clock atomic.Int64
-	clock.Store(time.Unix(1000, 0).UnixNano())
-	now := func() time.Time { return time.Unix(0, clock.Load()) }
-	advance := func() time.Time { return time.Unix(0, clock.Add(int64(time.Second))) }
-	w.lastSeen.Store(clock.Load())
-	tick := make(chan time.Time)
+	clk := clock.NewFake(time.Unix(1000, 0))
+	w.lastSeen.Store(clk.Now().UnixNano())
 	ended := make(chan struct{})
-	go func() { w.heartbeat(tick, now, 5*time.Second); close(ended) }()
+	go func() { w.heartbeat(clk, time.Second, 5*time.Second); close(ended) }()
 
 	for i := 0; i < 10; i++ { // answers every second: never killed
-		c := advance()
-		w.lastSeen.Store(c.UnixNano())
-		tick <- c
+		clk.BlockUntil(1) // the heartbeat waits for its next beat
+		w.lastSeen.Store(clk.Now().Add(time.Second).UnixNano())
+		clk.Advance(time.Second)
 	}
+	clk.BlockUntil(1) // the tenth beat was judged and the next one set
 	if w.killed.Load() != nil {
 		t.Fatal("a worker that answers was killed")
 	}
-	for i := 0; i < 6; i++ { // silent for 6 s
-		c := advance()
-		select {
-		case tick <- c:
-		case <-ended:
-		}
+	for i := 0; i < 5; i++ { // silent for 5 s: not yet past the timeout
+		clk.Advance(time.Second)
+		clk.BlockUntil(1)
 	}
+	if w.killed.Load() != nil {
+		t.Fatal("killed after 5 s of silence; the timeout is 5 s")
+	}
+	clk.Advance(time.Second) // 6 s
 	<-ended
 	k := w.killed.Load()
 	if k == nil || !strings.Contains(*k, "worker process for victim unresponsive") || !strings.Contains(*k, "timeout 5s") {

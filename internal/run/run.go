@@ -70,6 +70,26 @@ type Options struct {
 	// FleetFlags are the fleet settings given as flags; they keep winning
 	// when the live run re-reads _steward.yaml.
 	FleetFlags evalset.FleetOverrides
+	// Observe, when set, is told of each thing the launch writes to the
+	// record as it writes it (an attempt's row, the live state), so a
+	// caller waits for these instead of polling the record. It runs on
+	// the launch's goroutines and must not block.
+	Observe func(Event)
+}
+
+// Event is one thing a launch has just written to the record: exactly one
+// field is set.
+type Event struct {
+	// Attempt is an attempt's published row.
+	Attempt *record.Attempt
+	// Live is the live state `steward tend` reads (Tended: after a tend).
+	Live *LiveState
+}
+
+func (l *launcher) observe(e Event) {
+	if l.opts.Observe != nil {
+		l.opts.Observe(e)
+	}
 }
 
 // ProviderFactory makes the sandbox provider for a name, or says whether it

@@ -352,30 +352,18 @@ tasks:
 		t.Fatal(err)
 	}
 	done := make(chan launched, 1)
-	go func() { done <- launchSet(t, path, nil) }()
+	w := newWatch()
+	go func() { done <- launchSet(t, path, func(o *Options) { o.Observe = w.observe }) }()
 	// The unrelated exclusive task finishes while the shared one waits.
-	deadline := time.After(2 * time.Minute)
-	for {
-		runs, _ := db.Runs(ctx)
-		if len(runs) == 1 {
-			as, _ := db.Attempts(ctx, runs[0].ID)
-			passed := 0
-			for _, a := range as {
-				if a.Task == "unrelated" && a.Status == "passed" {
-					passed++
-				}
-				if a.Task == "shared" {
-					t.Fatalf("the shared task ran while the lease was held: %+v", a)
-				}
-			}
-			if passed == 2 {
-				break
-			}
-		}
-		select {
-		case <-deadline:
-			t.Fatal("the unrelated task did not run while another waited for a lease")
-		case <-time.After(50 * time.Millisecond):
+	evs := w.until(t, "the unrelated task's two attempts while another waited for a lease", func(evs []Event) bool {
+		return len(attempts(evs, "unrelated")) == 2 || len(attempts(evs, "shared")) > 0
+	})
+	if sh := attempts(evs, "shared"); len(sh) > 0 {
+		t.Fatalf("the shared task ran while the lease was held: %+v", *sh[0].Attempt)
+	}
+	for _, e := range attempts(evs, "unrelated") {
+		if e.Attempt.Status != "passed" {
+			t.Fatalf("unrelated: %+v", *e.Attempt)
 		}
 	}
 	if err := db.Release(ctx, "k", tok); err != nil {

@@ -80,7 +80,9 @@ func (l *launcher) publishLive(ctx context.Context, ctl *ramp.Controller, d ramp
 		live.Queued = append(live.Queued, r.Queued)
 	}
 	if b, err := json.Marshal(live); err == nil {
-		_ = l.db.SetLive(ctx, l.runID, string(b), now)
+		if l.db.SetLive(ctx, l.runID, string(b), now) == nil {
+			l.observe(Event{Live: &live})
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/runlock"
 	"io"
 	"net"
@@ -199,14 +200,9 @@ func (l *launcher) startWorker(ctx context.Context, k int, tasks []int) (*worker
 	w.cmd, w.in, w.out = cmd, in, &msgWriter{w: in}
 	w.lastSeen.Store(time.Now().UnixNano())
 	every := min(time.Second, l.workerTimeout()/3)
-	tick := time.NewTicker(every)
 	w.goroutines.Add(3)
 	go func() { defer w.goroutines.Done(); w.read(out) }()
-	go func() {
-		defer w.goroutines.Done()
-		w.heartbeat(tick.C, time.Now, l.workerTimeout())
-		tick.Stop()
-	}()
+	go func() { defer w.goroutines.Done(); w.heartbeat(clock.Real(), every, l.workerTimeout()) }()
 	go func() { defer w.goroutines.Done(); w.pinger() }()
 	init := &workerInit{
 		EvalSet: l.es.File, Flags: l.opts.FleetFlags, TaskGlobs: l.opts.TaskGlobs, SampleGlobs: l.opts.SampleGlobs,
@@ -360,18 +356,20 @@ func (l *launcher) workerTimeout() time.Duration {
 	return DefaultWorkerTimeout
 }
 
-// heartbeat pings the worker at every tick (each second, or a third of the
-// timeout when shorter) and kills it once it has said nothing for timeout
-// by now's clock: a stopped or hung worker costs its tasks (infra errors
+// heartbeat pings the worker every interval (each second, or a third of
+// the timeout when shorter) and kills it once it has said nothing for
+// timeout by clk: a stopped or hung worker costs its tasks (infra errors
 // with the reason), never the run.
-func (w *workerProc) heartbeat(tick <-chan time.Time, now func() time.Time, timeout time.Duration) {
+func (w *workerProc) heartbeat(clk clock.Clock, every, timeout time.Duration) {
 	for {
+		t := clk.NewTimer(every)
 		select {
 		case <-w.done:
+			t.Stop()
 			return
-		case <-tick:
+		case <-t.C():
 		}
-		silent := now().Sub(time.Unix(0, w.lastSeen.Load()))
+		silent := clk.Now().Sub(time.Unix(0, w.lastSeen.Load()))
 		if silent > timeout {
 			w.kill(fmt.Sprintf("worker process for %s unresponsive: no answer to the heartbeat for %s (timeout %s); killed", w.name, silent.Round(time.Second), timeout))
 			return

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/fakeprovider"
 	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/mockmodel"
@@ -89,13 +90,6 @@ type Result struct {
 	History []gateway.LimitChange
 }
 
-type simClock struct{ now time.Time }
-
-func (c *simClock) Now() time.Time { return c.now }
-
-// After is never waited on: the simulation uses TryAcquire only.
-func (c *simClock) After(time.Duration) <-chan time.Time { return nil }
-
 type call struct {
 	sample  int
 	tries   int
@@ -164,7 +158,7 @@ func Run(s Scenario) Result {
 		s.CallsPerSample = 1
 	}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clk := &simClock{now: start}
+	clk := clock.NewFake(start) // moved to each event's instant; the controller's timers are never waited on (TryAcquire only)
 	rng := rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15))
 	ctl := gateway.NewController(s.Policy, clk)
 	if s.Ceiling > 0 {
@@ -227,22 +221,22 @@ func Run(s Scenario) Result {
 		}
 		left[i]--
 		if left[i] > 0 && !failed[i] {
-			push(clk.now, evArrive, &call{sample: i, started: clk.now})
+			push(clk.Now(), evArrive, &call{sample: i, started: clk.Now()})
 			return
 		}
 		res.Samples++
 		if failed[i] {
 			res.FailedSamples++
 		}
-		newSample(i, clk.now)
+		newSample(i, clk.Now())
 	}
 	drain := func() {
 		for len(queue) > 0 {
 			t, wait := ctl.TryAcquire()
 			if t == nil {
 				if wait > 0 {
-					at := clk.now.Add(wait)
-					if wakeAt.IsZero() || at.Before(wakeAt) || !wakeAt.After(clk.now) {
+					at := clk.Now().Add(wait)
+					if wakeAt.IsZero() || at.Before(wakeAt) || !wakeAt.After(clk.Now()) {
 						wakeAt = at
 						push(at, evWake, nil)
 					}
@@ -255,10 +249,10 @@ func Run(s Scenario) Result {
 			c.ticket = t
 			res.Requests++
 			n := cost()
-			d := lim.Admit(clk.now, n)
+			d := lim.Admit(clk.Now(), n)
 			h := http.Header{}
 			d.Header(h, mockmodel.OpenAI)
-			info := gateway.ParseRateInfo(h, clk.now)
+			info := gateway.ParseRateInfo(h, clk.Now())
 			if d.OK {
 				inflight++
 				res.PeakInFlight = max(res.PeakInFlight, inflight)
@@ -266,7 +260,7 @@ func Run(s Scenario) Result {
 				cur.Tokens += int(n)
 				info.Tokens = int64(n)
 				c.info = info
-				push(clk.now.Add(latency()), evDone, c)
+				push(clk.Now().Add(latency()), evDone, c)
 				continue
 			}
 			res.RateLimited++
@@ -280,7 +274,7 @@ func Run(s Scenario) Result {
 			c.tries++
 			c.waited += w
 			c.prev = t
-			push(clk.now.Add(w), evArrive, c)
+			push(clk.Now().Add(w), evArrive, c)
 		}
 	}
 	end := start.Add(s.Duration)
@@ -289,7 +283,7 @@ func Run(s Scenario) Result {
 		if e.at.After(end) {
 			break
 		}
-		clk.now = e.at
+		clk.Advance(e.at.Sub(clk.Now()))
 		switch e.kind {
 		case evArrive:
 			queue = append(queue, e.c)
@@ -300,16 +294,16 @@ func Run(s Scenario) Result {
 		case evWake:
 		case evHalve:
 			rpm, tpm := lim.Limits()
-			lim.SetLimits(rpm/2, tpm/2, clk.now)
+			lim.SetLimits(rpm/2, tpm/2, clk.Now())
 		case evStep:
-			cur.T = clk.now.Sub(start)
+			cur.T = clk.Now().Sub(start)
 			cur.LimitRate = limitRate(lim, tokens)
 			cur.RPM, cur.TPM = lim.Limits()
 			cur.InFlight, cur.ConnLimit = inflight, ctl.Limit()
-			cur.BucketRequests, cur.BucketTokens = lim.Level(clk.now)
+			cur.BucketRequests, cur.BucketTokens = lim.Level(clk.Now())
 			res.Series = append(res.Series, cur)
 			cur = Point{}
-			push(clk.now.Add(s.Step), evStep, nil)
+			push(clk.Now().Add(s.Step), evStep, nil)
 			continue
 		}
 		drain()

@@ -323,16 +323,9 @@ func (s *Sandbox) CopyOut(ctx context.Context, p string) ([]byte, error) {
 	}
 }
 
-// pidMarker prefixes the line on which the exec wrapper reports its pid.
-const pidMarker = "\x00steward-pid:"
-
 // Exec runs spec.Shell with /bin/sh -c in the workdir.
 func (s *Sandbox) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResult, error) {
 	start := time.Now()
-	maxOut := spec.MaxOutput
-	if maxOut <= 0 {
-		maxOut = 1 << 20
-	}
 	env := make([]string, 0, len(spec.Env)+1)
 	for _, k := range sortedKeys(spec.Env) {
 		env = append(env, k+"="+spec.Env[k])
@@ -378,56 +371,26 @@ func (s *Sandbox) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.Exec
 		_ = hj.CloseWrite()
 	}()
 
-	stdout := &capped{max: maxOut}
-	stderr := &pidSniffer{capped: capped{max: maxOut}, pid: make(chan int, 1)}
+	out := sandbox.NewExecOutput(spec.MaxOutput)
 	copied := make(chan error, 1)
 	go func() {
-		_, err := stdcopy.StdCopy(stdout, stderr, hj.Reader)
+		_, err := stdcopy.StdCopy(out.Stdout, out.Stderr, hj.Reader)
 		copied <- err
 	}()
-
-	var timeout <-chan time.Time
-	if spec.Timeout > 0 {
-		t := time.NewTimer(spec.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	res := sandbox.ExecResult{}
-	var pid int
-	select {
-	case err = <-copied:
-	case <-timeout:
-		res.TimedOut = true
-	case <-ctx.Done():
-	}
-	if res.TimedOut || ctx.Err() != nil {
-		// A command that had ended already (noticed late: this process was
-		// stopped or starved) neither timed out nor was interrupted.
-		select {
-		case err = <-copied:
-			res.TimedOut = false
-			ctx = context.WithoutCancel(ctx)
-		default:
-		}
-	}
-	if res.TimedOut || ctx.Err() != nil {
-		select {
-		case pid = <-stderr.pid:
-		case <-time.After(2 * time.Second):
-		}
+	err, finished, timedOut := sandbox.WaitExec(ctx, spec.Timeout, copied, func(err error) bool { return err == nil }, out.Stderr.PID(), func(pid int) {
 		kctx, cancel := cleanupCtx(ctx)
 		s.killGroup(kctx, pid)
 		cancel()
 		hj.Close()
-		select {
-		case <-copied:
-		case <-time.After(5 * time.Second):
+	})
+	res := sandbox.ExecResult{TimedOut: timedOut}
+	if finished {
+		if err != nil {
+			return sandbox.ExecResult{}, s.execErr("read exec output", err)
 		}
-	} else if err != nil {
-		return sandbox.ExecResult{}, s.execErr("read exec output", err)
+		ctx = context.WithoutCancel(ctx) // it ended: not interrupted, whatever ctx did since
 	}
-	res.Stdout, res.Stderr = stdout.buf.Bytes(), stderr.buf.Bytes()
-	res.Truncated = stdout.truncated || stderr.truncated
+	out.Fill(&res)
 	res.Duration = time.Since(start)
 	if ctx.Err() != nil && !res.TimedOut {
 		return res, fmt.Errorf("exec in sandbox %s: %w", s.name, ctx.Err())
@@ -523,7 +486,7 @@ func (s *Sandbox) run(ctx context.Context, script string, args ...string) (strin
 		return "", s.execErr("attach exec", err)
 	}
 	defer hj.Close()
-	out, errb := &capped{max: 1 << 20}, &capped{max: 1 << 20}
+	out, errb := sandbox.NewCapped(1<<20), sandbox.NewCapped(1<<20)
 	if _, err := stdcopy.StdCopy(out, errb, hj.Reader); err != nil {
 		return "", s.execErr("read exec output", err)
 	}
@@ -532,9 +495,9 @@ func (s *Sandbox) run(ctx context.Context, script string, args ...string) (strin
 		return "", s.execErr("inspect exec", err)
 	}
 	if ins.ExitCode != 0 {
-		return out.buf.String(), fmt.Errorf("sandbox %s: internal command exited %d: %s", s.name, ins.ExitCode, strings.TrimSpace(errb.buf.String()))
+		return out.String(), fmt.Errorf("sandbox %s: internal command exited %d: %s", s.name, ins.ExitCode, strings.TrimSpace(errb.String()))
 	}
-	return out.buf.String(), nil
+	return out.String(), nil
 }
 
 // oomScript prints the memory cgroup's oom_kill counter (cgroup v1 or v2).
@@ -600,7 +563,7 @@ func (s *Sandbox) reset(ctx context.Context) error {
 		return fmt.Errorf("reset sandbox: %w", s.execErr("attach exec", err))
 	}
 	defer hj.Close()
-	errb := &capped{max: 64 << 10}
+	errb := sandbox.NewCapped(64 << 10)
 	if _, err := stdcopy.StdCopy(io.Discard, errb, hj.Reader); err != nil {
 		return fmt.Errorf("reset sandbox: %w", s.execErr("read exec output", err))
 	}
@@ -609,7 +572,7 @@ func (s *Sandbox) reset(ctx context.Context) error {
 		return fmt.Errorf("reset sandbox: %w", s.execErr("inspect exec", err))
 	}
 	if ins.ExitCode != 0 {
-		return sandbox.InfraError(fmt.Errorf("reset sandbox %s: exit %d: %s (the image needs /bin/sh, rm and mkdir)", s.name, ins.ExitCode, strings.TrimSpace(errb.buf.String())))
+		return sandbox.InfraError(fmt.Errorf("reset sandbox %s: exit %d: %s (the image needs /bin/sh, rm and mkdir)", s.name, ins.ExitCode, strings.TrimSpace(errb.String())))
 	}
 	return nil
 }
@@ -658,72 +621,6 @@ func (p *Provider) removeContainer(ctx context.Context, id string) error {
 }
 
 // capped keeps the first max bytes written and notes whether more came.
-type capped struct {
-	buf       bytes.Buffer
-	max       int
-	truncated bool
-}
-
-func (c *capped) Write(b []byte) (int, error) {
-	room := c.max - c.buf.Len()
-	if room >= len(b) {
-		c.buf.Write(b)
-		return len(b), nil
-	}
-	if room > 0 {
-		c.buf.Write(b[:room])
-	}
-	c.truncated = true
-	return len(b), nil
-}
-
-// pidSniffer strips the wrapper's pid line from the head of stderr.
-type pidSniffer struct {
-	capped
-	head []byte
-	done bool
-	pid  chan int
-}
-
-func (p *pidSniffer) Write(b []byte) (int, error) {
-	n := len(b)
-	if p.done {
-		_, _ = p.capped.Write(b)
-		return n, nil
-	}
-	p.head = append(p.head, b...)
-	if !bytes.HasPrefix(p.head, []byte(pidMarker)) && !bytes.HasPrefix([]byte(pidMarker), p.head) {
-		p.done = true
-		close(p.pid)
-		_, _ = p.capped.Write(p.head)
-		p.head = nil
-		return n, nil
-	}
-	i := bytes.IndexByte(p.head, '\n')
-	if i < 0 {
-		// The wrapper's line is short; a longer one is not the wrapper's
-		// (a replaced /bin/sh): it is output, and no pid comes.
-		if len(p.head) > len(pidMarker)+20 {
-			p.done = true
-			close(p.pid)
-			_, _ = p.capped.Write(p.head)
-			p.head = nil
-		}
-		return n, nil
-	}
-	line := p.head[len(pidMarker):i]
-	if pid, err := strconv.Atoi(string(line)); err == nil {
-		p.pid <- pid
-	} else {
-		close(p.pid)
-	}
-	p.done = true
-	rest := p.head[i+1:]
-	p.head = nil
-	_, _ = p.capped.Write(rest)
-	return n, nil
-}
-
 func stdcopyDemux(out, errw io.Writer, r io.Reader) (int64, error) {
 	return stdcopy.StdCopy(out, errw, r)
 }

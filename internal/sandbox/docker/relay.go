@@ -226,8 +226,7 @@ func (p *Provider) containerLogs(ctx context.Context, id string) string {
 		return ""
 	}
 	defer rc.Close()
-	var out, errb capped
-	out.max, errb.max = 4096, 4096
-	_, _ = stdcopyDemux(&out, &errb, rc)
-	return out.buf.String() + errb.buf.String()
+	out, errb := sandbox.NewCapped(4096), sandbox.NewCapped(4096)
+	_, _ = stdcopyDemux(out, errb, rc)
+	return out.String() + errb.String()
 }

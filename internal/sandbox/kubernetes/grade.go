@@ -58,22 +58,22 @@ func (s *Sandbox) Grader(ctx context.Context, files []sandbox.File) (sandbox.San
 	pr, pw := io.Pipe()
 	outErr := make(chan error, 1)
 	go func() {
-		errb := &capped{max: 64 << 10}
+		errb := sandbox.NewCapped(64 << 10)
 		code, err := s.stream(ctx, []string{"tar", "-C", s.workdir, "-cf", "-", "."}, nil, &limitWriter{w: pw, left: maxGraderCopy}, errb)
 		if err == nil && code != 0 {
-			err = fmt.Errorf("tar exited %d: %s", code, errb.bytes())
+			err = fmt.Errorf("tar exited %d: %s", code, errb.Bytes())
 		}
 		pw.CloseWithError(err)
 		outErr <- err
 	}()
-	errb := &capped{max: 64 << 10}
+	errb := sandbox.NewCapped(64 << 10)
 	code, err := g.stream(ctx, []string{"tar", "-C", g.workdir, "-xf", "-"}, pr, io.Discard, errb)
 	_ = pr.CloseWithError(io.ErrClosedPipe)
 	if oerr := <-outErr; oerr != nil && err == nil {
 		err = oerr
 	}
 	if err == nil && code != 0 {
-		err = fmt.Errorf("tar exited %d: %s", code, errb.bytes())
+		err = fmt.Errorf("tar exited %d: %s", code, errb.Bytes())
 	}
 	if err != nil {
 		return fail(sandbox.InfraError(fmt.Errorf("copy the workdir into the scorer's pod: %w", err)))

@@ -340,9 +340,6 @@ func (s *Sandbox) stream(ctx context.Context, cmd []string, stdin io.Reader, std
 	return -1, err
 }
 
-// pidMarker prefixes the line on which the exec wrapper reports its pid.
-const pidMarker = "\x00steward-pid:"
-
 // execWrapper reads a preamble of N lines from stdin (the environment, the
 // workdir and the command: never in the exec URL, which API servers log),
 // reports its pid on stderr, and runs it; the rest of stdin is the command's.
@@ -368,18 +365,13 @@ func (s *Sandbox) preamble(spec sandbox.ExecSpec) []byte {
 // Exec runs spec.Shell with /bin/sh -c in the workdir.
 func (s *Sandbox) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResult, error) {
 	start := time.Now()
-	maxOut := spec.MaxOutput
-	if maxOut <= 0 {
-		maxOut = 1 << 20
-	}
 	for k := range spec.Env {
 		if !envName(k) {
 			return sandbox.ExecResult{}, fmt.Errorf("exec in pod %s: bad environment variable name %q", s.name, k)
 		}
 	}
 	stdin := io.MultiReader(bytes.NewReader(s.preamble(spec)), bytes.NewReader(spec.Stdin))
-	stdout := &capped{max: maxOut}
-	stderr := &pidSniffer{capped: capped{max: maxOut}, pid: make(chan int, 1)}
+	out := sandbox.NewExecOutput(spec.MaxOutput)
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
@@ -388,43 +380,25 @@ func (s *Sandbox) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.Exec
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, err := s.stream(sctx, []string{"/bin/sh", "-c", execWrapper}, stdin, stdout, stderr)
+		code, err := s.stream(sctx, []string{"/bin/sh", "-c", execWrapper}, stdin, out.Stdout, out.Stderr)
 		done <- result{code, err}
 	}()
-	var timeout <-chan time.Time
-	if spec.Timeout > 0 {
-		t := time.NewTimer(spec.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	res := sandbox.ExecResult{}
-	var r result
-	select {
-	case r = <-done:
-	case <-timeout:
-		res.TimedOut = true
-	case <-ctx.Done():
-	}
-	if res.TimedOut || ctx.Err() != nil {
-		pid := 0
-		select {
-		case pid = <-stderr.pid:
-		case <-time.After(2 * time.Second):
-		}
+	r, finished, timedOut := sandbox.WaitExec(ctx, spec.Timeout, done, func(r result) bool { return r.err == nil }, out.Stderr.PID(), func(pid int) {
 		kctx, kcancel := cleanupCtx(ctx)
 		s.killTree(kctx, pid)
 		kcancel()
 		cancel()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
+	})
+	res := sandbox.ExecResult{TimedOut: timedOut}
+	if finished {
+		if r.err != nil {
+			return sandbox.ExecResult{}, s.execErr(ctx, r.err)
 		}
+		ctx = context.WithoutCancel(ctx) // it ended: not interrupted, whatever ctx did since
+	} else {
 		r.code = 137
-	} else if r.err != nil {
-		return sandbox.ExecResult{}, s.execErr(ctx, r.err)
 	}
-	res.Stdout, res.Stderr = stdout.bytes(), stderr.bytes()
-	res.Truncated = stdout.truncated || stderr.truncated
+	out.Fill(&res)
 	res.Duration = time.Since(start)
 	res.ExitCode = r.code
 	if ctx.Err() != nil && !res.TimedOut {
@@ -486,15 +460,15 @@ func (s *Sandbox) killTree(ctx context.Context, pid int) {
 
 // run executes a short internal script (no secrets: its text is in the URL).
 func (s *Sandbox) run(ctx context.Context, script string, args ...string) (string, error) {
-	out, errb := &capped{max: 1 << 20}, &capped{max: 64 << 10}
+	out, errb := sandbox.NewCapped(1<<20), sandbox.NewCapped(64<<10)
 	code, err := s.stream(ctx, append([]string{"/bin/sh", "-c", script, "steward"}, args...), nil, out, errb)
 	if err != nil {
 		return "", s.execErr(ctx, err)
 	}
 	if code != 0 {
-		return string(out.bytes()), fmt.Errorf("pod %s: internal command exited %d: %s", s.name, code, strings.TrimSpace(string(errb.bytes())))
+		return string(out.Bytes()), fmt.Errorf("pod %s: internal command exited %d: %s", s.name, code, strings.TrimSpace(string(errb.Bytes())))
 	}
-	return string(out.bytes()), nil
+	return string(out.Bytes()), nil
 }
 
 // oomScript prints the memory cgroup's oom_kill counter (cgroup v1 or v2).
@@ -562,13 +536,13 @@ func (s *Sandbox) CopyIn(ctx context.Context, files []sandbox.File) error {
 	if err := tw.Close(); err != nil {
 		return fmt.Errorf("copy into sandbox: %w", err)
 	}
-	errb := &capped{max: 64 << 10}
+	errb := sandbox.NewCapped(64 << 10)
 	code, err := s.stream(ctx, []string{"tar", "-x", "-o", "-f", "-", "-C", "/"}, &buf, io.Discard, errb)
 	if err != nil {
 		return s.execErr(ctx, err)
 	}
 	if code != 0 {
-		return fmt.Errorf("copy into sandbox %s: tar exited %d: %s (the image needs tar; a read-only root takes files only below the workdir and /tmp)", s.name, code, strings.TrimSpace(string(errb.bytes())))
+		return fmt.Errorf("copy into sandbox %s: tar exited %d: %s (the image needs tar; a read-only root takes files only below the workdir and /tmp)", s.name, code, strings.TrimSpace(string(errb.Bytes())))
 	}
 	return nil
 }
@@ -582,8 +556,8 @@ const copyOutScript = `[ -d "$1" ] && exit 3; [ -f "$1" ] || exit 4; cd "$(dirna
 // CopyOut reads one regular file as a tar stream over exec.
 func (s *Sandbox) CopyOut(ctx context.Context, p string) ([]byte, error) {
 	full := s.abs(p)
-	out := &capped{max: MaxCopyOut + 64<<10}
-	errb := &capped{max: 64 << 10}
+	out := sandbox.NewCapped(MaxCopyOut + 64<<10)
+	errb := sandbox.NewCapped(64 << 10)
 	code, err := s.stream(ctx, []string{"/bin/sh", "-c", copyOutScript, "steward", full}, nil, out, errb)
 	if err != nil {
 		return nil, s.execErr(ctx, err)
@@ -595,16 +569,16 @@ func (s *Sandbox) CopyOut(ctx context.Context, p string) ([]byte, error) {
 	case 4:
 		return nil, fmt.Errorf("copy %s out of sandbox: no such file", full)
 	default:
-		return nil, sandbox.InfraError(fmt.Errorf("copy %s out of sandbox %s: tar exited %d: %s", full, s.name, code, strings.TrimSpace(string(errb.bytes()))))
+		return nil, sandbox.InfraError(fmt.Errorf("copy %s out of sandbox %s: tar exited %d: %s", full, s.name, code, strings.TrimSpace(string(errb.Bytes()))))
 	}
-	tr := tar.NewReader(bytes.NewReader(out.bytes()))
+	tr := tar.NewReader(bytes.NewReader(out.Bytes()))
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
 			return nil, fmt.Errorf("copy %s out of sandbox: empty archive", full)
 		}
 		if err != nil {
-			if out.truncated {
+			if out.Truncated() {
 				return nil, fmt.Errorf("copy %s out of sandbox: more than the %d-byte limit", full, MaxCopyOut)
 			}
 			return nil, sandbox.InfraError(fmt.Errorf("copy %s out of sandbox: %w", full, err))
@@ -662,71 +636,3 @@ func (s *Sandbox) Close(ctx context.Context) error {
 }
 
 // capped keeps the first max bytes written.
-type capped struct {
-	mu        sync.Mutex
-	buf       bytes.Buffer
-	max       int
-	truncated bool
-}
-
-func (c *capped) Write(b []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	room := c.max - c.buf.Len()
-	if room <= 0 {
-		if len(b) > 0 {
-			c.truncated = true
-		}
-		return len(b), nil
-	}
-	if len(b) > room {
-		c.buf.Write(b[:room])
-		c.truncated = true
-		return len(b), nil
-	}
-	c.buf.Write(b)
-	return len(b), nil
-}
-
-func (c *capped) bytes() []byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]byte(nil), c.buf.Bytes()...)
-}
-
-// pidSniffer strips the wrapper's pid line from stderr and reports the pid.
-type pidSniffer struct {
-	capped
-	pid    chan int
-	head   []byte
-	passed bool
-}
-
-func (p *pidSniffer) Write(b []byte) (int, error) {
-	n := len(b)
-	if p.passed {
-		_, _ = p.capped.Write(b)
-		return n, nil
-	}
-	p.head = append(p.head, b...)
-	if i := bytes.IndexByte(p.head, '\n'); i >= 0 {
-		line, rest := p.head[:i], p.head[i+1:]
-		p.passed = true
-		if v, ok := bytes.CutPrefix(line, []byte(pidMarker)); ok {
-			if pid, err := strconv.Atoi(string(v)); err == nil {
-				p.pid <- pid
-			}
-			_, _ = p.capped.Write(rest)
-		} else {
-			_, _ = p.capped.Write(p.head)
-		}
-		p.head = nil
-		return n, nil
-	}
-	if len(p.head) > 64 {
-		p.passed = true
-		_, _ = p.capped.Write(p.head)
-		p.head = nil
-	}
-	return n, nil
-}

@@ -38,34 +38,13 @@ func TestExecWrapperPreamble(t *testing.T) {
 	if out.String() != want {
 		t.Fatalf("got %q, want %q", out.String(), want)
 	}
-	if !strings.HasPrefix(errb.String(), pidMarker) {
+	if !strings.HasPrefix(errb.String(), sandbox.PIDMarker) {
 		t.Fatalf("stderr %q does not start with the pid marker", errb.String())
 	}
 	for _, v := range spec.Env {
 		if strings.Contains(execWrapper, v) {
 			t.Fatal("an environment value is in the exec command line")
 		}
-	}
-}
-
-func TestPidSnifferStripsMarker(t *testing.T) {
-	p := &pidSniffer{capped: capped{max: 100}, pid: make(chan int, 1)}
-	p.Write([]byte(pidMarker + "4"))
-	p.Write([]byte("2\nhello"))
-	if got := <-p.pid; got != 42 {
-		t.Fatalf("pid %d", got)
-	}
-	if string(p.bytes()) != "hello" {
-		t.Fatalf("stderr %q", p.bytes())
-	}
-}
-
-func TestCappedTruncates(t *testing.T) {
-	c := &capped{max: 4}
-	c.Write([]byte("abc"))
-	c.Write([]byte("def"))
-	if string(c.bytes()) != "abcd" || !c.truncated {
-		t.Fatalf("got %q truncated=%v", c.bytes(), c.truncated)
 	}
 }
 
