@@ -137,16 +137,17 @@ func TestClusterLifecycleExecCopy(t *testing.T) {
 	if _, err := sb.CopyOut(ctx, "nope"); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Fatalf("copy out of a missing file: %v", err)
 	}
-	// reset empties the workdir and kills what was left running
-	if _, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: `sleep 1000 >/dev/null 2>&1 &`}); err != nil {
+	// reset empties the workdir and kills what was left running; what the
+	// sandbox holds outside the workdir (/tmp: a setup's state) stays, as with Docker
+	if _, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: `echo state > /tmp/setup-state; touch .hidden; sleep 1000 >/dev/null 2>&1 &`}); err != nil {
 		t.Fatal(err)
 	}
 	if err := sb.Reset(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res, _ = sb.Exec(ctx, sandbox.ExecSpec{Shell: `ls -A; ps -o comm | grep -c sleep`})
-	if strings.TrimSpace(string(res.Stdout)) != "0" {
-		t.Fatalf("after reset: %q", res.Stdout)
+	res, _ = sb.Exec(ctx, sandbox.ExecSpec{Shell: `ls -A; ps -o comm | grep -c sleep; cat /tmp/setup-state`})
+	if strings.TrimSpace(string(res.Stdout)) != "0\nstate" {
+		t.Fatalf("after reset: %q, want an empty workdir, no process left, /tmp kept", res.Stdout)
 	}
 	if err := sb.Close(ctx); err != nil {
 		t.Fatal(err)

@@ -621,8 +621,10 @@ func (s *Sandbox) CopyOut(ctx context.Context, p string) ([]byte, error) {
 }
 
 // resetScript kills what the last attempt left and empties the workdir (a
-// mount point: its contents go, not the directory).
-const resetScript = killAllScript + `; cd / && rm -rf -- "$1"/* "$1"/.[!.]* "$1"/..?* /tmp/* /tmp/.[!.]* /tmp/..?* 2>/dev/null; [ -d "$1" ] && [ -z "$(ls -A -- "$1")" ]`
+// mount point: its contents go, not the directory). What the sandbox's setup
+// and earlier attempts wrote elsewhere (/tmp) stays, as with Docker: a group
+// lane's or a reuse pool's state lives there.
+const resetScript = killAllScript + `; cd / && rm -rf -- "$1"/* "$1"/.[!.]* "$1"/..?* 2>/dev/null; [ -d "$1" ] && [ -z "$(ls -A -- "$1")" ]`
 
 // Reset implements sandbox.Sandbox.
 func (s *Sandbox) Reset(ctx context.Context) error {
