@@ -214,7 +214,7 @@ func TestKubernetesDoctor(t *testing.T) {
 	for _, want := range []string{
 		"kubernetes: API server https://127.0.0.1:", "(v1.34.3), namespace " + c.Namespace,
 		"kubernetes: budget unbounded (kubernetes: unlimited, the ramp governs)",
-		"kubernetes: relay: a pod reached the gateway through the relay",
+		"kubernetes: relay: a pod reached the gateway through the relay", ", named by the relay as ",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Fatalf("doctor output lacks %q:\n%s", want, out)

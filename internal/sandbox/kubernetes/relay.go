@@ -67,18 +67,16 @@ func (p *Provider) startRelay(ctx context.Context) (*relay, error) {
 		cancel()
 		return nil, fmt.Errorf("start gateway relay: %w", err)
 	}
-	if err := p.waitRunning(ctx, created); err != nil {
-		return fail(err)
-	}
-	cur, err := p.cs.CoreV1().Pods(p.ns).Get(ctx, created.Name, metav1.GetOptions{})
+	running, err := p.waitRunning(ctx, created)
 	if err != nil {
 		return fail(err)
 	}
-	if cur.Status.PodIP == "" {
-		return fail(fmt.Errorf("relay pod %s has no address", created.Name))
+	ip, err := p.podIP(ctx, running)
+	if err != nil {
+		return fail(err)
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r := &relay{pod: created.Name, podIP: cur.Status.PodIP, gatewayListen: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cancel: cancel, done: make(chan struct{})}
+	r := &relay{pod: created.Name, podIP: ip.String(), gatewayListen: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cancel: cancel, done: make(chan struct{})}
 	ready := make(chan struct{})
 	go func() {
 		defer close(r.done)
