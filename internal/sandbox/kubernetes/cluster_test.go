@@ -200,7 +200,7 @@ func TestClusterLimits(t *testing.T) {
 		t.Fatalf("plain kill taken for oom: %+v", res)
 	}
 	// a missing image is the task's error, said plainly
-	_, err = p.Create(ctx, sandbox.Spec{Task: "limits", Image: "steward.local/absent:1"})
+	_, err = p.Create(ctx, sandbox.Spec{Task: "limits", Image: "steward.local/absent:1", CPUs: 0.1, Memory: 32 << 20})
 	if err == nil || errors.Is(err, sandbox.ErrInfra) || !strings.Contains(err.Error(), "ErrImageNeverPull") {
 		t.Fatalf("missing image: %v", err)
 	}
