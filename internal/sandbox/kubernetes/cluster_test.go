@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,6 +26,7 @@ import (
 	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/sandbox/kubernetes/kuberelay"
 	"github.com/steward-evals/steward/internal/sandbox/kubernetes/kubetest"
 )
 
@@ -680,6 +682,13 @@ func TestClusterTokenBoundToPod(t *testing.T) {
 		if got := call(tc.sb, tc.token, ""); got != tc.want {
 			t.Fatalf("%s: %s, want %s", tc.who, got, tc.want)
 		}
+	}
+	// Nor can a pod pose as the supervisor: the relay's control port (where
+	// it hands out sandbox connections, PROXY line and token included)
+	// listens on the relay pod's loopback only, which the port-forward reaches.
+	ctl := net.JoinHostPort(ga.Host, strconv.Itoa(kuberelay.ControlPort))
+	if res, err := b.Exec(ctx, sandbox.ExecSpec{Shell: `/steward __client "$ADDR" x`, Env: map[string]string{"ADDR": ctl}, Timeout: time.Minute}); err != nil || res.ExitCode == 0 || !strings.Contains(string(res.Stdout), "refused") {
+		t.Fatalf("a pod dialled the relay's control port %s: %v exit %d %s", ctl, err, res.ExitCode, res.Stdout)
 	}
 	usedA, _ := gw.Usage(tokA)
 	// B forges a PROXY line naming A before its request with A's token.

@@ -55,7 +55,10 @@ func (p *Provider) startRelay(ctx context.Context) (*relay, error) {
 	if len(cmd) == 0 {
 		cmd = []string{"/steward", kuberelay.Arg}
 	}
-	cmd = append(append([]string(nil), cmd...), ":"+strconv.Itoa(port), ":"+strconv.Itoa(kuberelay.ControlPort))
+	// The control port only on the relay pod's loopback: the port-forward
+	// reaches it there (it dials inside the pod's network namespace), pods
+	// cannot; a pod on it would be handed other pods' connections.
+	cmd = append(append([]string(nil), cmd...), ":"+strconv.Itoa(port), "127.0.0.1:"+strconv.Itoa(kuberelay.ControlPort))
 	pod := p.relayPod(cmd)
 	created, err := p.cs.CoreV1().Pods(p.ns).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {

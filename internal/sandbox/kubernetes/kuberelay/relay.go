@@ -44,7 +44,9 @@ const (
 	Ack  = 'A'
 )
 
-// ControlPort is the relay's control port inside its pod.
+// ControlPort is the relay's control port inside its pod, on the pod's
+// loopback only (the supervisor's port-forward reaches it there; a sandbox
+// on it would be handed other sandboxes' connections).
 const ControlPort = 7070
 
 // ProxyLineTimeout bounds how long the supervisor waits for the relay's
