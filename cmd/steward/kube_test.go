@@ -224,7 +224,7 @@ func TestKubernetesDoctor(t *testing.T) {
 	for _, want := range []string{
 		"kubernetes: API server https://127.0.0.1:", "(v1.34.3), namespace " + c.Namespace,
 		"kubernetes: budget unbounded (kubernetes: unlimited, the ramp governs)",
-		"kubernetes: relay: a pod reached the gateway through the relay",
+		"kubernetes: relay: a pod reached the gateway through the relay", ", named by the relay as ",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Fatalf("doctor output lacks %q:\n%s", want, out)
@@ -240,6 +240,12 @@ func TestKubernetesDoctor(t *testing.T) {
 // provider: kubernetes without a relay image, or without any cluster
 // configuration, is bad input (exit 2) naming what to set; nothing runs.
 func TestKubernetesConfigErrors(t *testing.T) {
+	// The environment wins over the file: a KUBECONFIG (or namespace, node,
+	// relay image) of the test run's own would hide the files' errors and
+	// send the launch to a real cluster.
+	for _, k := range []string{"KUBECONFIG", "STEWARD_KUBE_NAMESPACE", "STEWARD_KUBE_CONTEXT", "STEWARD_KUBE_NODE", "STEWARD_KUBE_RELAY_IMAGE", "STEWARD_KUBE_RUNTIME_CLASS", "STEWARD_KUBE_IMAGE_PULL_POLICY"} {
+		t.Setenv(k, "")
+	}
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "steward.yaml"), "tasks:\n  - name: t\n    sandbox: {provider: kubernetes, image: busybox}\n    agent: 'echo 1'\n    scorer: {match: exact}\n    samples: [{input: x, target: \"1\"}]\n")
 	writeFile(t, filepath.Join(dir, "_steward.yaml"), "kubernetes:\n  namespace: evals\n")
@@ -430,4 +436,118 @@ func TestKubernetesKilledPerRunNamespaceIsSwept(t *testing.T) {
 	c.WaitNamespaceDeleted(t, ns, 2*time.Minute)
 	_, _, run2 := history(t, rec)
 	c.WaitNamespaceDeleted(t, "steward-"+run2.ID, 2*time.Minute)
+}
+
+// Groups and sandbox_reuse on the cluster, through a whole launch: one pod
+// per group lane and one for the serial reuse pool, reused by every attempt
+// there; between reused attempts the workdir is emptied while the task's
+// files are back in every attempt, and what the sandbox's setup (run once
+// per pod) and the earlier members wrote outside the workdir (/tmp) stays,
+// as with Docker (docs/docker.md, reuse). The scorer runs in a fresh pod
+// (none of the lane's /tmp there, a copy of the workdir) and, as a
+// model-graded scorer would, reaches the gateway with its attempt's token
+// (bound to the grader pod too). The run leaves no pod.
+func TestKubernetesGroupsAndReuse(t *testing.T) {
+	c := kubetest.Get(t)
+	image := "steward.local/steward-e2e-lanes:" + fmt.Sprint(os.Getpid())
+	c.BinaryImage(t, exe, image, true)
+	fp := fakeprovider.New(fakeprovider.Config{APIKey: rampKey})
+	url, err := fp.Start(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fp.Close()
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "rec")
+	lanesEvalSet(t, c, dir, url, image)
+	l := startLaunch(t, dir, rec)
+	if code := l.wait(t, 10*time.Minute); code != 0 {
+		_, as, _ := history(t, rec)
+		for _, a := range as {
+			t.Logf("%s/%s: %s %s\n%s", a.Task, a.Sample, a.Status, a.Reason, a.Log)
+		}
+		t.Fatalf("launch exit %d:\n%s", code, l.out.String())
+	}
+	_, as, run := history(t, rec)
+	pods := map[string]map[string]bool{}
+	for _, a := range as {
+		if a.Status != "passed" {
+			t.Fatalf("%s/%s: %s %s\n%s", a.Task, a.Sample, a.Status, a.Reason, a.Log)
+		}
+		lane := a.Task
+		if a.Task == "lanes" {
+			lane += "/" + a.Sample[:1]
+		}
+		if pods[lane] == nil {
+			pods[lane] = map[string]bool{}
+		}
+		pods[lane][a.Sandbox] = true
+	}
+	if len(as) != 8 {
+		t.Fatalf("%d attempts, want 8", len(as))
+	}
+	seen := map[string]string{}
+	for lane, ps := range pods {
+		if len(ps) != 1 {
+			t.Fatalf("lane %s ran in %d pods %v, want one (reused)", lane, len(ps), ps)
+		}
+		for p := range ps {
+			if other, ok := seen[p]; ok || !strings.HasPrefix(p, "steward-") {
+				t.Fatalf("pod %q of lane %s (also lane %q)", p, lane, other)
+			}
+			seen[p] = lane
+		}
+	}
+	if len(pods) != 3 {
+		t.Fatalf("lanes %v, want lanes/l, lanes/m and pool", pods)
+	}
+	if st := fp.Stats(); len(st.APIKeys) != 1 || st.APIKeys[0] != rampKey {
+		t.Fatalf("upstream keys %v", st.APIKeys)
+	}
+	for name, r := range runPods(t, c) {
+		if r == run.ID {
+			t.Fatalf("the run left pod %s", name)
+		}
+	}
+}
+
+// lanesEvalSet writes TestKubernetesGroupsAndReuse's eval set: a task of two
+// group lanes and a serial sandbox_reuse task, whose agents report what they
+// find in their pod and whose scorer checks it is in a fresh pod.
+func lanesEvalSet(t *testing.T, c *kubetest.Cluster, dir, url, image string) {
+	t.Helper()
+	// The agent reports what it finds: leftovers in the workdir (anything
+	// but the task's file and this attempt's sample files), the setup's
+	// mark, the lane's log in /tmp, and whether its own token reaches the gateway.
+	writeFile(t, filepath.Join(dir, "run.sh"), `left=$(ls -A | grep -v -x -e run.sh -e "mine-$STEWARD_SAMPLE_ID.txt" | tr '\n' ,)
+echo "$STEWARD_SAMPLE_ID" >> /tmp/lane.log
+touch "left-by-$STEWARD_SAMPLE_ID"
+model=no; wget -q -O /tmp/m.json --header "Authorization: Bearer $OPENAI_API_KEY" "$OPENAI_BASE_URL/models" && grep -q '"data"' /tmp/m.json && model=yes
+echo "ran $STEWARD_SAMPLE_ID left=[$left] setup=$(cat /tmp/setup.txt) lane=$(tr '\n' , < /tmp/lane.log) model=$model"
+`)
+	// The scorer, in the grader pod: a fresh pod (no /tmp of the lane), the
+	// attempt's workdir copied (its mark is there), the gateway reachable
+	// with the attempt's token, and the answer matching the target.
+	scorer := `test ! -e /tmp/lane.log && test ! -e /tmp/setup.txt && test -f "left-by-$STEWARD_SAMPLE_ID" && wget -q -O /tmp/g.json --header "Authorization: Bearer $OPENAI_API_KEY" "$OPENAI_BASE_URL/models" && grep -q "\"data\"" /tmp/g.json && echo "$STEWARD_ANSWER" | grep -Eq "$STEWARD_TARGET"`
+	var b strings.Builder
+	fmt.Fprintf(&b, "model:\n  upstream: openai\n  name: gpt-fake\n  base_url: %s/v1\n  api_key_env: RAMP_FAKE_KEY\ntasks:\n", url)
+	for _, task := range []struct{ name, extra, samples string }{
+		{"lanes", "    groups: [{name: g1, samples: [l1, l2, l3]}, {name: g2, samples: [m1, m2]}]\n", `      - {id: l1, input: x, target: '^ran l1 left=\[\] setup=ok lane=l1, model=yes$', files: {mine-l1.txt: "data:,1"}}
+      - {id: l2, input: x, target: '^ran l2 left=\[\] setup=ok lane=l1,l2, model=yes$', files: {mine-l2.txt: "data:,2"}}
+      - {id: l3, input: x, target: '^ran l3 left=\[\] setup=ok lane=l1,l2,l3, model=yes$'}
+      - {id: m1, input: x, target: '^ran m1 left=\[\] setup=ok lane=m1, model=yes$'}
+      - {id: m2, input: x, target: '^ran m2 left=\[\] setup=ok lane=m1,m2, model=yes$'}
+`},
+		{"pool", "    sandbox_reuse: true\n    max_samples: 1\n", `      - {id: p1, input: x, target: '^ran p1 left=\[\] setup=ok lane=(p[0-9],)*p1,(p[0-9],)* model=yes$'}
+      - {id: p2, input: x, target: '^ran p2 left=\[\] setup=ok lane=(p[0-9],)*p2,(p[0-9],)* model=yes$'}
+      - {id: p3, input: x, target: '^ran p3 left=\[\] setup=ok lane=(p[0-9],)*p3,(p[0-9],)* model=yes$'}
+`},
+	} {
+		fmt.Fprintf(&b, "  - name: %s\n    sandbox: {provider: kubernetes, image: %q, cpus: 0.1, memory: 64m}\n    setup: 'echo ok > /tmp/setup.txt'\n    files: {run.sh: run.sh}\n    agent: 'sh run.sh'\n    scorer: {command: '%s'}\n    timeout: 5m\n%s    samples:\n%s",
+			task.name, image, scorer, task.extra, task.samples)
+	}
+	writeFile(t, filepath.Join(dir, "steward.yaml"), b.String())
+	writeFile(t, filepath.Join(dir, "_steward.yaml"), fmt.Sprintf(
+		"kubernetes:\n  kubeconfig: %s\n  namespace: %s\n  node_name: %s\n  image_pull_policy: Never\n  relay_image: %q\n",
+		c.Kubeconfig, c.Namespace, c.Node, image))
 }

@@ -519,13 +519,16 @@ func (e *executor) put(key string, task int, sb sandbox.Sandbox, healthy bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if key != "" && healthy {
-		if err := sb.Reset(ctx); err == nil {
+		err := sb.Reset(ctx)
+		if err == nil {
 			e.mu.Lock()
 			e.pools[key] = append(e.pools[key], sb)
 			e.owner[key] = task
 			e.mu.Unlock()
 			return
 		}
+		// The lane goes on in a fresh sandbox, without what this one held: say so.
+		fmt.Fprintf(e.x.stderr, "steward: reset sandbox %s for reuse: %v; it is removed and the next attempt gets a new one\n", sb.ID(), err)
 	}
 	e.mu.Lock()
 	delete(e.bins, sb)

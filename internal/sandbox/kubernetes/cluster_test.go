@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,6 +26,7 @@ import (
 	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/sandbox/kubernetes/kuberelay"
 	"github.com/steward-evals/steward/internal/sandbox/kubernetes/kubetest"
 )
 
@@ -137,16 +140,17 @@ func TestClusterLifecycleExecCopy(t *testing.T) {
 	if _, err := sb.CopyOut(ctx, "nope"); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Fatalf("copy out of a missing file: %v", err)
 	}
-	// reset empties the workdir and kills what was left running
-	if _, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: `sleep 1000 >/dev/null 2>&1 &`}); err != nil {
+	// reset empties the workdir and kills what was left running; what the
+	// sandbox holds outside the workdir (/tmp: a setup's state) stays, as with Docker
+	if _, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: `echo state > /tmp/setup-state; touch .hidden; sleep 1000 >/dev/null 2>&1 &`}); err != nil {
 		t.Fatal(err)
 	}
 	if err := sb.Reset(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res, _ = sb.Exec(ctx, sandbox.ExecSpec{Shell: `ls -A; ps -o comm | grep -c sleep`})
-	if strings.TrimSpace(string(res.Stdout)) != "0" {
-		t.Fatalf("after reset: %q", res.Stdout)
+	res, _ = sb.Exec(ctx, sandbox.ExecSpec{Shell: `ls -A; ps -o comm | grep -c sleep; cat /tmp/setup-state`})
+	if strings.TrimSpace(string(res.Stdout)) != "0\nstate" {
+		t.Fatalf("after reset: %q, want an empty workdir, no process left, /tmp kept", res.Stdout)
 	}
 	if err := sb.Close(ctx); err != nil {
 		t.Fatal(err)
@@ -198,7 +202,7 @@ func TestClusterLimits(t *testing.T) {
 		t.Fatalf("plain kill taken for oom: %+v", res)
 	}
 	// a missing image is the task's error, said plainly
-	_, err = p.Create(ctx, sandbox.Spec{Task: "limits", Image: "steward.local/absent:1"})
+	_, err = p.Create(ctx, sandbox.Spec{Task: "limits", Image: "steward.local/absent:1", CPUs: 0.1, Memory: 32 << 20})
 	if err == nil || errors.Is(err, sandbox.ErrInfra) || !strings.Contains(err.Error(), "ErrImageNeverPull") {
 		t.Fatalf("missing image: %v", err)
 	}
@@ -235,14 +239,14 @@ func TestClusterRelayOfficialSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(ga.Listen, "127.0.0.1:") {
-		t.Fatalf("the gateway must listen on loopback only, got %s", ga.Listen)
+	if !strings.HasPrefix(ga.Listen, "127.0.0.1:") || !ga.Proxied {
+		t.Fatalf("the gateway must listen on loopback only, for relayed connections naming their pod: got %+v", ga)
 	}
 	ln, err := net.Listen("tcp", ga.Listen)
 	if err != nil {
 		t.Fatal(err)
 	}
-	go gw.Serve(ctx, ln)
+	go gw.ServeProxied(ctx, ln)
 	_, port, _ := net.SplitHostPort(ga.Listen)
 	base := "http://" + net.JoinHostPort(ga.Host, port)
 	token := gw.Issue("attempt-1", nil)
@@ -256,6 +260,13 @@ func TestClusterRelayOfficialSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Close(ctx)
+	ip, ok := sb.(*Sandbox).GatewayPeer()
+	if !ok {
+		t.Fatal("the sandbox pod has no address to bind its token to")
+	}
+	if err := gw.Bind(token, ip); err != nil {
+		t.Fatal(err)
+	}
 	res, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: `/steward -test.run TestAgent -test.v`, Timeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -570,5 +581,149 @@ ln -s /tmp/steward-scorer/expected peek; ln -s /etc/hostname host; ln -s answer.
 	res, err = sb.Exec(ctx, sandbox.ExecSpec{Shell: `echo settled > answer.txt; sleep 1; cat answer.txt`})
 	if err == nil && string(res.Stdout) != "settled\n" {
 		t.Fatalf("a process of the agent ran on after Settle (answer was %q, now %q)", before, res.Stdout)
+	}
+}
+
+// Each attempt's token works only from its own pod: the relay pod writes a
+// PROXY line naming the source pod's IP before any byte of the pod, the
+// supervisor passes it on, and the gateway (a proxied listener) binds tokens
+// to pod addresses. A pod using another pod's token is refused (401), its
+// own works, the grader pod (bound too, for model-graded scorers) can use
+// its attempt's token, and a pod that sends a PROXY line of its own naming
+// another pod gains nothing (the gateway reads it as a bad request, 400).
+func TestClusterTokenBoundToPod(t *testing.T) {
+	c := kubetest.Get(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const realKey = "sk-real-key-bound-to-pods-0123456789"
+	fp := fakeprovider.New(fakeprovider.Config{APIKey: realKey})
+	upURL, err := fp.Start(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fp.Close()
+	gw, err := gateway.New(gateway.Config{Upstream: "openai", BaseURL: upURL + "/v1", APIKey: realKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One image: the relay, and in sandbox pods the test's gateway client (and busybox).
+	img := "steward.local/relay-client:" + randomID(3)
+	c.BinaryImage(t, kubetest.GoBinary(t, "build", "./internal/sandbox/kubernetes/testdata/relay"), img, true)
+	p := newProvider(t, c, "bind-"+randomID(3), heldLock(t))
+	p.opts.RelayImage = img
+	defer p.Finalize(context.Background())
+	ga, err := p.Gateway(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ga.Proxied {
+		t.Fatalf("the kubernetes gateway address is not proxied: %+v", ga)
+	}
+	ln, err := net.Listen("tcp", ga.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gw.ServeProxied(ctx, ln)
+	_, port, _ := net.SplitHostPort(ga.Listen)
+	addr := net.JoinHostPort(ga.Host, port)
+
+	spec := sandbox.Spec{Task: "bind", Image: img, CPUs: 0.1, Memory: 64 << 20}
+	peer := func(sb sandbox.Sandbox) netip.Addr {
+		t.Helper()
+		ip, ok := sb.(*Sandbox).GatewayPeer()
+		pod, err := c.Client.CoreV1().Pods(c.Namespace).Get(ctx, sb.ID(), metav1.GetOptions{})
+		if err != nil || !ok || ip.String() != pod.Status.PodIP {
+			t.Fatalf("pod %s: gateway peer %v (%v), pod IP %q: %v", sb.ID(), ip, ok, pod.Status.PodIP, err)
+		}
+		return ip
+	}
+	a, err := p.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+	b, err := p.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	ipA, ipB := peer(a), peer(b)
+	if ipA == ipB {
+		t.Fatalf("two pods share the address %v", ipA)
+	}
+	tokA, tokB := gw.Issue("attempt-a", nil), gw.Issue("attempt-b", nil)
+	if err := gw.Bind(tokA, ipA); err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Bind(tokB, ipB); err != nil {
+		t.Fatal(err)
+	}
+	call := func(sb sandbox.Sandbox, token, forged string) string {
+		t.Helper()
+		res, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: `/steward __client "$ADDR" "$TOKEN" "$FORGED"`,
+			Env: map[string]string{"ADDR": addr, "TOKEN": token, "FORGED": forged}, Timeout: 2 * time.Minute})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("client in pod %s: %v exit %d %s %s", sb.ID(), err, res.ExitCode, res.Stdout, res.Stderr)
+		}
+		status, _, _ := strings.Cut(string(res.Stdout), "\n")
+		return status
+	}
+	for _, tc := range []struct {
+		sb    sandbox.Sandbox
+		who   string
+		token string
+		want  string
+	}{
+		{a, "pod A with its own token", tokA, "status 200"},
+		{b, "pod B with its own token", tokB, "status 200"},
+		{b, "pod B with pod A's token", tokA, "status 401"},
+		{a, "pod A with pod B's token", tokB, "status 401"},
+	} {
+		if got := call(tc.sb, tc.token, ""); got != tc.want {
+			t.Fatalf("%s: %s, want %s", tc.who, got, tc.want)
+		}
+	}
+	// Nor can a pod pose as the supervisor: the relay's control port (where
+	// it hands out sandbox connections, PROXY line and token included)
+	// listens on the relay pod's loopback only, which the port-forward reaches.
+	ctl := net.JoinHostPort(ga.Host, strconv.Itoa(kuberelay.ControlPort))
+	if res, err := b.Exec(ctx, sandbox.ExecSpec{Shell: `/steward __client "$ADDR" x`, Env: map[string]string{"ADDR": ctl}, Timeout: time.Minute}); err != nil || res.ExitCode == 0 || !strings.Contains(string(res.Stdout), "refused") {
+		t.Fatalf("a pod dialled the relay's control port %s: %v exit %d %s", ctl, err, res.ExitCode, res.Stdout)
+	}
+	usedA, _ := gw.Usage(tokA)
+	// B forges a PROXY line naming A before its request with A's token.
+	forged := fmt.Sprintf("PROXY TCP4 %s %s 40000 %s", ipA, ga.Host, port)
+	if got := call(b, tokA, forged); got != "status 400" {
+		t.Fatalf("pod B with a forged PROXY line naming pod A and A's token: %s, want status 400", got)
+	}
+	if u, _ := gw.Usage(tokA); u.Requests != usedA.Requests {
+		t.Fatalf("the forged request was served on pod A's token: %d requests, was %d", u.Requests, usedA.Requests)
+	}
+	// The grader of A's attempt is a fresh pod with an address of its own:
+	// A's token is bound to it too (as the runner does for model-graded
+	// scorers), and still to no other pod.
+	if err := a.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g, _, err := a.Grader(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close(ctx)
+	ipG := peer(g)
+	if got := call(g, tokA, ""); got != "status 401" {
+		t.Fatalf("the grader pod before its binding: %s, want status 401", got)
+	}
+	if err := gw.Bind(tokA, ipG); err != nil {
+		t.Fatal(err)
+	}
+	if got := call(g, tokA, ""); got != "status 200" {
+		t.Fatalf("the grader pod with its attempt's token: %s", got)
+	}
+	if got := call(b, tokA, ""); got != "status 401" {
+		t.Fatalf("pod B with pod A's token after the grader's binding: %s", got)
+	}
+	if got := call(g, tokB, ""); got != "status 401" {
+		t.Fatalf("the grader pod with pod B's token: %s", got)
 	}
 }

@@ -6,13 +6,16 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/sandbox/kubernetes/kuberelay"
 )
 
 // ProbeArg makes the steward binary (in the relay image) fetch a URL and
@@ -82,7 +85,8 @@ func (p *Provider) Doctor(ctx context.Context, w io.Writer) error {
 }
 
 // probeRelay starts the relay, serves a stand-in gateway on its loopback
-// address, and runs a pod that fetches it through the relay.
+// address, and runs a pod that fetches it through the relay; the relay must
+// name the probe pod's own address (what the gateway binds tokens to).
 func (p *Provider) probeRelay(ctx context.Context) (bool, string) {
 	g, err := p.Gateway(ctx)
 	if err != nil {
@@ -92,8 +96,14 @@ func (p *Provider) probeRelay(ctx context.Context) (bool, string) {
 	if err != nil {
 		return false, err.Error()
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
+	var named sync.Map // peers the relay named, as the gateway would see them
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+			named.Store(ap.Addr(), true)
+		}
+		io.WriteString(w, "ok\n")
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(proxiedListener{ln})
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(g.Listen)
 	url := "http://" + net.JoinHostPort(g.Host, port) + "/"
@@ -117,7 +127,11 @@ func (p *Provider) probeRelay(ctx context.Context) (bool, string) {
 		}
 		switch cur.Status.Phase {
 		case corev1.PodSucceeded:
-			return true, "pod " + cur.Name + " → " + url
+			ip, err := netip.ParseAddr(cur.Status.PodIP)
+			if _, ok := named.Load(ip.Unmap()); err != nil || !ok {
+				return false, fmt.Sprintf("the relay did not name probe pod %s (%s) as the connection's source: tokens could not be bound to pods", cur.Name, cur.Status.PodIP)
+			}
+			return true, "pod " + cur.Name + " → " + url + ", named by the relay as " + ip.String()
 		case corev1.PodFailed:
 			return false, "probe pod failed: " + podWhy(cur)
 		}
@@ -128,4 +142,32 @@ func (p *Provider) probeRelay(ctx context.Context) (bool, string) {
 		}
 	}
 	return false, "probe pod did not finish within 2m"
+}
+
+// proxiedListener takes the PROXY line every relayed connection starts with
+// as the connection's peer (as the gateway's proxied listener does).
+type proxiedListener struct{ net.Listener }
+
+type proxiedConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c proxiedConn) RemoteAddr() net.Addr { return c.remote }
+
+func (l proxiedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, ap, err := kuberelay.ReadProxyLine(c)
+		_ = c.SetReadDeadline(time.Time{})
+		if err != nil {
+			c.Close()
+			continue
+		}
+		return proxiedConn{Conn: c, remote: net.TCPAddrFromAddrPort(ap)}, nil
+	}
 }

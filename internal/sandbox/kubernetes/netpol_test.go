@@ -108,10 +108,7 @@ func TestClusterNetworkPolicyConfinesSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.waitRunning(ctx, target); err != nil {
-		t.Fatal(err)
-	}
-	cur, err := c.Client.CoreV1().Pods(ns).Get(ctx, target.Name, metav1.GetOptions{})
+	cur, err := p.waitRunning(ctx, target)
 	if err != nil || cur.Status.PodIP == "" {
 		t.Fatalf("target pod address: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"path"
 	"sort"
 	"strconv"
@@ -59,13 +60,39 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		return nil, sandbox.InfraError(fmt.Errorf("create pod for task %s: %w", spec.Task, err))
 	}
 	s := &Sandbox{p: p, name: created.Name, uid: string(created.UID), workdir: pod.Spec.Containers[0].WorkingDir, spec: spec}
-	if err := p.waitRunning(ctx, created); err != nil {
+	fail := func(err error) (sandbox.Sandbox, error) {
 		cctx, cancel := cleanupCtx(ctx)
 		_ = p.deletePod(cctx, created.Name)
 		cancel()
 		return nil, err
 	}
+	running, err := p.waitRunning(ctx, created)
+	if err != nil {
+		return fail(err)
+	}
+	// The pod's address: where the relay sees its gateway connections come
+	// from, so that each attempt's token is bound to its own pod.
+	if s.ip, err = p.podIP(ctx, running); err != nil {
+		return fail(err)
+	}
 	return s, nil
+}
+
+// podIP is a running pod's address (read again if the status that showed it
+// running did not carry it yet).
+func (p *Provider) podIP(ctx context.Context, pod *corev1.Pod) (netip.Addr, error) {
+	if ip, err := netip.ParseAddr(pod.Status.PodIP); err == nil {
+		return ip.Unmap(), nil
+	}
+	cur, err := p.cs.CoreV1().Pods(p.ns).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		return netip.Addr{}, sandbox.InfraError(fmt.Errorf("read pod %s: %w", pod.Name, err))
+	}
+	ip, err := netip.ParseAddr(cur.Status.PodIP)
+	if err != nil {
+		return netip.Addr{}, sandbox.InfraError(fmt.Errorf("pod %s runs but has no address (%q)", pod.Name, cur.Status.PodIP))
+	}
+	return ip.Unmap(), nil
 }
 
 // podFor is the hardened pod of one sandbox.
@@ -163,8 +190,9 @@ var waitFailReasons = map[string]bool{
 	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
 }
 
-// waitRunning watches the pod until its sandbox container runs.
-func (p *Provider) waitRunning(ctx context.Context, pod *corev1.Pod) error {
+// waitRunning watches the pod until its sandbox container runs, and returns
+// the pod as it was then.
+func (p *Provider) waitRunning(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.StartTimeout)
 	defer cancel()
 	check := func(pod *corev1.Pod) (bool, error) {
@@ -189,7 +217,7 @@ func (p *Provider) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 		return false, nil
 	}
 	if ok, err := check(pod); ok || err != nil {
-		return err
+		return pod, err
 	}
 	rv := pod.ResourceVersion
 	for {
@@ -198,9 +226,9 @@ func (p *Provider) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 		})
 		if err != nil {
 			if ctx.Err() != nil {
-				return p.startTimeout(pod.Name, ctx)
+				return nil, p.startTimeout(pod.Name, ctx)
 			}
-			return sandbox.InfraError(fmt.Errorf("watch pod %s: %w", pod.Name, err))
+			return nil, sandbox.InfraError(fmt.Errorf("watch pod %s: %w", pod.Name, err))
 		}
 		for ev := range w.ResultChan() {
 			cur, ok := ev.Object.(*corev1.Pod)
@@ -209,27 +237,27 @@ func (p *Provider) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 			}
 			if ev.Type == "DELETED" {
 				w.Stop()
-				return sandbox.InfraError(fmt.Errorf("pod %s was deleted before it ran", pod.Name))
+				return nil, sandbox.InfraError(fmt.Errorf("pod %s was deleted before it ran", pod.Name))
 			}
 			if ok, err := check(cur); ok || err != nil {
 				w.Stop()
-				return err
+				return cur, err
 			}
 		}
 		w.Stop()
 		if ctx.Err() != nil {
-			return p.startTimeout(pod.Name, ctx)
+			return nil, p.startTimeout(pod.Name, ctx)
 		}
 		// The watch closed (server timeout): re-read and watch again.
 		cur, err := p.cs.CoreV1().Pods(p.ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			if ctx.Err() != nil {
-				return p.startTimeout(pod.Name, ctx)
+				return nil, p.startTimeout(pod.Name, ctx)
 			}
-			return sandbox.InfraError(fmt.Errorf("read pod %s: %w", pod.Name, err))
+			return nil, sandbox.InfraError(fmt.Errorf("read pod %s: %w", pod.Name, err))
 		}
 		if ok, err := check(cur); ok || err != nil {
-			return err
+			return cur, err
 		}
 		rv = cur.ResourceVersion
 	}
@@ -286,6 +314,7 @@ type Sandbox struct {
 	uid     string
 	workdir string
 	spec    sandbox.Spec // what Grader makes a fresh pod of
+	ip      netip.Addr   // the pod's address: where its gateway connections come from
 
 	mu       sync.Mutex
 	ooms     int64
@@ -297,6 +326,11 @@ var _ sandbox.Sandbox = (*Sandbox)(nil)
 
 // ID is the pod name.
 func (s *Sandbox) ID() string { return s.name }
+
+// GatewayPeer is the address the gateway sees this sandbox's connections
+// come from: the pod's IP, which the relay names in the PROXY line it writes
+// before the pod's first byte; the attempt's token is bound to it.
+func (s *Sandbox) GatewayPeer() (netip.Addr, bool) { return s.ip, s.ip.IsValid() }
 
 // Workdir implements sandbox.Sandbox.
 func (s *Sandbox) Workdir() string { return s.workdir }
@@ -598,8 +632,10 @@ func (s *Sandbox) CopyOut(ctx context.Context, p string) ([]byte, error) {
 }
 
 // resetScript kills what the last attempt left and empties the workdir (a
-// mount point: its contents go, not the directory).
-const resetScript = killAllScript + `; cd / && rm -rf -- "$1"/* "$1"/.[!.]* "$1"/..?* /tmp/* /tmp/.[!.]* /tmp/..?* 2>/dev/null; [ -d "$1" ] && [ -z "$(ls -A -- "$1")" ]`
+// mount point: its contents go, not the directory). What the sandbox's setup
+// and earlier attempts wrote elsewhere (/tmp) stays, as with Docker: a group
+// lane's or a reuse pool's state lives there.
+const resetScript = killAllScript + `; cd / && rm -rf -- "$1"/* "$1"/.[!.]* "$1"/..?* 2>/dev/null; [ -d "$1" ] && [ -z "$(ls -A -- "$1")" ]`
 
 // Reset implements sandbox.Sandbox.
 func (s *Sandbox) Reset(ctx context.Context) error {

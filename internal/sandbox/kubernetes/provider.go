@@ -349,7 +349,9 @@ func (p *Provider) Prepare(ctx context.Context, specs []*sandbox.Spec) error {
 
 // Gateway starts the run's relay pod and the port-forward that feeds it:
 // sandboxes dial the relay's pod address; the relay carries each connection
-// back over a stream the supervisor opened, to the gateway on loopback.
+// back over a stream the supervisor opened, to the gateway on loopback,
+// starting it with a PROXY line naming the sandbox pod's address (the
+// gateway serves a proxied listener and binds tokens to pods).
 func (p *Provider) Gateway(ctx context.Context) (sandbox.GatewayAddr, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -364,7 +366,8 @@ func (p *Provider) Gateway(ctx context.Context) (sandbox.GatewayAddr, error) {
 		return sandbox.GatewayAddr{}, err
 	}
 	p.relay = r
-	g := sandbox.GatewayAddr{Listen: r.gatewayListen, Host: r.podIP}
+	// Every connection starts with the relay's PROXY line naming the pod.
+	g := sandbox.GatewayAddr{Listen: r.gatewayListen, Host: r.podIP, Proxied: true}
 	p.gateway = &g
 	return g, nil
 }

@@ -55,7 +55,10 @@ func (p *Provider) startRelay(ctx context.Context) (*relay, error) {
 	if len(cmd) == 0 {
 		cmd = []string{"/steward", kuberelay.Arg}
 	}
-	cmd = append(append([]string(nil), cmd...), ":"+strconv.Itoa(port), ":"+strconv.Itoa(kuberelay.ControlPort))
+	// The control port only on the relay pod's loopback: the port-forward
+	// reaches it there (it dials inside the pod's network namespace), pods
+	// cannot; a pod on it would be handed other pods' connections.
+	cmd = append(append([]string(nil), cmd...), ":"+strconv.Itoa(port), "127.0.0.1:"+strconv.Itoa(kuberelay.ControlPort))
 	pod := p.relayPod(cmd)
 	created, err := p.cs.CoreV1().Pods(p.ns).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
@@ -67,18 +70,16 @@ func (p *Provider) startRelay(ctx context.Context) (*relay, error) {
 		cancel()
 		return nil, fmt.Errorf("start gateway relay: %w", err)
 	}
-	if err := p.waitRunning(ctx, created); err != nil {
-		return fail(err)
-	}
-	cur, err := p.cs.CoreV1().Pods(p.ns).Get(ctx, created.Name, metav1.GetOptions{})
+	running, err := p.waitRunning(ctx, created)
 	if err != nil {
 		return fail(err)
 	}
-	if cur.Status.PodIP == "" {
-		return fail(fmt.Errorf("relay pod %s has no address", created.Name))
+	ip, err := p.podIP(ctx, running)
+	if err != nil {
+		return fail(err)
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r := &relay{pod: created.Name, podIP: cur.Status.PodIP, gatewayListen: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cancel: cancel, done: make(chan struct{})}
+	r := &relay{pod: created.Name, podIP: ip.String(), gatewayListen: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cancel: cancel, done: make(chan struct{})}
 	ready := make(chan struct{})
 	go func() {
 		defer close(r.done)

@@ -8,8 +8,14 @@
 //
 // The protocol on a control connection: the relay writes Call ('C') when it
 // pairs the connection with a sandbox connection; the supervisor answers Ack
-// ('A') and from then on both ends copy bytes. An idle control connection that
-// ends (EOF) is dropped; the supervisor keeps opening new ones.
+// ('A'); the relay then writes a PROXY protocol v1 line naming the sandbox
+// connection's source address (the sandbox pod's IP, as the relay's own
+// socket sees it) before any byte of the sandbox, and from then on both ends
+// copy bytes. The supervisor checks the line and passes it on to the
+// gateway, which binds each attempt's token to its pod's address: a sandbox
+// cannot forge it, since whatever it sends comes after the relay's line (a
+// PROXY line of its own is then only a malformed request). An idle control
+// connection that ends (EOF) is dropped; the supervisor keeps opening new ones.
 //
 // Only the standard library is used, so the relay binary is small and the
 // image is FROM scratch.
@@ -21,6 +27,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -35,8 +44,14 @@ const (
 	Ack  = 'A'
 )
 
-// ControlPort is the relay's control port inside its pod.
+// ControlPort is the relay's control port inside its pod, on the pod's
+// loopback only (the supervisor's port-forward reaches it there; a sandbox
+// on it would be handed other sandboxes' connections).
 const ControlPort = 7070
+
+// ProxyLineTimeout bounds how long the supervisor waits for the relay's
+// PROXY line after its Ack (the relay sends it at once).
+const ProxyLineTimeout = 10 * time.Second
 
 // PairTimeout bounds how long a sandbox connection waits for a control connection.
 const PairTimeout = 30 * time.Second
@@ -117,9 +132,54 @@ func run(ctx context.Context, sandboxListen, controlListen string, log io.Writer
 				return
 			}
 			defer u.Close()
+			// The sandbox's address, written before any byte of the sandbox.
+			if _, err := io.WriteString(u, ProxyLine(c.RemoteAddr(), c.LocalAddr())); err != nil {
+				return
+			}
 			Pipe(c, u)
 		}()
 	}
+}
+
+// ProxyLine is the PROXY protocol v1 line for a connection from src to dst.
+func ProxyLine(src, dst net.Addr) string {
+	s, _ := netip.ParseAddrPort(src.String())
+	d, _ := netip.ParseAddrPort(dst.String())
+	fam := "TCP4"
+	if !s.Addr().Unmap().Is4() {
+		fam = "TCP6"
+	}
+	return fmt.Sprintf("PROXY %s %s %s %d %d\r\n", fam, s.Addr().Unmap(), d.Addr().Unmap(), s.Port(), d.Port())
+}
+
+// maxProxyLine is the longest PROXY protocol v1 line.
+const maxProxyLine = 107
+
+// ReadProxyLine reads a PROXY protocol v1 line ("PROXY TCP4 SRC DST SPORT
+// DPORT\r\n") one byte at a time (nothing after it is consumed) and returns
+// it and the source address it names.
+func ReadProxyLine(r io.Reader) (string, netip.AddrPort, error) {
+	var line []byte
+	var b [1]byte
+	for len(line) < maxProxyLine && (len(line) == 0 || line[len(line)-1] != '\n') {
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return "", netip.AddrPort{}, fmt.Errorf("read PROXY line: %w", err)
+		}
+		line = append(line, b[0])
+	}
+	f := strings.Fields(strings.TrimRight(string(line), "\r\n"))
+	if len(f) != 6 || f[0] != "PROXY" || (f[1] != "TCP4" && f[1] != "TCP6") || !strings.HasSuffix(string(line), "\r\n") {
+		return "", netip.AddrPort{}, fmt.Errorf("not a PROXY v1 line: %q", line)
+	}
+	ip, err := netip.ParseAddr(f[2])
+	if err != nil {
+		return "", netip.AddrPort{}, fmt.Errorf("PROXY line %q: %w", line, err)
+	}
+	port, err := strconv.ParseUint(f[4], 10, 16)
+	if err != nil {
+		return "", netip.AddrPort{}, fmt.Errorf("PROXY line %q: %w", line, err)
+	}
+	return string(line), netip.AddrPortFrom(ip.Unmap(), uint16(port)), nil
 }
 
 // pair takes idle control connections until one acknowledges a call.
@@ -179,8 +239,10 @@ func closeWrite(c net.Conn) {
 }
 
 // Feed keeps n idle control connections open through dial (the supervisor's
-// side): each, once called, is acknowledged and joined to a fresh connection
-// to target (the gateway). It returns when ctx ends.
+// side): each, once called, is acknowledged, and the PROXY line the relay
+// then sends is checked and passed on to a fresh connection to target (the
+// gateway, which must serve it as a proxied listener), which is joined to it.
+// It returns when ctx ends.
 func Feed(ctx context.Context, n int, dial func(ctx context.Context) (net.Conn, error), target string, log io.Writer) {
 	slots := make(chan struct{}, n)
 	var wg sync.WaitGroup
@@ -237,6 +299,17 @@ func Feed(ctx context.Context, n int, dial func(ctx context.Context) (net.Conn, 
 			}
 			defer u.Close()
 			if _, err := c.Write([]byte{Ack}); err != nil {
+				return
+			}
+			// The relay names the sandbox at once, before any of its bytes.
+			_ = c.SetReadDeadline(time.Now().Add(ProxyLineTimeout))
+			line, _, err := ReadProxyLine(c)
+			_ = c.SetReadDeadline(time.Time{})
+			if err != nil {
+				fmt.Fprintf(log, "relay feed: the relay did not name the sandbox (is the relay image the same steward version?): %v\n", err)
+				return
+			}
+			if _, err := io.WriteString(u, line); err != nil {
 				return
 			}
 			Pipe(c, u)

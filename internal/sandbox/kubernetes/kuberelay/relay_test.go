@@ -6,9 +6,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/steward-evals/steward/internal/fakeprovider"
+	"github.com/steward-evals/steward/internal/gateway"
 )
 
 func freeAddr(t *testing.T) string {
@@ -52,7 +56,7 @@ func TestRelayPairsSandboxesWithControlConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go gw.Serve(gl)
+	go gw.Serve(proxiedListener{gl})
 	defer gw.Close()
 
 	sandboxAddr, controlAddr := freeAddr(t), freeAddr(t)
@@ -111,5 +115,121 @@ func TestRelayPairsSandboxesWithControlConnections(t *testing.T) {
 	cancel()
 	if err := <-relayDone; err != nil {
 		t.Fatalf("relay: %v", err)
+	}
+}
+
+// proxiedListener is a stand-in for the gateway's proxied listener: every
+// connection must start with a PROXY line, which it takes as the peer.
+type proxiedListener struct{ net.Listener }
+
+type proxiedConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c proxiedConn) RemoteAddr() net.Addr { return c.remote }
+
+func (l proxiedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		_, ap, err := ReadProxyLine(c)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		return proxiedConn{Conn: c, remote: net.TCPAddrFromAddrPort(ap)}, nil
+	}
+}
+
+// getFrom does a GET of path with a bearer token over a fresh connection
+// from the local address from (a loopback address of its own: a "pod"),
+// after first writing pre, and returns the status.
+func getFrom(t *testing.T, from, addr, pre, token string) (int, string) {
+	t.Helper()
+	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(c, pre+"GET /v1/models HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer "+token+"\r\nConnection: close\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// The relay names each sandbox connection's own source address to the
+// gateway (a PROXY line written before any byte of the sandbox, checked and
+// passed on by the supervisor's feed), so the real gateway binds a token to
+// its sandbox's address: a token used from another "pod" (another loopback
+// address) is refused, its own works, and a PROXY line the sandbox sends
+// itself gains nothing (it arrives after the relay's, as a bad request).
+func TestRelayNamesEachSandbox(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const key = "sk-real-relay-key-0123456789"
+	fp := fakeprovider.New(fakeprovider.Config{APIKey: key})
+	up, err := fp.Start(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fp.Close()
+	gw, err := gateway.New(gateway.Config{Upstream: "openai", BaseURL: up + "/v1", APIKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gw.ServeProxied(ctx, gl)
+	sandboxAddr, controlAddr := freeAddr(t), freeAddr(t)
+	sandboxAddr = strings.Replace(sandboxAddr, "127.0.0.1", "0.0.0.0", 1)
+	go run(ctx, sandboxAddr, controlAddr, io.Discard, 10*time.Second)
+	go Feed(ctx, 4, func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", controlAddr)
+	}, gl.Addr().String(), io.Discard)
+	_, port, _ := net.SplitHostPort(sandboxAddr)
+	relay := net.JoinHostPort("127.0.0.1", port)
+
+	tokA, tokB := gw.Issue("attempt-a", nil), gw.Issue("attempt-b", nil)
+	if err := gw.Bind(tokA, netip.MustParseAddr("127.0.0.2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Bind(tokB, netip.MustParseAddr("127.0.0.3")); err != nil {
+		t.Fatal(err)
+	}
+	var st int
+	var body string
+	for i := 0; i < 100; i++ { // the relay may not listen yet
+		if st, body = getFrom(t, "127.0.0.2", relay, "", tokA); st != 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st != 200 {
+		t.Fatalf("pod A with its own token: %d %s", st, body)
+	}
+	if st, body := getFrom(t, "127.0.0.3", relay, "", tokB); st != 200 {
+		t.Fatalf("pod B with its own token: %d %s", st, body)
+	}
+	if st, body := getFrom(t, "127.0.0.3", relay, "", tokA); st != 401 || !strings.Contains(body, "another sandbox") {
+		t.Fatalf("pod B with pod A's token: %d %s, want 401", st, body)
+	}
+	forged := "PROXY TCP4 127.0.0.2 127.0.0.1 40000 " + port + "\r\n"
+	if st, body := getFrom(t, "127.0.0.3", relay, forged, tokA); st != 400 {
+		t.Fatalf("pod B with its own PROXY line naming pod A, and A's token: %d %s", st, body)
+	}
+	if u, _ := gw.Usage(tokA); u.Requests != 1 {
+		t.Fatalf("pod A's token served %d requests, want 1 (its own)", u.Requests)
 	}
 }

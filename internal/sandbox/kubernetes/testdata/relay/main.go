@@ -2,12 +2,18 @@
 // (the real one is the steward binary): /steward __kuberelay LISTEN CONTROL.
 // "/steward fetch URL" prints what URL answers within 3 s, or exits 1 (the
 // NetworkPolicy test's probe: busybox-static's wget cannot run FROM scratch).
+// The same binary is the tests' gateway client in sandbox pods:
+// /steward __client ADDR TOKEN [PROXY-LINE] sends GET /v1/models with the
+// token over a fresh connection to ADDR, first writing PROXY-LINE (a forged
+// PROXY protocol line) when given, and prints "status N".
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"time"
@@ -30,12 +36,38 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) >= 4 && os.Args[1] == "__client" {
+		os.Exit(client(os.Args[2], os.Args[3], os.Args[4:]))
+	}
 	if len(os.Args) != 4 || os.Args[1] != kuberelay.Arg {
-		fmt.Fprintln(os.Stderr, "usage: relay", kuberelay.Arg, "SANDBOX-LISTEN CONTROL-LISTEN")
+		fmt.Fprintln(os.Stderr, "usage: relay", kuberelay.Arg, "SANDBOX-LISTEN CONTROL-LISTEN | relay __client ADDR TOKEN [PROXY-LINE]")
 		os.Exit(2)
 	}
 	if err := kuberelay.Run(context.Background(), os.Args[2], os.Args[3], os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+func client(addr, token string, pre []string) int {
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+	if len(pre) > 0 && pre[0] != "" {
+		io.WriteString(c, pre[0]+"\r\n")
+	}
+	fmt.Fprintf(c, "GET /v1/models HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n", token)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	fmt.Printf("status %d\n%s\n", resp.StatusCode, b)
+	return 0
 }
