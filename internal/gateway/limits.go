@@ -7,12 +7,11 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/steward-evals/steward/internal/clock"
+	"github.com/steward-evals/steward/internal/proxyproto"
 )
 
 // Limits bound what sandboxes can hold in the gateway, so that one hostile
@@ -266,7 +265,7 @@ func (c *proxyConn) RemoteAddr() net.Addr {
 	c.once.Do(func() {
 		c.remote = c.Conn.RemoteAddr()
 		_ = c.Conn.SetReadDeadline(time.Now().Add(c.l.grace))
-		ap, err := readProxyLine(c.Conn)
+		_, ap, err := proxyproto.Read(c.Conn)
 		_ = c.Conn.SetReadDeadline(time.Time{})
 		if err != nil {
 			c.bad = true
@@ -303,35 +302,6 @@ func (c *proxyConn) Close() error {
 		}
 	})
 	return err
-}
-
-// readProxyLine reads a PROXY protocol v1 line ("PROXY TCP4 SRC DST SPORT
-// DPORT\r\n", at most 107 bytes) and returns the source address.
-func readProxyLine(r io.Reader) (netip.AddrPort, error) {
-	var line []byte
-	var b [1]byte
-	for len(line) < 107 {
-		if _, err := io.ReadFull(r, b[:]); err != nil {
-			return netip.AddrPort{}, fmt.Errorf("read proxy line: %w", err)
-		}
-		line = append(line, b[0])
-		if b[0] == '\n' {
-			break
-		}
-	}
-	f := strings.Fields(strings.TrimRight(string(line), "\r\n"))
-	if len(f) != 6 || f[0] != "PROXY" || (f[1] != "TCP4" && f[1] != "TCP6") {
-		return netip.AddrPort{}, fmt.Errorf("read proxy line: not a PROXY v1 line: %q", line)
-	}
-	ip, err := netip.ParseAddr(f[2])
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("read proxy line: %w", err)
-	}
-	port, err := strconv.ParseUint(f[4], 10, 16)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("read proxy line: %w", err)
-	}
-	return netip.AddrPortFrom(ip.Unmap(), uint16(port)), nil
 }
 
 type limitConn struct {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/steward-evals/steward/internal/proxyproto"
 	"github.com/steward-evals/steward/internal/sandbox"
 )
 
@@ -61,7 +62,7 @@ func RunRelay(ctx context.Context, listen, target string, log io.Writer) error {
 				return
 			}
 			defer u.Close()
-			if _, err := io.WriteString(u, ProxyLine(c.RemoteAddr(), c.LocalAddr())); err != nil {
+			if _, err := io.WriteString(u, proxyproto.Line(c.RemoteAddr(), c.LocalAddr())); err != nil {
 				return
 			}
 			done := make(chan struct{}, 2)
@@ -71,17 +72,6 @@ func RunRelay(ctx context.Context, listen, target string, log io.Writer) error {
 			<-done
 		}()
 	}
-}
-
-// ProxyLine is the PROXY protocol v1 line for a connection from src to dst.
-func ProxyLine(src, dst net.Addr) string {
-	s, _ := netip.ParseAddrPort(src.String())
-	d, _ := netip.ParseAddrPort(dst.String())
-	fam := "TCP4"
-	if !s.Addr().Unmap().Is4() {
-		fam = "TCP6"
-	}
-	return fmt.Sprintf("PROXY %s %s %s %d %d\r\n", fam, s.Addr().Unmap(), d.Addr().Unmap(), s.Port(), d.Port())
 }
 
 func closeWrite(c net.Conn) {

@@ -14,8 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/steward-evals/steward/internal/proxyproto"
 	"github.com/steward-evals/steward/internal/sandbox"
-	"github.com/steward-evals/steward/internal/sandbox/kubernetes/kuberelay"
 )
 
 // ProbeArg makes the steward binary (in the relay image) fetch a URL and
@@ -162,7 +162,7 @@ func (l proxiedListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		_, ap, err := kuberelay.ReadProxyLine(c)
+		_, ap, err := proxyproto.Read(c)
 		_ = c.SetReadDeadline(time.Time{})
 		if err != nil {
 			c.Close()

@@ -89,7 +89,9 @@ func TestClusterNetworkPolicyConfinesSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "via-relay\n") }), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
+	// the gateway's address is proxied: each connection opens with the
+	// relay's PROXY line, which the stand-in reads before serving HTTP (doctor.go's listener)
+	go srv.Serve(proxiedListener{ln})
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(ga.Listen)
 	relayURL := "http://" + net.JoinHostPort(ga.Host, port) + "/"

@@ -27,11 +27,10 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/steward-evals/steward/internal/proxyproto"
 )
 
 // Arg is the argument that makes a binary (steward, or a test binary) run the relay:
@@ -133,53 +132,12 @@ func run(ctx context.Context, sandboxListen, controlListen string, log io.Writer
 			}
 			defer u.Close()
 			// The sandbox's address, written before any byte of the sandbox.
-			if _, err := io.WriteString(u, ProxyLine(c.RemoteAddr(), c.LocalAddr())); err != nil {
+			if _, err := io.WriteString(u, proxyproto.Line(c.RemoteAddr(), c.LocalAddr())); err != nil {
 				return
 			}
 			Pipe(c, u)
 		}()
 	}
-}
-
-// ProxyLine is the PROXY protocol v1 line for a connection from src to dst.
-func ProxyLine(src, dst net.Addr) string {
-	s, _ := netip.ParseAddrPort(src.String())
-	d, _ := netip.ParseAddrPort(dst.String())
-	fam := "TCP4"
-	if !s.Addr().Unmap().Is4() {
-		fam = "TCP6"
-	}
-	return fmt.Sprintf("PROXY %s %s %s %d %d\r\n", fam, s.Addr().Unmap(), d.Addr().Unmap(), s.Port(), d.Port())
-}
-
-// maxProxyLine is the longest PROXY protocol v1 line.
-const maxProxyLine = 107
-
-// ReadProxyLine reads a PROXY protocol v1 line ("PROXY TCP4 SRC DST SPORT
-// DPORT\r\n") one byte at a time (nothing after it is consumed) and returns
-// it and the source address it names.
-func ReadProxyLine(r io.Reader) (string, netip.AddrPort, error) {
-	var line []byte
-	var b [1]byte
-	for len(line) < maxProxyLine && (len(line) == 0 || line[len(line)-1] != '\n') {
-		if _, err := io.ReadFull(r, b[:]); err != nil {
-			return "", netip.AddrPort{}, fmt.Errorf("read PROXY line: %w", err)
-		}
-		line = append(line, b[0])
-	}
-	f := strings.Fields(strings.TrimRight(string(line), "\r\n"))
-	if len(f) != 6 || f[0] != "PROXY" || (f[1] != "TCP4" && f[1] != "TCP6") || !strings.HasSuffix(string(line), "\r\n") {
-		return "", netip.AddrPort{}, fmt.Errorf("not a PROXY v1 line: %q", line)
-	}
-	ip, err := netip.ParseAddr(f[2])
-	if err != nil {
-		return "", netip.AddrPort{}, fmt.Errorf("PROXY line %q: %w", line, err)
-	}
-	port, err := strconv.ParseUint(f[4], 10, 16)
-	if err != nil {
-		return "", netip.AddrPort{}, fmt.Errorf("PROXY line %q: %w", line, err)
-	}
-	return string(line), netip.AddrPortFrom(ip.Unmap(), uint16(port)), nil
 }
 
 // pair takes idle control connections until one acknowledges a call.
@@ -303,7 +261,7 @@ func Feed(ctx context.Context, n int, dial func(ctx context.Context) (net.Conn, 
 			}
 			// The relay names the sandbox at once, before any of its bytes.
 			_ = c.SetReadDeadline(time.Now().Add(ProxyLineTimeout))
-			line, _, err := ReadProxyLine(c)
+			line, _, err := proxyproto.Read(c)
 			_ = c.SetReadDeadline(time.Time{})
 			if err != nil {
 				fmt.Fprintf(log, "relay feed: the relay did not name the sandbox (is the relay image the same steward version?): %v\n", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/steward-evals/steward/internal/fakeprovider"
 	"github.com/steward-evals/steward/internal/gateway"
+	"github.com/steward-evals/steward/internal/proxyproto"
 )
 
 func freeAddr(t *testing.T) string {
@@ -135,7 +136,7 @@ func (l proxiedListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		_, ap, err := ReadProxyLine(c)
+		_, ap, err := proxyproto.Read(c)
 		if err != nil {
 			c.Close()
 			continue
