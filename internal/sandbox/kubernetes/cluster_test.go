@@ -18,6 +18,8 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
 	"github.com/steward-evals/steward/internal/fakeprovider"
@@ -57,19 +59,38 @@ func heldLock(t testing.TB) string {
 	return l.Path()
 }
 
-// podGone waits until the API server no longer has the pod (the kubelet confirmed its end).
+// podGone waits until the API server no longer has the pod (the kubelet
+// confirmed its end): a watch from the version last read reports its deletion.
 func podGone(t testing.TB, c *kubetest.Cluster, name string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pods := c.Client.CoreV1().Pods(c.Namespace)
 	for {
-		_, err := c.Client.CoreV1().Pods(c.Namespace).Get(context.Background(), name, metav1.GetOptions{})
+		pod, err := pods.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return
 		}
-		if time.Now().After(deadline) {
+		if err != nil {
 			t.Fatalf("pod %s still there: %v", name, err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		w, err := pods.Watch(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: pod.ResourceVersion,
+		})
+		if err != nil {
+			t.Fatalf("pod %s still there (phase %s): %v", name, pod.Status.Phase, err)
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Deleted {
+				w.Stop()
+				return
+			}
+		}
+		w.Stop()
+		if ctx.Err() != nil {
+			t.Fatalf("pod %s still there (phase %s)", name, pod.Status.Phase)
+		}
+		// the API server closed the watch: look again
 	}
 }
 
@@ -322,7 +343,7 @@ func helperMain() int {
 		}
 	}
 	fmt.Println("READY")
-	time.Sleep(10 * time.Minute)
+	time.Sleep(10 * time.Minute) // the behaviour under test: a live run that the test SIGKILLs
 	return 0
 }
 
