@@ -13,12 +13,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/steward-evals/steward/internal/fakeprovider"
-	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sandbox/kubernetes/kubetest"
 )
@@ -137,6 +135,7 @@ func TestKubernetesKilledLaunchIsSwept(t *testing.T) {
 	dir := t.TempDir()
 	rec := filepath.Join(dir, "rec")
 	kubeEvalSet(t, c, dir, url, image, "sleep 1000", 3)
+	pw := watchPods(t, c)
 	// The launch and its workers in a process group of their own, all
 	// killed at once (a runner that dies): nobody gets to clean up.
 	cmd := exec.Command(exe, "launch", "--record", rec)
@@ -155,28 +154,21 @@ func TestKubernetesKilledLaunchIsSwept(t *testing.T) {
 			<-l.done
 		}
 	})
-	var killed map[string]string
-	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		_, _, run := history(t, rec)
-		killed = map[string]string{}
-		for name, r := range runPods(t, c) {
-			if run.ID != "" && r == run.ID {
-				killed[name] = r
-			}
-		}
-		if len(killed) >= 3 { // the relay and at least two sandboxes
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the launch made no pods:\n%s", l.out.String())
-		}
-	}
+	// The relay and at least two sandboxes, as the pod watch reports them.
+	runID := pw.waitRun(t, 3, 3*time.Minute, l.out)
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-l.done
-	for name := range killed {
-		if _, err := c.Client.CoreV1().Pods(c.Namespace).Get(context.Background(), name, metav1.GetOptions{}); err != nil {
+	if _, _, run := history(t, rec); run.ID != runID {
+		t.Fatalf("pods of run %s, the record's run is %q", runID, run.ID)
+	}
+	killed := map[string]string{}
+	for name, ns := range pw.of(runID) {
+		killed[name] = ns
+	}
+	for name, ns := range killed {
+		if _, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{}); err != nil {
 			t.Fatalf("pod %s of the killed run already gone (%v): the test would prove nothing", name, err)
 		}
 	}
@@ -186,18 +178,8 @@ func TestKubernetesKilledLaunchIsSwept(t *testing.T) {
 	if code := l2.wait(t, 5*time.Minute); code != 0 {
 		t.Fatalf("second launch exit %d:\n%s", code, l2.out.String())
 	}
-	for name := range killed {
-		deadline := time.Now().Add(time.Minute)
-		for {
-			_, err := c.Client.CoreV1().Pods(c.Namespace).Get(context.Background(), name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("pod %s of the killed run survived the next launch: %v", name, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+	for name, ns := range killed {
+		c.WaitPodDeleted(t, ns, name, time.Minute)
 	}
 	_, _, run2 := history(t, rec)
 	for name, r := range runPods(t, c) {
@@ -262,9 +244,10 @@ func TestKubernetesConfigErrors(t *testing.T) {
 // podWatch records every Steward pod the cluster makes, in any namespace,
 // from now until stop: name → namespace and run.
 type podWatch struct {
-	mu   sync.Mutex
-	pods map[string][2]string
-	stop func()
+	mu      sync.Mutex
+	pods    map[string][2]string
+	changed chan struct{} // closed (and replaced) on each pod recorded
+	stop    func()
 }
 
 func watchPods(t *testing.T, c *kubetest.Cluster) *podWatch {
@@ -281,7 +264,7 @@ func watchPods(t *testing.T, c *kubetest.Cluster) *podWatch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pw := &podWatch{pods: map[string][2]string{}}
+	pw := &podWatch{pods: map[string][2]string{}, changed: make(chan struct{})}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -292,6 +275,8 @@ func watchPods(t *testing.T, c *kubetest.Cluster) *podWatch {
 			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Added {
 				pw.mu.Lock()
 				pw.pods[p.Name] = [2]string{p.Namespace, p.Labels[sandbox.LabelRun]}
+				close(pw.changed)
+				pw.changed = make(chan struct{})
 				pw.mu.Unlock()
 			}
 		}
@@ -299,6 +284,32 @@ func watchPods(t *testing.T, c *kubetest.Cluster) *podWatch {
 	pw.stop = func() { cancel(); w.Stop(); <-done }
 	t.Cleanup(pw.stop)
 	return pw
+}
+
+// waitRun returns the run that has made at least n pods since the watch
+// began, woken by each pod the watch records; it fails the test after bound.
+func (pw *podWatch) waitRun(t *testing.T, n int, bound time.Duration, out fmt.Stringer) string {
+	t.Helper()
+	deadline := time.After(bound)
+	for {
+		pw.mu.Lock()
+		per := map[string]int{}
+		for _, nr := range pw.pods {
+			per[nr[1]]++
+		}
+		ch := pw.changed
+		pw.mu.Unlock()
+		for run, k := range per {
+			if run != "" && k >= n {
+				return run
+			}
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("no run made %d pods within %s:\n%s", n, bound, out)
+		}
+	}
 }
 
 // of returns the recorded pods of run: name → namespace.
@@ -403,20 +414,15 @@ func TestKubernetesKilledPerRunNamespaceIsSwept(t *testing.T) {
 			<-l.done
 		}
 	})
-	var run record.Run
-	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		_, _, run = history(t, rec)
-		if run.ID != "" && len(pw.of(run.ID)) >= 3 { // the relay and both sandboxes
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the launch made no pods:\n%s", l.out.String())
-		}
-	}
+	runID := pw.waitRun(t, 3, 3*time.Minute, l.out) // the relay and both sandboxes
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-l.done
+	_, _, run := history(t, rec)
+	if run.ID != runID {
+		t.Fatalf("pods of run %s, the record's run is %q", runID, run.ID)
+	}
 	ns := "steward-" + run.ID
 	t.Cleanup(func() { _ = c.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 	if cur, err := c.Client.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{}); err != nil || cur.DeletionTimestamp != nil {

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // agentSignals is a FIFO that agents (or hooks) write a line to when they
@@ -110,5 +112,31 @@ func (w *outputWatch) waitContains(t testing.TB, sub string, exited <-chan struc
 		case <-deadline:
 			t.Fatalf("no %q within %s:\n%s", sub, bound, w.String())
 		}
+	}
+}
+
+// waitGone waits until every process in pids has exited or deadline has
+// passed: a pidfd becomes readable when its process exits, so this waits on
+// the kernel's word, not on a poll of the process table.
+func waitGone(pids []int, deadline time.Time) {
+	for _, pid := range pids {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue // gone already
+		}
+		for {
+			ms := int(time.Until(deadline) / time.Millisecond)
+			if ms <= 0 {
+				break
+			}
+			n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
+			if err == unix.EINTR {
+				continue
+			}
+			if n != 0 || err != nil {
+				break
+			}
+		}
+		unix.Close(fd)
 	}
 }

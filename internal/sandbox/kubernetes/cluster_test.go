@@ -16,10 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
 	"github.com/steward-evals/steward/internal/fakeprovider"
@@ -59,39 +56,10 @@ func heldLock(t testing.TB) string {
 	return l.Path()
 }
 
-// podGone waits until the API server no longer has the pod (the kubelet
-// confirmed its end): a watch from the version last read reports its deletion.
+// podGone waits until the API server no longer has the pod (the kubelet confirmed its end).
 func podGone(t testing.TB, c *kubetest.Cluster, name string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	pods := c.Client.CoreV1().Pods(c.Namespace)
-	for {
-		pod, err := pods.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return
-		}
-		if err != nil {
-			t.Fatalf("pod %s still there: %v", name, err)
-		}
-		w, err := pods.Watch(ctx, metav1.ListOptions{
-			FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: pod.ResourceVersion,
-		})
-		if err != nil {
-			t.Fatalf("pod %s still there (phase %s): %v", name, pod.Status.Phase, err)
-		}
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Deleted {
-				w.Stop()
-				return
-			}
-		}
-		w.Stop()
-		if ctx.Err() != nil {
-			t.Fatalf("pod %s still there (phase %s)", name, pod.Status.Phase)
-		}
-		// the API server closed the watch: look again
-	}
+	c.WaitPodDeleted(t, c.Namespace, name, 60*time.Second)
 }
 
 func TestClusterLifecycleExecCopy(t *testing.T) {
