@@ -163,10 +163,7 @@ func TestKubernetesKilledLaunchIsSwept(t *testing.T) {
 	if _, _, run := history(t, rec); run.ID != runID {
 		t.Fatalf("pods of run %s, the record's run is %q", runID, run.ID)
 	}
-	killed := map[string]string{}
-	for name, ns := range pw.of(runID) {
-		killed[name] = ns
-	}
+	killed := pw.live(runID)
 	for name, ns := range killed {
 		if _, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{}); err != nil {
 			t.Fatalf("pod %s of the killed run already gone (%v): the test would prove nothing", name, err)
@@ -246,7 +243,9 @@ func TestKubernetesConfigErrors(t *testing.T) {
 type podWatch struct {
 	mu      sync.Mutex
 	pods    map[string][2]string
-	changed chan struct{} // closed (and replaced) on each pod recorded
+	ending  map[string]bool // pods being deleted or gone
+	running map[string]bool // pods seen in phase Running
+	changed chan struct{}   // closed (and replaced) on each pod recorded or ending
 	stop    func()
 }
 
@@ -264,7 +263,7 @@ func watchPods(t *testing.T, c *kubetest.Cluster) *podWatch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pw := &podWatch{pods: map[string][2]string{}, changed: make(chan struct{})}
+	pw := &podWatch{pods: map[string][2]string{}, ending: map[string]bool{}, running: map[string]bool{}, changed: make(chan struct{})}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -272,9 +271,17 @@ func watchPods(t *testing.T, c *kubetest.Cluster) *podWatch {
 			if st, ok := ev.Object.(*metav1.Status); ok && ctx.Err() == nil {
 				t.Errorf("pod watch: %s", st.Message)
 			}
-			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Added {
+			if p, ok := ev.Object.(*corev1.Pod); ok {
 				pw.mu.Lock()
-				pw.pods[p.Name] = [2]string{p.Namespace, p.Labels[sandbox.LabelRun]}
+				if ev.Type == watch.Added {
+					pw.pods[p.Name] = [2]string{p.Namespace, p.Labels[sandbox.LabelRun]}
+				}
+				if p.Status.Phase == corev1.PodRunning {
+					pw.running[p.Name] = true
+				}
+				if ev.Type == watch.Deleted || p.DeletionTimestamp != nil {
+					pw.ending[p.Name] = true
+				}
 				close(pw.changed)
 				pw.changed = make(chan struct{})
 				pw.mu.Unlock()
@@ -286,16 +293,19 @@ func watchPods(t *testing.T, c *kubetest.Cluster) *podWatch {
 	return pw
 }
 
-// waitRun returns the run that has made at least n pods since the watch
-// began, woken by each pod the watch records; it fails the test after bound.
+// waitRun returns the run that has at least n pods made since the watch
+// began running and not being deleted, woken by each pod event; it fails
+// the test after bound.
 func (pw *podWatch) waitRun(t *testing.T, n int, bound time.Duration, out fmt.Stringer) string {
 	t.Helper()
 	deadline := time.After(bound)
 	for {
 		pw.mu.Lock()
 		per := map[string]int{}
-		for _, nr := range pw.pods {
-			per[nr[1]]++
+		for name, nr := range pw.pods {
+			if pw.running[name] && !pw.ending[name] {
+				per[nr[1]]++
+			}
 		}
 		ch := pw.changed
 		pw.mu.Unlock()
@@ -310,6 +320,19 @@ func (pw *podWatch) waitRun(t *testing.T, n int, bound time.Duration, out fmt.St
 			t.Fatalf("no run made %d pods within %s:\n%s", n, bound, out)
 		}
 	}
+}
+
+// live returns the recorded pods of run not being deleted: name → namespace.
+func (pw *podWatch) live(run string) map[string]string {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	out := map[string]string{}
+	for name, nr := range pw.pods {
+		if nr[1] == run && !pw.ending[name] {
+			out[name] = nr[0]
+		}
+	}
+	return out
 }
 
 // of returns the recorded pods of run: name → namespace.
