@@ -158,7 +158,7 @@ func TestCrashSafety(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(delay)
+			time.Sleep(delay) // a random kill point, not synchronisation
 			if useDocker {
 				dockerTrials++
 				live, err := exec.Command("docker", "ps", "-q", "--filter", "label="+sandbox.LabelTask+"=boxed").Output()

@@ -13,12 +13,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/steward-evals/steward/internal/fakeprovider"
-	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sandbox/kubernetes/kubetest"
 )
@@ -137,6 +135,7 @@ func TestKubernetesKilledLaunchIsSwept(t *testing.T) {
 	dir := t.TempDir()
 	rec := filepath.Join(dir, "rec")
 	kubeEvalSet(t, c, dir, url, image, "sleep 1000", 3)
+	pw := watchPods(t, c)
 	// The launch and its workers in a process group of their own, all
 	// killed at once (a runner that dies): nobody gets to clean up.
 	cmd := exec.Command(exe, "launch", "--record", rec)
@@ -155,28 +154,18 @@ func TestKubernetesKilledLaunchIsSwept(t *testing.T) {
 			<-l.done
 		}
 	})
-	var killed map[string]string
-	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		_, _, run := history(t, rec)
-		killed = map[string]string{}
-		for name, r := range runPods(t, c) {
-			if run.ID != "" && r == run.ID {
-				killed[name] = r
-			}
-		}
-		if len(killed) >= 3 { // the relay and at least two sandboxes
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the launch made no pods:\n%s", l.out.String())
-		}
-	}
+	// The relay and at least two sandboxes, as the pod watch reports them.
+	runID := pw.waitRun(t, 3, 3*time.Minute, l.out)
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-l.done
-	for name := range killed {
-		if _, err := c.Client.CoreV1().Pods(c.Namespace).Get(context.Background(), name, metav1.GetOptions{}); err != nil {
+	if _, _, run := history(t, rec); run.ID != runID {
+		t.Fatalf("pods of run %s, the record's run is %q", runID, run.ID)
+	}
+	killed := pw.live(runID)
+	for name, ns := range killed {
+		if _, err := c.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{}); err != nil {
 			t.Fatalf("pod %s of the killed run already gone (%v): the test would prove nothing", name, err)
 		}
 	}
@@ -186,18 +175,8 @@ func TestKubernetesKilledLaunchIsSwept(t *testing.T) {
 	if code := l2.wait(t, 5*time.Minute); code != 0 {
 		t.Fatalf("second launch exit %d:\n%s", code, l2.out.String())
 	}
-	for name := range killed {
-		deadline := time.Now().Add(time.Minute)
-		for {
-			_, err := c.Client.CoreV1().Pods(c.Namespace).Get(context.Background(), name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("pod %s of the killed run survived the next launch: %v", name, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+	for name, ns := range killed {
+		c.WaitPodDeleted(t, ns, name, time.Minute)
 	}
 	_, _, run2 := history(t, rec)
 	for name, r := range runPods(t, c) {
@@ -268,9 +247,12 @@ func TestKubernetesConfigErrors(t *testing.T) {
 // podWatch records every Steward pod the cluster makes, in any namespace,
 // from now until stop: name → namespace and run.
 type podWatch struct {
-	mu   sync.Mutex
-	pods map[string][2]string
-	stop func()
+	mu      sync.Mutex
+	pods    map[string][2]string
+	ending  map[string]bool // pods being deleted or gone
+	running map[string]bool // pods seen in phase Running
+	changed chan struct{}   // closed (and replaced) on each pod recorded or ending
+	stop    func()
 }
 
 func watchPods(t *testing.T, c *kubetest.Cluster) *podWatch {
@@ -287,7 +269,7 @@ func watchPods(t *testing.T, c *kubetest.Cluster) *podWatch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pw := &podWatch{pods: map[string][2]string{}}
+	pw := &podWatch{pods: map[string][2]string{}, ending: map[string]bool{}, running: map[string]bool{}, changed: make(chan struct{})}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -295,9 +277,19 @@ func watchPods(t *testing.T, c *kubetest.Cluster) *podWatch {
 			if st, ok := ev.Object.(*metav1.Status); ok && ctx.Err() == nil {
 				t.Errorf("pod watch: %s", st.Message)
 			}
-			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Added {
+			if p, ok := ev.Object.(*corev1.Pod); ok {
 				pw.mu.Lock()
-				pw.pods[p.Name] = [2]string{p.Namespace, p.Labels[sandbox.LabelRun]}
+				if ev.Type == watch.Added {
+					pw.pods[p.Name] = [2]string{p.Namespace, p.Labels[sandbox.LabelRun]}
+				}
+				if p.Status.Phase == corev1.PodRunning {
+					pw.running[p.Name] = true
+				}
+				if ev.Type == watch.Deleted || p.DeletionTimestamp != nil {
+					pw.ending[p.Name] = true
+				}
+				close(pw.changed)
+				pw.changed = make(chan struct{})
 				pw.mu.Unlock()
 			}
 		}
@@ -305,6 +297,48 @@ func watchPods(t *testing.T, c *kubetest.Cluster) *podWatch {
 	pw.stop = func() { cancel(); w.Stop(); <-done }
 	t.Cleanup(pw.stop)
 	return pw
+}
+
+// waitRun returns the run that has at least n pods made since the watch
+// began running and not being deleted, woken by each pod event; it fails
+// the test after bound.
+func (pw *podWatch) waitRun(t *testing.T, n int, bound time.Duration, out fmt.Stringer) string {
+	t.Helper()
+	deadline := time.After(bound)
+	for {
+		pw.mu.Lock()
+		per := map[string]int{}
+		for name, nr := range pw.pods {
+			if pw.running[name] && !pw.ending[name] {
+				per[nr[1]]++
+			}
+		}
+		ch := pw.changed
+		pw.mu.Unlock()
+		for run, k := range per {
+			if run != "" && k >= n {
+				return run
+			}
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("no run made %d pods within %s:\n%s", n, bound, out)
+		}
+	}
+}
+
+// live returns the recorded pods of run not being deleted: name → namespace.
+func (pw *podWatch) live(run string) map[string]string {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	out := map[string]string{}
+	for name, nr := range pw.pods {
+		if nr[1] == run && !pw.ending[name] {
+			out[name] = nr[0]
+		}
+	}
+	return out
 }
 
 // of returns the recorded pods of run: name → namespace.
@@ -409,20 +443,15 @@ func TestKubernetesKilledPerRunNamespaceIsSwept(t *testing.T) {
 			<-l.done
 		}
 	})
-	var run record.Run
-	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		_, _, run = history(t, rec)
-		if run.ID != "" && len(pw.of(run.ID)) >= 3 { // the relay and both sandboxes
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the launch made no pods:\n%s", l.out.String())
-		}
-	}
+	runID := pw.waitRun(t, 3, 3*time.Minute, l.out) // the relay and both sandboxes
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-l.done
+	_, _, run := history(t, rec)
+	if run.ID != runID {
+		t.Fatalf("pods of run %s, the record's run is %q", runID, run.ID)
+	}
 	ns := "steward-" + run.ID
 	t.Cleanup(func() { _ = c.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 	if cur, err := c.Client.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{}); err != nil || cur.DeletionTimestamp != nil {

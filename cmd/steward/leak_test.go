@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
@@ -63,6 +64,13 @@ func TestKilledDockerRunIsSwept(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The daemon's own event stream says when a sandbox of the doomed run starts.
+	evCtx, evCancel := context.WithTimeout(ctx, time.Minute)
+	defer evCancel()
+	starts, evErrs := cli.Events(evCtx, events.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("type", string(events.ContainerEventType)), filters.Arg("event", string(events.ActionStart)),
+		filters.Arg("label", sandbox.LabelTask+"=box"))})
+
 	doomed := exec.Command(exe, "launch", "--max-concurrency", "3")
 	doomed.Dir = victim
 	doomed.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -71,17 +79,21 @@ func TestKilledDockerRunIsSwept(t *testing.T) {
 	if err := doomed.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Wait until the doomed run has live sandboxes.
+	// Wait until the doomed run has a live sandbox.
 	var runID string
-	for i := 0; i < 600 && runID == ""; i++ {
-		time.Sleep(100 * time.Millisecond)
-		cs, _ := cli.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelTask+"=box"), filters.Arg("status", "running"))})
-		for _, c := range cs {
-			if strings.Contains(c.Labels["dev.steward.lock"], strings.TrimPrefix(victim, "/")) || strings.HasPrefix(c.Labels["dev.steward.lock"], victim) {
-				runID = c.Labels[sandbox.LabelRun]
+	for runID == "" {
+		select {
+		case m := <-starts:
+			if lock := m.Actor.Attributes["dev.steward.lock"]; strings.Contains(lock, strings.TrimPrefix(victim, "/")) || strings.HasPrefix(lock, victim) {
+				runID = m.Actor.Attributes[sandbox.LabelRun]
 			}
+			continue
+		case err := <-evErrs:
+			t.Logf("docker events: %v", err)
 		}
+		break
 	}
+	evCancel()
 	if runID == "" {
 		_ = syscall.Kill(-doomed.Process.Pid, syscall.SIGKILL)
 		t.Fatalf("the doomed run never had a live sandbox:\n%s", doomedOut.String())

@@ -93,6 +93,8 @@ tasks:
 func TestKilledLaunchLosesNothing(t *testing.T) {
 	for trial := 0; trial < 3; trial++ {
 		dir := t.TempDir()
+		// Each agent says it started; the kill comes after the k-th, mid-run.
+		sig := newAgentSignals(t, dir)
 		var samples []string
 		for i := 0; i < 40; i++ {
 			samples = append(samples, fmt.Sprintf(`      - {id: s%02d, input: "", target: ok}`, i))
@@ -103,7 +105,7 @@ tasks:
     sandbox: {provider: local}
     exclusive: false
     max_samples: 4
-    agent: 'sleep 0.1; echo ok'
+    agent: '`+sig.shell("started")+`; sleep 0.1; echo ok'
     scorer: {match: exact}
     samples:
 `+strings.Join(samples, "\n")+"\n")
@@ -112,7 +114,9 @@ tasks:
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(300+trial*250) * time.Millisecond)
+		for k := 1 + trial*12; k > 0; k-- { // 1, 13, 25 of 40 started
+			sig.next(t, time.Minute)
+		}
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
 
@@ -137,6 +141,7 @@ tasks:
 			published++
 		}
 		db.Close()
+		t.Logf("trial %d: %d of 40 published before the kill", trial, published)
 		out, code := steward(t, dir, "launch")
 		if code != 0 {
 			t.Fatalf("trial %d: re-run exit %d\n%s", trial, code, out)
@@ -194,31 +199,38 @@ tasks:
 	}
 
 	// A stopped owner keeps the lease; a waiter waits and says for what.
-	writeFile(t, filepath.Join(dir, "steward.yaml"), strings.Replace(string(mustRead(t, filepath.Join(dir, "steward.yaml"))), "sleep 0.2", "sleep 3", 1))
+	// Its agent runs inside the lease and says so.
+	sig := newAgentSignals(t, dir)
+	writeFile(t, filepath.Join(dir, "steward.yaml"), strings.Replace(string(mustRead(t, filepath.Join(dir, "steward.yaml"))), "sleep 0.2", sig.shell("held")+"; sleep 3", 1))
 	owner := exec.Command(exe, "launch", "--record", rec)
 	owner.Dir = dir
 	if err := owner.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
-		out, _ := steward(t, dir, "lease", "inspect", "cohort-a", "--record", rec)
-		return strings.Contains(out, "token:")
-	})
+	sig.next(t, time.Minute)
 	_ = owner.Process.Signal(syscall.SIGSTOP)
 	waiter := exec.Command(exe, "launch", "--record", rec)
 	waiter.Dir = dir
-	var wout bytes.Buffer
-	waiter.Stdout, waiter.Stderr = &wout, &wout
+	wout := newOutputWatch()
+	waiter.Stdout, waiter.Stderr = wout, wout
 	if err := waiter.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Second)
-	if waiter.ProcessState != nil {
-		t.Fatal("waiter finished while the owner was stopped")
+	waiterDone, waiterExited := make(chan error, 1), make(chan struct{})
+	go func() { waiterDone <- waiter.Wait(); close(waiterExited) }()
+	// The waiter says it waits (it found the lease held); it must not end.
+	wout.waitContains(t, "waits for lease", waiterExited, time.Minute)
+	select {
+	case <-waiterExited:
+		t.Fatalf("waiter finished while the owner was stopped:\n%s", wout.String())
+	default:
 	}
 	// Kill the owner: the lease stays held (no takeover).
 	_ = owner.Process.Signal(syscall.SIGKILL)
 	_ = owner.Wait()
+	// A window for a wrong takeover, which would have to happen on one of
+	// the waiter's retries (every 250 ms): the behaviour under test is that
+	// nothing happens, so there is no event to wait for.
 	time.Sleep(time.Second)
 	out, _ := steward(t, dir, "lease", "inspect", "cohort-a", "--record", rec)
 	m := regexp.MustCompile(`token:\s+(\S+)`).FindStringSubmatch(out)
@@ -238,7 +250,7 @@ tasks:
 	if out, code := steward(t, dir, "lease", "recover", "cohort-a", "--record", rec, "--token", token, "--owner-gone", "--state-quiescent"); code != 0 {
 		t.Fatalf("recover: %d\n%s", code, out)
 	}
-	if err := waiter.Wait(); err != nil {
+	if err := <-waiterDone; err != nil {
 		t.Fatalf("waiter after recover: %v\n%s", err, wout.String())
 	}
 	// The token appears in no report.

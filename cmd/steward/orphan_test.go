@@ -162,14 +162,15 @@ func TestSupervisorGoneWorkersCleanUp(t *testing.T) {
 				}
 				db.Close()
 			}
-			// Nothing is left within 10 s: the workers clean up on their own.
-			var left []string
-			for {
-				if left = orphanLeftovers(dir, tmp, runID, useDocker); len(left) == 0 || time.Since(killed) > 10*time.Second {
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
+			// Nothing is left within 10 s: the workers clean up on their own
+			// and exit; then what they killed exits too. Both exits are
+			// waited on (pidfds), and then nothing may be left.
+			deadline := killed.Add(10 * time.Second)
+			waitGone(workersIn(dir), deadline)
+			if runID != "" {
+				waitGone(crashProcs(runID), deadline)
 			}
+			left := orphanLeftovers(dir, tmp, runID, useDocker)
 			took := time.Since(killed)
 			if len(left) > 0 {
 				for _, p := range append(workersIn(dir), crashProcs(runID)...) {

@@ -129,6 +129,9 @@ func history(t testing.TB, rec string) ([]record.RampPoint, []record.Attempt, re
 	return pts, as, runs[0]
 }
 
+// pollHistory reads the record until cond holds. The launch's tend decisions
+// reach the test only through the record (the launch prints none, and a
+// file watch is not wanted), so this re-reads it at about the tend interval.
 func pollHistory(t *testing.T, rec string, what string, cond func([]record.RampPoint) bool) []record.RampPoint {
 	t.Helper()
 	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
@@ -221,7 +224,7 @@ func TestRampEndToEndClimbsBacksOffSettles(t *testing.T) {
 	go func() {
 		defer close(cut)
 		for i := 0; i < 1500; i++ {
-			time.Sleep(200 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond) // re-read the record: see pollHistory
 			if !rampAtTop(rec, 24) {
 				continue
 			}
@@ -238,7 +241,7 @@ func TestRampEndToEndClimbsBacksOffSettles(t *testing.T) {
 					req.Header.Set("Content-Type", "application/json")
 					h.ServeHTTP(httptest.NewRecorder(), req)
 				}()
-				time.Sleep(100 * time.Millisecond)
+				time.Sleep(100 * time.Millisecond) // the other client's pace (10 a second): the load under test
 			}
 			wg.Wait()
 			return

@@ -50,8 +50,10 @@ func workerReport(t *testing.T, dir string) workerJSONReport {
 // the other task finishes and the report is complete.
 func TestWorkerKilledCostsOnlyItsTask(t *testing.T) {
 	dir := t.TempDir()
-	// The victim's agents leave a grandchild outside their process group.
-	writeFile(t, filepath.Join(dir, "steward.yaml"), strings.Replace(twoTasks, "agent: 'sleep 1; echo ok'", "agent: 'setsid sleep 300 </dev/null >/dev/null 2>&1 & sleep 1; echo ok'", 1))
+	// The victim's agents leave a grandchild outside their process group,
+	// then say they run: the worker is killed mid-attempt.
+	sig := newAgentSignals(t, dir)
+	writeFile(t, filepath.Join(dir, "steward.yaml"), strings.Replace(twoTasks, "agent: 'sleep 1; echo ok'", "agent: 'setsid sleep 300 </dev/null >/dev/null 2>&1 & "+sig.shell("started")+"; sleep 1; echo ok'", 1))
 	cmd := exec.Command(exe, "launch")
 	cmd.Dir = dir
 	var out bytes.Buffer
@@ -59,18 +61,8 @@ func TestWorkerKilledCostsOnlyItsTask(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var victim int
-	for i := 0; i < 100 && victim == 0; i++ {
-		time.Sleep(100 * time.Millisecond)
-		b, _ := exec.Command("pgrep", "-P", itoa(cmd.Process.Pid), "-f", "__worker --for victim").Output()
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			victim = atoi(f[0])
-		}
-	}
-	if victim == 0 {
-		t.Fatal("no worker process for task victim")
-	}
-	time.Sleep(300 * time.Millisecond)
+	sig.next(t, time.Minute)
+	victim := workerFor(t, cmd.Process.Pid, "victim")
 	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +118,9 @@ func TestWorkerPanicCostsOnlyItsTask(t *testing.T) {
 // max_workers packs tasks into fewer processes without changing what runs.
 func TestMaxWorkersPacks(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "steward.yaml"), twoTasks)
+	// An agent that runs says so: the workers are up then.
+	sig := newAgentSignals(t, dir)
+	writeFile(t, filepath.Join(dir, "steward.yaml"), strings.Replace(twoTasks, "agent: 'sleep 1; echo ok'", "agent: '"+sig.shell("started")+"; sleep 1; echo ok'", 1))
 	cmd := exec.Command(exe, "launch", "--max-workers", "1")
 	cmd.Dir = dir
 	var out bytes.Buffer
@@ -134,12 +128,9 @@ func TestMaxWorkersPacks(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	seen := ""
-	for i := 0; i < 50 && seen == ""; i++ {
-		time.Sleep(100 * time.Millisecond)
-		b, _ := exec.Command("pgrep", "-P", itoa(cmd.Process.Pid), "-af", "__worker --for").Output()
-		seen = strings.TrimSpace(string(b))
-	}
+	sig.next(t, time.Minute)
+	b, _ := exec.Command("pgrep", "-P", itoa(cmd.Process.Pid), "-af", "__worker --for").Output()
+	seen := strings.TrimSpace(string(b))
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("launch: %v\n%s", err, out.String())
 	}
@@ -152,6 +143,18 @@ func TestMaxWorkersPacks(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// workerFor is the pid of launch's worker process for task, which the caller
+// knows runs (one of its agents said so).
+func workerFor(t *testing.T, launch int, task string) int {
+	t.Helper()
+	b, _ := exec.Command("pgrep", "-P", itoa(launch), "-f", "__worker --for "+task).Output()
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		t.Fatalf("no worker process for task %s", task)
+	}
+	return atoi(f[0])
+}
 
 func atoi(s string) int {
 	n := 0
@@ -170,7 +173,9 @@ func atoi(s string) int {
 // and the run ends.
 func TestWorkerStoppedIsReaped(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "steward.yaml"), strings.Replace(twoTasks, "agent: 'sleep 1; echo ok'", "agent: 'sleep 30; echo ok'", 1))
+	// Each victim agent says it runs once its sleep has started.
+	sig := newAgentSignals(t, dir)
+	writeFile(t, filepath.Join(dir, "steward.yaml"), strings.Replace(twoTasks, "agent: 'sleep 1; echo ok'", "agent: 'sleep 30 & "+sig.shell("started")+"; wait; echo ok'", 1))
 	cmd := exec.Command(exe, "launch")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "STEWARD_WORKER_TIMEOUT=2s")
@@ -180,20 +185,15 @@ func TestWorkerStoppedIsReaped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill() }()
-	var victim int
-	for i := 0; i < 100 && victim == 0; i++ {
-		time.Sleep(100 * time.Millisecond)
-		b, _ := exec.Command("pgrep", "-P", itoa(cmd.Process.Pid), "-f", "__worker --for victim").Output()
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			victim = atoi(f[0])
-		}
-	}
-	if victim == 0 {
-		t.Fatal("no worker process for task victim")
-	}
-	// Stop it once its agents run (they are its children's children).
-	waitFor(t, func() bool { return len(descendantsOf(victim)) >= 4 })
+	// Stop it once two of its agents run (they are its children's children:
+	// a shell and its sleep each).
+	sig.next(t, time.Minute)
+	sig.next(t, time.Minute)
+	victim := workerFor(t, cmd.Process.Pid, "victim")
 	agents := descendantsOf(victim)
+	if len(agents) < 4 {
+		t.Fatalf("agents of the victim's worker: %v", agents)
+	}
 	if err := syscall.Kill(victim, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

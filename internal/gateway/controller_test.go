@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"math"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -204,11 +206,16 @@ func TestControllerRetryAfterHonoured(t *testing.T) {
 	if tk != nil || hold != 30*time.Second {
 		t.Fatalf("during Retry-After: admitted=%v hold=%s, want refused for 30s", tk != nil, hold)
 	}
-	// Acquire waits the hold out on the clock.
-	got := make(chan *Ticket)
+	// Acquire waits the hold out on the clock; it says when (on the clock)
+	// it returned, which can only be once the clock reached Retry-After.
+	type acquired struct {
+		tk *Ticket
+		at time.Time
+	}
+	got := make(chan acquired)
 	go func() {
 		tk, _ := c.Acquire(context.Background())
-		got <- tk
+		got <- acquired{tk, clk.Now()}
 	}()
 	clk.BlockUntil(1) // Acquire waits on its hold's timer
 	select {
@@ -223,17 +230,19 @@ func TestControllerRetryAfterHonoured(t *testing.T) {
 		t.Fatalf("limit moved during the cooldown: %d", c.Limit())
 	}
 	clk.Advance(29 * time.Second)
-	select {
-	case <-got:
-		t.Fatal("Acquire returned 1s before Retry-After ended")
-	case <-time.After(20 * time.Millisecond):
+	if _, hold := c.TryAcquire(); hold != time.Second {
+		t.Fatalf("1s before Retry-After ended: hold %s, want 1s", hold)
 	}
 	clk.Advance(time.Second)
 	select {
-	case tk := <-got:
-		if tk == nil {
+	case a := <-got:
+		if a.tk == nil {
 			t.Fatal("no ticket")
 		}
+		if end := testEpoch.Add(30 * time.Second); a.at.Before(end) {
+			t.Fatalf("Acquire returned at %s, %s before Retry-After ended", a.at.Format(time.TimeOnly), end.Sub(a.at))
+		}
+		tk := a.tk
 		// No rate-limit headers: after the 429 admissions are paced by
 		// Retry-After until a success comes with no 429 for a while.
 		if !c.Pacing() {
@@ -353,16 +362,18 @@ func TestControllerFixedUntouched(t *testing.T) {
 func TestControllerAcquireBlocksUntilDone(t *testing.T) {
 	c := NewController(FixedPolicy(1), clock.NewFake(testEpoch))
 	first, _ := c.TryAcquire()
+	// The second Acquire may return only after Done: whether Done had
+	// begun when it returned is recorded, not guessed from a pause.
+	var doneBegun atomic.Bool
 	got := make(chan error, 1)
 	go func() {
 		_, err := c.Acquire(context.Background())
+		if err == nil && !doneBegun.Load() {
+			err = errors.New("second Acquire admitted at limit 1, before Done")
+		}
 		got <- err
 	}()
-	select {
-	case <-got:
-		t.Fatal("second Acquire admitted at limit 1")
-	case <-time.After(20 * time.Millisecond):
-	}
+	doneBegun.Store(true)
 	c.Done(first, OutcomeOK, noInfo)
 	if err := <-got; err != nil {
 		t.Fatal(err)

@@ -547,21 +547,25 @@ func TestProxiedListenerBindsTheRelayedSandbox(t *testing.T) {
 	if st, _ := ask(open("")); st != 0 {
 		t.Fatalf("a connection without a PROXY line was answered: %d", st)
 	}
-	// The per-sandbox cap counts the relayed address: two held, the third refused.
-	open("PROXY TCP4 172.30.0.7 172.30.0.1 1 8750\r\n")
-	open("PROXY TCP4 172.30.0.7 172.30.0.1 2 8750\r\n")
-	// Wait until the server has read both lines (counted them for 172.30.0.7).
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		g.conns.mu.Lock()
-		n := g.conns.open[netip.MustParseAddr("172.30.0.7")]
-		g.conns.mu.Unlock()
-		if n == 2 {
-			break
+	// The per-sandbox cap counts the relayed address: two held, the third
+	// refused. An answer on each held connection shows the server read its
+	// line and counted it; keep-alive holds it open afterwards.
+	tok7 := g.Issue("relayed-7", nil)
+	if err := g.Bind(tok7, netip.MustParseAddr("172.30.0.7")); err != nil {
+		t.Fatal(err)
+	}
+	for _, port := range []int{1, 2} {
+		c := open(fmt.Sprintf("PROXY TCP4 172.30.0.7 172.30.0.1 %d 8750\r\n", port))
+		fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Length: 2\r\n\r\n{}", tok7)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("held connection %d: %v", port, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the relayed sandbox's connections counted: %d, want 2", n)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("held connection %d: %s", port, resp.Status)
 		}
-		time.Sleep(time.Millisecond)
 	}
 	c := open("PROXY TCP4 172.30.0.7 172.30.0.1 3 8750\r\n")
 	if st, b := ask(c); st != 429 || !strings.Contains(b, "too many open connections") {

@@ -55,7 +55,7 @@ func TestHelperHold(t *testing.T) {
 		os.Exit(3)
 	}
 	os.Stdout.WriteString("HELD\n")
-	time.Sleep(time.Minute)
+	time.Sleep(time.Minute) // the behaviour under test: a holder that the test kills
 	os.Exit(0)
 }
 

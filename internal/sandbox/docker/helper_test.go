@@ -49,7 +49,7 @@ func helperMain() int {
 		}
 	}
 	fmt.Println("READY")
-	time.Sleep(10 * time.Minute)
+	time.Sleep(10 * time.Minute) // the behaviour under test: a live run that the test SIGKILLs
 	return 0
 }
 

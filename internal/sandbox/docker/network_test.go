@@ -62,14 +62,28 @@ func containerIP(t *testing.T, cli *client.Client, id string) string {
 	return ""
 }
 
-// startServer starts an nc server in sb answering "from-<name>" on port 8080.
+// startServer starts an nc server in sb answering "from-<name>" on port 8080
+// and returns once the kernel lists its listening socket. nc -ll keeps one
+// listener for every connection, so a later "unreachable" is never a refusal
+// between two listeners of a restart loop.
 func startServer(t *testing.T, sb sandbox.Sandbox, name string) {
 	t.Helper()
-	res := mustExec(t, sb, fmt.Sprintf(`(while true; do echo from-%s | nc -l -p 8080; done) >/dev/null 2>&1 &`, name))
+	res := mustExec(t, sb, fmt.Sprintf(`nc -ll -p 8080 -e echo from-%s >/dev/null 2>&1 &`, name))
 	if res.ExitCode != 0 {
 		t.Fatalf("start server: %+v", res)
 	}
-	time.Sleep(300 * time.Millisecond)
+	waitListening(t, sb, 8080)
+}
+
+// waitListening returns once sb's /proc/net/tcp{,6} holds a socket in state
+// LISTEN (0A) on port; the exec's timeout bounds the wait.
+func waitListening(t *testing.T, sb sandbox.Sandbox, port int) {
+	t.Helper()
+	pat := fmt.Sprintf(":%04X [0-9A-F:]* 0A ", port)
+	res := mustExec(t, sb, fmt.Sprintf(`until grep -q '%s' /proc/net/tcp /proc/net/tcp6 2>/dev/null; do usleep 10000; done`, pat))
+	if res.ExitCode != 0 {
+		t.Fatalf("port %d never listened: %+v", port, res)
+	}
 }
 
 func TestNetworkIsolation(t *testing.T) {
@@ -242,7 +256,7 @@ func TestPreflightAgainstDaemon(t *testing.T) {
 			return
 		}
 		t.Logf("trial %d disturbed: %s", trial, msg)
-		time.Sleep(time.Duration(trial) * 2 * time.Second)
+		time.Sleep(time.Duration(trial) * 2 * time.Second) // back off from the daemon's other users; nothing to wait on
 	}
 	t.Fatal("the daemon's networks kept changing under the test")
 }

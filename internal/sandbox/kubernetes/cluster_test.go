@@ -18,7 +18,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
@@ -63,17 +62,7 @@ func heldLock(t testing.TB) string {
 // podGone waits until the API server no longer has the pod (the kubelet confirmed its end).
 func podGone(t testing.TB, c *kubetest.Cluster, name string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		_, err := c.Client.CoreV1().Pods(c.Namespace).Get(context.Background(), name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pod %s still there: %v", name, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	c.WaitPodDeleted(t, c.Namespace, name, 60*time.Second)
 }
 
 func TestClusterLifecycleExecCopy(t *testing.T) {
@@ -333,7 +322,7 @@ func helperMain() int {
 		}
 	}
 	fmt.Println("READY")
-	time.Sleep(10 * time.Minute)
+	time.Sleep(10 * time.Minute) // the behaviour under test: a live run that the test SIGKILLs
 	return 0
 }
 

@@ -2,10 +2,12 @@ package local
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -61,17 +63,51 @@ func TestTimeoutKillsGroup(t *testing.T) {
 	p := New(Options{BaseDir: t.TempDir()})
 	b, _ := p.Create(ctx, sandbox.Spec{Task: "t"})
 	defer b.Close(ctx)
-	// A child that would outlive a naive kill writes a marker later.
-	res, err := b.Exec(ctx, sandbox.ExecSpec{Shell: `(sleep 2; echo late > marker) & sleep 30`, Timeout: 200 * time.Millisecond})
+	// A child that would outlive a naive kill holds the write end of a FIFO:
+	// the read end sees end-of-file only once every holder is dead.
+	held := filepath.Join(t.TempDir(), "held")
+	if err := syscall.Mkfifo(held, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The timeout fires only after the child said it holds the FIFO: the
+	// open waits for its writer, the read for its first line.
+	var f *os.File
+	testHookStarted = func(context.Context) {
+		var err error
+		if f, err = os.Open(held); err != nil {
+			t.Fatal(err)
+		}
+		line := make([]byte, 3)
+		if _, err := io.ReadFull(f, line); err != nil || string(line) != "up\n" {
+			t.Errorf("child's first line %q: %v", line, err)
+		}
+	}
+	defer func() { testHookStarted = nil }()
+	res, err := b.Exec(ctx, sandbox.ExecSpec{Shell: `(echo up; sleep 30) >` + held + ` 2>&1 & sleep 30`, Timeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !res.TimedOut {
 		t.Fatalf("not timed out: %+v", res)
 	}
-	time.Sleep(2500 * time.Millisecond)
-	if _, err := b.CopyOut(ctx, "marker"); err == nil {
-		t.Fatal("a child of the timed-out command survived")
+	// Exec has returned: one read that does not wait tells whether a writer lives.
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	var rerr error
+	if err := rc.Read(func(fd uintptr) bool {
+		if rerr = syscall.SetNonblock(int(fd), true); rerr == nil {
+			n, rerr = syscall.Read(int(fd), make([]byte, 16))
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 || rerr != nil {
+		t.Fatalf("a child of the timed-out command survived (read %d bytes, %v)", n, rerr)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +25,18 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// readyLog is the relay's log: ready closes at its first line ("relay:
+// sandboxes on ..."), which the relay writes once it listens.
+type readyLog struct {
+	once  sync.Once
+	ready chan struct{}
+}
+
+func (l *readyLog) Write(p []byte) (int, error) {
+	l.once.Do(func() { close(l.ready) })
+	return len(p), nil
 }
 
 // get does an HTTP GET over a fresh connection to addr and returns the body.
@@ -62,17 +75,17 @@ func TestRelayPairsSandboxesWithControlConnections(t *testing.T) {
 
 	sandboxAddr, controlAddr := freeAddr(t), freeAddr(t)
 	relayDone := make(chan error, 1)
-	go func() { relayDone <- run(ctx, sandboxAddr, controlAddr, io.Discard, 3*time.Second) }()
+	rlog := &readyLog{ready: make(chan struct{})}
+	go func() { relayDone <- run(ctx, sandboxAddr, controlAddr, rlog, 3*time.Second) }()
+	// The relay prints its first line once both listeners are open.
+	select {
+	case <-rlog.ready:
+	case err := <-relayDone:
+		t.Fatalf("relay ended before it listened: %v", err)
+	}
 
 	// No supervisor yet: a sandbox connection is not served.
-	var err0 error
-	for i := 0; i < 50; i++ { // the relay may not listen yet
-		if _, err0 = get(t, sandboxAddr); err0 == nil || !strings.Contains(err0.Error(), "refused") {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err0 == nil {
+	if _, err := get(t, sandboxAddr); err == nil {
 		t.Fatal("a sandbox connection was served with no supervisor")
 	}
 

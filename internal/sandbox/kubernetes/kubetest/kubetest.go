@@ -231,3 +231,39 @@ func (c *Cluster) WaitNamespaceDeleted(t testing.TB, name string, bound time.Dur
 		// the API server closed the watch: look again
 	}
 }
+
+// WaitPodDeleted waits for the watch event that says pod name in namespace
+// ns is gone (the kubelet confirmed its end and the API server removed it);
+// it fails the test when that has not happened within bound.
+func (c *Cluster) WaitPodDeleted(t testing.TB, ns, name string, bound time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	pods := c.Client.CoreV1().Pods(ns)
+	for {
+		pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("pod %s/%s not deleted within %s: %v", ns, name, bound, err)
+		}
+		w, err := pods.Watch(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: pod.ResourceVersion,
+		})
+		if err != nil {
+			t.Fatalf("pod %s/%s not deleted within %s (phase %s): %v", ns, name, bound, pod.Status.Phase, err)
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Deleted {
+				w.Stop()
+				return
+			}
+		}
+		w.Stop()
+		if ctx.Err() != nil {
+			t.Fatalf("pod %s/%s not deleted within %s (phase %s)", ns, name, bound, pod.Status.Phase)
+		}
+		// the API server closed the watch: look again
+	}
+}
