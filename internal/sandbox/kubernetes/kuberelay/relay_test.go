@@ -207,7 +207,9 @@ func TestRelayNamesEachSandbox(t *testing.T) {
 	go gw.ServeProxied(ctx, gl)
 	sandboxAddr, controlAddr := freeAddr(t), freeAddr(t)
 	sandboxAddr = strings.Replace(sandboxAddr, "127.0.0.1", "0.0.0.0", 1)
-	go run(ctx, sandboxAddr, controlAddr, io.Discard, 10*time.Second)
+	relayDone := make(chan error, 1)
+	rlog := &readyLog{ready: make(chan struct{})}
+	go func() { relayDone <- run(ctx, sandboxAddr, controlAddr, rlog, 10*time.Second) }()
 	go Feed(ctx, 4, func(ctx context.Context) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", controlAddr)
@@ -222,15 +224,12 @@ func TestRelayNamesEachSandbox(t *testing.T) {
 	if err := gw.Bind(tokB, netip.MustParseAddr("127.0.0.3")); err != nil {
 		t.Fatal(err)
 	}
-	var st int
-	var body string
-	for i := 0; i < 100; i++ { // the relay may not listen yet
-		if st, body = getFrom(t, "127.0.0.2", relay, "", tokA); st != 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	select { // the relay's first line: both listeners are open (a sandbox waits for a control connection)
+	case <-rlog.ready:
+	case err := <-relayDone:
+		t.Fatalf("relay ended before it listened: %v", err)
 	}
-	if st != 200 {
+	if st, body := getFrom(t, "127.0.0.2", relay, "", tokA); st != 200 {
 		t.Fatalf("pod A with its own token: %d %s", st, body)
 	}
 	if st, body := getFrom(t, "127.0.0.3", relay, "", tokB); st != 200 {
