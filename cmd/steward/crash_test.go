@@ -22,6 +22,7 @@ import (
 	"github.com/steward-evals/steward/internal/sandbox"
 	sbdocker "github.com/steward-evals/steward/internal/sandbox/docker"
 	"github.com/steward-evals/steward/internal/sandbox/docker/dockertest"
+	"github.com/steward-evals/steward/internal/testlock"
 )
 
 // crashTrials is how many times TestCrashSafety kills a launch (at least 20
@@ -41,6 +42,7 @@ func crashTrials(t *testing.T) int {
 // crashDockerReady reports whether the docker trials can run: under CI=true a
 // missing daemon fails the test; otherwise the docker trials are left out.
 func crashDockerReady(t *testing.T) bool {
+	testlock.Shared(t, testlock.Docker) // packages run side by side (internal/testlock)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if sbdocker.Available(ctx) {

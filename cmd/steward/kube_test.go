@@ -17,6 +17,7 @@ import (
 	"github.com/steward-evals/steward/internal/fakeprovider"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sandbox/kubernetes/kubetest"
+	"github.com/steward-evals/steward/internal/testlock"
 )
 
 // kubeEvalSet writes an eval set of n samples run by agent in pods of the
@@ -115,6 +116,9 @@ func TestKubernetesLaunchEndToEnd(t *testing.T) {
 // A launch killed with SIGKILL leaves its pods; the next launch sweeps them
 // before it starts (its run lock is free), and leaves nothing itself.
 func TestKubernetesKilledLaunchIsSwept(t *testing.T) {
+	// Alone on the cluster: another test package's sweep would take the
+	// killed run's pods before this test's next launch could prove it sweeps them.
+	testlock.Exclusive(t, testlock.Kube)
 	c := kubetest.Get(t)
 	image := "steward.local/steward-e2e-kill:" + fmt.Sprint(os.Getpid())
 	c.BinaryImage(t, exe, image, true)

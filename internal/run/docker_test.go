@@ -21,6 +21,7 @@ import (
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sandbox/docker"
+	"github.com/steward-evals/steward/internal/testlock"
 )
 
 type dockerFactory struct{ t *testing.T }
@@ -34,6 +35,7 @@ func (f dockerFactory) Available(ctx context.Context, name string) bool {
 
 func needDocker(t *testing.T) {
 	t.Helper()
+	testlock.Shared(t, testlock.Docker) // packages run side by side (internal/testlock)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if docker.Available(ctx) {

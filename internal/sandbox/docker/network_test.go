@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/testlock"
 )
 
 // serveHello answers every connection on ln with a line.
@@ -232,7 +233,10 @@ const poolExhausted = "could not find an available, non-overlapping IPv4 address
 // create, creates exactly that many, checks that one more fails with the
 // daemon's address-pool error, and removes them all. Other users of the daemon
 // may create or remove networks meanwhile; then the trial is repeated.
+// While it holds every free network no other test can create one: it holds
+// the Docker test lock exclusively (test packages run side by side).
 func TestPreflightAgainstDaemon(t *testing.T) {
+	testlock.Exclusive(t, testlock.Docker)
 	r := newRun(t, nil)
 	cli := r.P.cli
 	ctx := context.Background()
