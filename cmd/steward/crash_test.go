@@ -160,6 +160,7 @@ func crashCounts(out string) []int {
 // left running (local process groups; docker containers after the next
 // launch), and re-running completes the set carrying what was judged.
 func TestCrashSafety(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("STEWARD_CRASH_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
@@ -240,10 +241,19 @@ tasks:
 			time.Sleep(delay)
 			if useDocker {
 				dockerTrials++
-				live, err := exec.Command("docker", "ps", "-q", "--filter", "label="+sandbox.LabelTask+"=boxed").Output()
-				if err == nil && len(bytes.TrimSpace(live)) > 0 {
+				// This trial's sandboxes only (their lock lives in dir):
+				// other tests run docker tasks named boxed meanwhile.
+				locks, err := exec.Command("docker", "ps", "--filter", "label="+sandbox.LabelTask+"=boxed",
+					"--format", `{{.Label "`+sbdocker.LabelLock+`"}}`).Output()
+				live := 0
+				for _, l := range strings.Fields(string(locks)) {
+					if strings.HasPrefix(l, dir+"/") {
+						live++
+					}
+				}
+				if err == nil && live > 0 {
 					liveAtKill++
-					t.Logf("%d docker sandboxes were live at the kill", len(bytes.Fields(live)))
+					t.Logf("%d docker sandboxes were live at the kill", live)
 				}
 			}
 			_ = cmd.Process.Signal(syscall.SIGKILL)

@@ -57,6 +57,7 @@ func runPods(t *testing.T, c *kubetest.Cluster) map[string]string {
 // relay pod and the gateway, the budget is elastic (the ramp governs, the
 // PLAN line says so), and the run leaves no pod.
 func TestKubernetesLaunchEndToEnd(t *testing.T) {
+	t.Parallel()
 	c := kubetest.Get(t)
 	image := "steward.local/steward-e2e:" + fmt.Sprint(os.Getpid())
 	c.BinaryImage(t, exe, image, true)
@@ -204,6 +205,7 @@ func TestKubernetesKilledLaunchIsSwept(t *testing.T) {
 // `steward doctor` reports the configured cluster: API server and version,
 // namespace, the budget, and whether a pod reaches the gateway through the relay.
 func TestKubernetesDoctor(t *testing.T) {
+	t.Parallel()
 	c := kubetest.Get(t)
 	image := "steward.local/steward-doctor:" + fmt.Sprint(os.Getpid())
 	c.BinaryImage(t, exe, image, false)
@@ -234,6 +236,7 @@ func TestKubernetesDoctor(t *testing.T) {
 // provider: kubernetes without a relay image, or without any cluster
 // configuration, is bad input (exit 2) naming what to set; nothing runs.
 func TestKubernetesConfigErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "steward.yaml"), "tasks:\n  - name: t\n    sandbox: {provider: kubernetes, image: busybox}\n    agent: 'echo 1'\n    scorer: {match: exact}\n    samples: [{input: x, target: \"1\"}]\n")
 	writeFile(t, filepath.Join(dir, "_steward.yaml"), "kubernetes:\n  namespace: evals\n")

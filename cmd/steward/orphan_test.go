@@ -140,6 +140,7 @@ func orphanLeftovers(dir, tmp, runID string, withDocker bool) []string {
 // that left their process group included); the next launch loses and
 // duplicates nothing.
 func TestSupervisorGoneWorkersCleanUp(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("STEWARD_ORPHAN_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
