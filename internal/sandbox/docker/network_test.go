@@ -74,6 +74,7 @@ func startServer(t *testing.T, sb sandbox.Sandbox, name string) {
 }
 
 func TestNetworkIsolation(t *testing.T) {
+	t.Parallel()
 	r := newRun(t, nil)
 	a, b := spec(t, "net-a"), spec(t, "net-b")
 	prepare(t, r, &a, &b)
@@ -169,6 +170,7 @@ func otherNetworkServer(t *testing.T, r *testRun) otherServer {
 }
 
 func TestNetworkModes(t *testing.T) {
+	t.Parallel()
 	r := newRun(t, nil)
 	iso, br := spec(t, "iso"), spec(t, "br")
 	iso.Network, br.Network = NetworkIsolated, NetworkBridge
@@ -334,6 +336,7 @@ var _ = container.ListOptions{}
 var _ = filters.Args{}
 
 func TestFinalizeRemovesLeftovers(t *testing.T) {
+	t.Parallel()
 	r := newRun(t, nil)
 	s := spec(t, "left")
 	prepare(t, r, &s)
