@@ -16,7 +16,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # for what little concurrency it has (see docs/benchmarks.md).
 # How many parallel tests of one package run at once (cmd/steward's are mostly waiting).
 TEST_PARALLEL ?= 4
-RACE_PKGS ?= ./internal/sched/... ./internal/ramp/... ./internal/shard/... ./internal/plan/... ./internal/record/... ./internal/gateway/... ./internal/evalset/...
+RACE_PKGS ?= ./internal/testlock/... ./internal/sched/... ./internal/ramp/... ./internal/shard/... ./internal/plan/... ./internal/record/... ./internal/gateway/... ./internal/evalset/...
 
 .PHONY: build test bench lint quickstart clean release-dry-run
 
@@ -48,8 +48,14 @@ release-dry-run:
 # lock shared (internal/testlock, taken by dockertest.Client and kubetest.Get),
 # and the few that disturb the daemon or the cluster on purpose (the
 # address-pool preflight fills every pool) hold it exclusively and run alone.
+# Those run in a step of their own after the suite, when they wait for nobody
+# (in the suite, one would wait for every running Docker test and hold up
+# every new one meanwhile).
+ALONE_TESTS ?= ^TestPreflightAgainstDaemon$$
+ALONE_PKGS  ?= ./internal/sandbox/docker
 test: lint
-	$(GO) test -count=1 -parallel $(TEST_PARALLEL) -timeout 50m $(PKGS)
+	$(GO) test -count=1 -parallel $(TEST_PARALLEL) -timeout 50m -skip '$(ALONE_TESTS)' $(PKGS)
+	$(GO) test -count=1 -timeout 10m -run '$(ALONE_TESTS)' $(ALONE_PKGS)
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
 	cd sdkcheck && $(GO) test -count=1 ./...
 

@@ -17,7 +17,6 @@ import (
 	"github.com/steward-evals/steward/internal/fakeprovider"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sandbox/kubernetes/kubetest"
-	"github.com/steward-evals/steward/internal/testlock"
 )
 
 // kubeEvalSet writes an eval set of n samples run by agent in pods of the
@@ -58,7 +57,7 @@ func runPods(t *testing.T, c *kubetest.Cluster) map[string]string {
 // PLAN line says so), and the run leaves no pod.
 func TestKubernetesLaunchEndToEnd(t *testing.T) {
 	t.Parallel()
-	c := kubetest.Get(t)
+	c := kubetest.Get(t) // alone on the cluster: any pod that appears during the run and stays fails the test
 	image := "steward.local/steward-e2e:" + fmt.Sprint(os.Getpid())
 	c.BinaryImage(t, exe, image, true)
 	fp := fakeprovider.New(fakeprovider.Config{APIKey: rampKey, RPM: 6000, TPM: 10_000_000})
@@ -117,10 +116,8 @@ func TestKubernetesLaunchEndToEnd(t *testing.T) {
 // A launch killed with SIGKILL leaves its pods; the next launch sweeps them
 // before it starts (its run lock is free), and leaves nothing itself.
 func TestKubernetesKilledLaunchIsSwept(t *testing.T) {
-	// Alone on the cluster: another test package's sweep would take the
-	// killed run's pods before this test's next launch could prove it sweeps them.
-	testlock.Exclusive(t, testlock.Kube)
-	c := kubetest.Get(t)
+	t.Parallel()
+	c := kubetest.Get(t) // alone on the cluster: no other test's sweep takes the killed run's pods first
 	image := "steward.local/steward-e2e-kill:" + fmt.Sprint(os.Getpid())
 	c.BinaryImage(t, exe, image, true)
 	fp := fakeprovider.New(fakeprovider.Config{APIKey: rampKey})

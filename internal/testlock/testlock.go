@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -26,7 +27,7 @@ import (
 // The shared resources.
 const (
 	Docker = "docker" // the Docker daemon
-	Kube   = "kube"   // the kubernetes test cluster (.ci/kube)
+	Kube   = "kube"   // the kubernetes test cluster (.ci/kube): kubetest.Get holds it exclusively
 	// KubeUsers is held shared by every test binary that uses the cluster,
 	// for as long as it runs: the cluster a test binary started is stopped by
 	// the last binary using it (kubetest.Main), never under another one.
@@ -43,9 +44,11 @@ func Dir() string {
 
 type state struct {
 	mu     sync.Mutex
-	f      *os.File // the lock file while this process holds it
-	shared int      // tests of this process holding it shared
-	excl   bool     // a test of this process holds it exclusively
+	freed  *sync.Cond // signalled when a test of this process lets an exclusive hold go
+	f      *os.File   // the lock file while this process holds it
+	shared int        // tests of this process holding it shared
+	excl   bool       // a test of this process holds it exclusively
+	holder string     // that test's name
 }
 
 var (
@@ -59,6 +62,7 @@ func stateOf(name string) *state {
 	s := states[name]
 	if s == nil {
 		s = &state{}
+		s.freed = sync.NewCond(&s.mu)
 		states[name] = s
 	}
 	return s
@@ -77,8 +81,11 @@ func Shared(t testing.TB, name string) {
 	s := stateOf(name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.excl {
-		return // this process holds it exclusively: the test runs inside that
+	for s.excl {
+		if within(t, s.holder) {
+			return // the test runs inside the exclusive hold
+		}
+		s.freed.Wait()
 	}
 	if s.shared == 0 {
 		f, err := Acquire(name, false, func() {
@@ -102,16 +109,26 @@ func Shared(t testing.TB, name string) {
 	})
 }
 
-// Exclusive holds name's lock exclusively until the test ends: no test of
-// another process holds it meanwhile. It must come first in a test that is
-// not parallel, before any helper that takes the lock shared; it fails the
-// test if a test of this process holds it shared (waiting would deadlock).
+// Exclusive holds name's lock exclusively until the test ends: no other
+// test holds it meanwhile, in this process or another. Parallel tests of
+// one process that want it exclusively queue for it. Inside a test that
+// holds it already (the test itself or a parent) it is a no-op. It must come
+// before any helper that takes the same lock shared, and a lock that some
+// tests take shared is taken exclusively only by tests that are not
+// parallel: it fails the test if a test of this process holds the lock
+// shared (a parallel test paused while holding it would never let go).
 func Exclusive(t testing.TB, name string) {
 	t.Helper()
 	s := stateOf(name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.excl || s.shared > 0 {
+	for s.excl {
+		if within(t, s.holder) {
+			return
+		}
+		s.freed.Wait()
+	}
+	if s.shared > 0 {
 		t.Fatalf("testlock: Exclusive(%q) while this process holds it (%d shared, exclusive %v): call it first, in a test that is not parallel", name, s.shared, s.excl)
 		return
 	}
@@ -122,13 +139,19 @@ func Exclusive(t testing.TB, name string) {
 		t.Fatalf("testlock: %v", err)
 		return
 	}
-	s.f, s.excl = f, true
+	s.f, s.excl, s.holder = f, true, t.Name()
 	t.Cleanup(func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.f.Close()
-		s.f, s.excl = nil, false
+		s.f, s.excl, s.holder = nil, false, ""
+		s.freed.Broadcast()
 	})
+}
+
+// within reports whether t is the test named holder or one of its subtests.
+func within(t testing.TB, holder string) bool {
+	return t.Name() == holder || strings.HasPrefix(t.Name(), holder+"/")
 }
 
 // Acquire takes name's lock (exclusive or shared) across processes and

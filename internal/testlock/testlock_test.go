@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -160,10 +161,12 @@ func TestExclusiveThenShared(t *testing.T) {
 // fakeTB records a Fatalf instead of ending the goroutine, and runs cleanups on demand.
 type fakeTB struct {
 	testing.TB
+	name     string
 	fatal    string
 	cleanups []func()
 }
 
+func (f *fakeTB) Name() string                   { return f.name }
 func (f *fakeTB) Helper()                        {}
 func (f *fakeTB) Logf(string, ...any)            {}
 func (f *fakeTB) Fatalf(format string, a ...any) { f.fatal = fmt.Sprintf(format, a...) }
@@ -176,18 +179,19 @@ func (f *fakeTB) end() {
 }
 
 // In one process: shared holds are counted (the lock goes with the last);
-// a shared hold inside an exclusive one is a no-op; an exclusive request
-// while this process holds it shared fails at once instead of deadlocking.
+// a shared or exclusive hold inside an exclusive one is a no-op; an
+// exclusive request while this process holds it shared fails at once
+// instead of deadlocking.
 func TestInProcess(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("STEWARD_TESTLOCK_DIR", dir)
-	one, two := &fakeTB{}, &fakeTB{}
+	one, two := &fakeTB{name: "One"}, &fakeTB{name: "Two"}
 	Shared(one, lockName)
 	Shared(two, lockName)
 	if free(t, true) {
 		t.Fatal("not held after Shared")
 	}
-	x := &fakeTB{}
+	x := &fakeTB{name: "T"}
 	Exclusive(x, lockName)
 	if !strings.Contains(x.fatal, "while this process holds it") {
 		t.Fatalf("Exclusive while held shared here: %q", x.fatal)
@@ -201,18 +205,56 @@ func TestInProcess(t *testing.T) {
 		t.Fatal("still held after the last test ended")
 	}
 
-	x = &fakeTB{}
+	x = &fakeTB{name: "T"}
 	Exclusive(x, lockName)
 	if x.fatal != "" || free(t, false) {
 		t.Fatalf("Exclusive: %q, free for shared %v", x.fatal, free(t, false))
 	}
-	inner := &fakeTB{}
+	inner := &fakeTB{name: "T/sub"}
 	Shared(inner, lockName) // inside the exclusive test: nothing to take
+	Exclusive(inner, lockName)
 	if inner.fatal != "" || len(inner.cleanups) != 0 {
-		t.Fatalf("Shared inside Exclusive: %q, %d cleanups", inner.fatal, len(inner.cleanups))
+		t.Fatalf("Shared and Exclusive inside Exclusive: %q, %d cleanups", inner.fatal, len(inner.cleanups))
 	}
 	x.end()
 	if !free(t, true) {
 		t.Fatal("still held after the exclusive test ended")
+	}
+}
+
+// Parallel tests of one process that want the lock exclusively take turns:
+// the second gets it only after the first has let it go.
+func TestInProcessExclusiveQueue(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("STEWARD_TESTLOCK_DIR", dir)
+	first := &fakeTB{name: "First"}
+	Exclusive(first, lockName)
+	var mu sync.Mutex
+	firstDone := false
+	sawFirstDone := make(chan bool)
+	second := &fakeTB{name: "Second"}
+	go func() {
+		Exclusive(second, lockName) // waits for First
+		mu.Lock()
+		defer mu.Unlock()
+		sawFirstDone <- firstDone
+	}()
+	other := start(t, dir, "exclusive") // another process queues too (it holds the turnstile)
+	other.expect("WAITING")
+	mu.Lock()
+	firstDone = true
+	mu.Unlock()
+	first.end()
+	other.expect("HELD") // first in the turnstile, first served
+	other.release()
+	if !<-sawFirstDone || second.fatal != "" {
+		t.Fatalf("the second test got the lock before the first let it go (fatal %q)", second.fatal)
+	}
+	if free(t, false) {
+		t.Fatal("the second test does not hold the lock")
+	}
+	second.end()
+	if !free(t, true) {
+		t.Fatal("still held after both tests ended")
 	}
 }

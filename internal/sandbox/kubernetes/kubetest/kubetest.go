@@ -128,12 +128,16 @@ func (c *Cluster) ready() bool {
 }
 
 // Get returns the cluster, failing (CI=true) or skipping the test when none
-// can run. The test holds the kubernetes test lock shared (and the Docker
-// one: images are built with Docker) until it ends; a test that changes the
-// namespace for everyone takes testlock.Exclusive(t, testlock.Kube) first.
+// can run. The test holds the cluster alone until it ends
+// (testlock.Exclusive on testlock.Kube; tests of other packages and
+// worktrees wait): the node has two CPUs and a test's pods request up to one
+// each, sweeps remove other runs' dead pods, a quota bounds the namespace,
+// and the end-to-end test fails on any pod that appears during its run.
+// Parallel tests that call Get take turns. The test holds the Docker test
+// lock shared too (images are built with Docker).
 func Get(t testing.TB) *Cluster {
 	t.Helper()
-	testlock.Shared(t, testlock.Kube)
+	testlock.Exclusive(t, testlock.Kube)
 	testlock.Shared(t, testlock.Docker)
 	once.Do(func() { cluster, err = up() })
 	if err != nil {
