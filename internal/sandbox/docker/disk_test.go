@@ -145,7 +145,8 @@ echo started`)
 // what is left: the container is stopped, which ends every process, and the
 // sandbox is not reused.
 func TestQuiesceStopsWhatTheKillMissed(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it replaces quiesceScript, which every sandbox of this
+	// binary uses (a parallel TestResetEndsEveryProcess found its kill gone).
 	r := newRun(t, nil)
 	s := spec(t, "quiesce")
 	prepare(t, r, &s)
