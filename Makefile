@@ -14,7 +14,9 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # compiler). The others drive Docker or real processes, and report's tests
 # (a headless browser, 10 000-row renders) took 266 s under -race: too long
 # for what little concurrency it has (see docs/benchmarks.md).
-RACE_PKGS ?= ./internal/sched/... ./internal/ramp/... ./internal/shard/... ./internal/plan/... ./internal/record/... ./internal/gateway/... ./internal/evalset/...
+# How many parallel tests of one package run at once (cmd/steward's are mostly waiting).
+TEST_PARALLEL ?= 4
+RACE_PKGS ?= ./internal/testlock/... ./internal/sched/... ./internal/ramp/... ./internal/shard/... ./internal/plan/... ./internal/record/... ./internal/gateway/... ./internal/evalset/...
 
 .PHONY: build test bench lint quickstart clean release-dry-run
 
@@ -39,11 +41,21 @@ release-dry-run:
 # The full suite, Docker tests included (they fail, not skip, when CI=true and no daemon answers),
 # after lint; then the race detector on the pure and in-process packages, and the
 # SDK compatibility module (sdkcheck/, its own module so the SDKs stay out of the build).
-# Packages run one at a time (-p 1): their Docker tests share one daemon, and
-# some are meant to disturb it (the address-pool preflight fills every pool,
-# sweeps remove dead runs' leftovers), so they must not overlap.
+# Packages run side by side (go test's default -p, the number of CPUs) and
+# cmd/steward's tests in parallel (-parallel $(TEST_PARALLEL): most of them wait
+# on processes, containers or a rate limit, not on the CPU). Their Docker and
+# kubernetes tests share one daemon and one cluster: each holds a cross-process
+# lock shared (internal/testlock, taken by dockertest.Client and kubetest.Get),
+# and the few that disturb the daemon or the cluster on purpose (the
+# address-pool preflight fills every pool) hold it exclusively and run alone.
+# Those run in a step of their own after the suite, when they wait for nobody
+# (in the suite, one would wait for every running Docker test and hold up
+# every new one meanwhile).
+ALONE_TESTS ?= ^TestPreflightAgainstDaemon$$
+ALONE_PKGS  ?= ./internal/sandbox/docker
 test: lint
-	$(GO) test -p 1 -count=1 -timeout 50m $(PKGS)
+	$(GO) test -count=1 -parallel $(TEST_PARALLEL) -timeout 50m -skip '$(ALONE_TESTS)' $(PKGS)
+	$(GO) test -count=1 -timeout 10m -run '$(ALONE_TESTS)' $(ALONE_PKGS)
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
 	cd sdkcheck && $(GO) test -count=1 ./...
 

@@ -144,6 +144,7 @@ tasks:
 // no comment. The fake GitHub fails the test on any request GitHub would
 // reject.
 func TestActionEndToEnd(t *testing.T) {
+	t.Parallel()
 	gh := fakegithub.New(t)
 	gh.AddToken("ghs_writeToken1234", "github-actions[bot]", true)
 	gh.AddToken("ghs_readOnlyToken5678", "github-actions[bot]", false)
@@ -414,6 +415,7 @@ tasks:
 // socket mounted: its sandboxes are siblings that reach its gateway through
 // the relay, and nothing of the run is left afterwards.
 func TestActionImageSiblingSandboxes(t *testing.T) {
+	t.Parallel()
 	needDocker(t)
 	img := actionImage(t)
 
@@ -601,6 +603,7 @@ func checkCancelledRecord(t *testing.T, dir, rec string) {
 // publishes what finished, posts a partial comment and summary before the
 // kill, and leaves no sandbox (process or workdir) behind.
 func TestActionCancelled(t *testing.T) {
+	t.Parallel()
 	gh := fakegithub.New(t)
 	gh.AddToken("ghs_writeToken1234", "github-actions[bot]", true)
 	gh.AddPullRequest("octo", "evals", 17)
@@ -678,13 +681,14 @@ func TestActionCancelled(t *testing.T) {
 // after it. The action mode itself, run as the runner runs it, is
 // TestRunnerFaithful/cancelled; on the host, TestActionCancelled.
 func TestActionImageCancelled(t *testing.T) {
+	t.Parallel()
 	needDocker(t)
 	img := actionImage(t)
 
 	evals := t.TempDir()
 	es := strings.NewReplacer("PROVIDER", "docker, build: image, memory: 64m", "MARKERS", ".").Replace(slowEvalSet)
 	writeFile(t, filepath.Join(evals, "steward.yaml"), es)
-	if err := os.CopyFS(filepath.Join(evals, "image"), os.DirFS(dockertest.BusyboxContext(t, "cmd-steward-action-image"))); err != nil {
+	if err := os.CopyFS(filepath.Join(evals, "image"), os.DirFS(dockertest.BusyboxContext(t, "cmd-steward-action-image-cancelled"))); err != nil {
 		t.Fatal(err)
 	}
 	id := docker(t, "create",

@@ -20,6 +20,7 @@ import (
 	"github.com/steward-evals/steward/internal/sandbox"
 	sbdocker "github.com/steward-evals/steward/internal/sandbox/docker"
 	"github.com/steward-evals/steward/internal/sandbox/docker/dockertest"
+	"github.com/steward-evals/steward/internal/testlock"
 )
 
 // crashTrials is how many times TestCrashSafety kills a launch (at least 20
@@ -29,6 +30,7 @@ func crashTrials(t *testing.T) int { return killTrials(t, "STEWARD_CRASH_TRIALS"
 // crashDockerReady reports whether the docker trials can run: under CI=true a
 // missing daemon fails the test; otherwise the docker trials are left out.
 func crashDockerReady(t *testing.T) bool {
+	testlock.Shared(t, testlock.Docker) // packages run side by side (internal/testlock)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if sbdocker.Available(ctx) {
@@ -111,6 +113,7 @@ func crashCounts(out string) []int {
 // left running (local process groups; docker containers after the next
 // launch), and re-running completes the set carrying what was judged.
 func TestCrashSafety(t *testing.T) {
+	t.Parallel()
 	seed := killSeed(t, "STEWARD_CRASH_SEED")
 	rng := rand.New(rand.NewPCG(seed, 7))
 	withDocker := crashDockerReady(t)
@@ -161,10 +164,19 @@ func TestCrashSafety(t *testing.T) {
 			time.Sleep(delay) // a random kill point, not synchronisation
 			if useDocker {
 				dockerTrials++
-				live, err := exec.Command("docker", "ps", "-q", "--filter", "label="+sandbox.LabelTask+"=boxed").Output()
-				if err == nil && len(bytes.TrimSpace(live)) > 0 {
+				// This trial's sandboxes only (their lock lives in dir):
+				// other tests run docker tasks named boxed meanwhile.
+				locks, err := exec.Command("docker", "ps", "--filter", "label="+sandbox.LabelTask+"=boxed",
+					"--format", `{{.Label "`+sbdocker.LabelLock+`"}}`).Output()
+				live := 0
+				for _, l := range strings.Fields(string(locks)) {
+					if strings.HasPrefix(l, dir+"/") {
+						live++
+					}
+				}
+				if err == nil && live > 0 {
 					liveAtKill++
-					t.Logf("%d docker sandboxes were live at the kill", len(bytes.Fields(live)))
+					t.Logf("%d docker sandboxes were live at the kill", live)
 				}
 			}
 			_ = cmd.Process.Signal(syscall.SIGKILL)

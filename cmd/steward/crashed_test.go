@@ -19,6 +19,7 @@ import (
 // attempts it planned but never published; `steward runs` marks it crashed
 // in the record, shows who ran it where, and removes its stale lock file.
 func TestKilledLaunchIsCrashed(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var samples []string
 	for i := 0; i < 8; i++ {

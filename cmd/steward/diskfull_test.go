@@ -121,6 +121,7 @@ func oneClearMessage(t *testing.T, what, out string, code int, rec string) {
 // Disk full, on every path: one clear message; the run's status is final
 // (never left running); queued attempts are recorded as skipped.
 func TestDiskFullEveryPath(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rec, fill, free := diskFullRecord(t, dir)
 

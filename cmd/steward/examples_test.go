@@ -9,6 +9,7 @@ import (
 // in every attempt's sandbox, fresh or reused (group lanes and the
 // sandbox_reuse pool reset the workdir between attempts), with workers.
 func TestExampleGroupsAndStateFreshRecord(t *testing.T) {
+	t.Parallel()
 	out, code := steward(t, "../..", "launch", "--record", t.TempDir(), "examples/groups-and-state/steward.yaml")
 	// flaky-search fails its first attempt by design (early exit then
 	// passes it), so the run exits 1; everything else passes.
@@ -22,6 +23,7 @@ func TestExampleGroupsAndStateFreshRecord(t *testing.T) {
 // fresh record (the files task's scorer runs in the local grader), and a
 // second launch carries every one of them.
 func TestExampleQuickstartAsTheReadmeSays(t *testing.T) {
+	t.Parallel()
 	rec := t.TempDir()
 	out, code := steward(t, "../..", "launch", "--record", rec, "examples/quickstart/steward.yaml")
 	if code != 0 || !strings.Contains(out, "13 total · 0 reused · 0 running · 0 queued · 13 passed · 0 failed · 0 errored") ||

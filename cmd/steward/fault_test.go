@@ -119,6 +119,7 @@ func faultNoContainers(t *testing.T, runIDs []string) {
 // exactly `retries` times, the run completes with exit code 3. When the
 // refusals stop within the retries, the attempts pass.
 func TestFaultDockerCreateRefused(t *testing.T) {
+	t.Parallel()
 	p, host, img := faultDocker(t, "cmd/steward fault tests (create)")
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "steward.yaml"), `
@@ -191,6 +192,7 @@ tasks:
 // (b) The daemon accepts an exec but never answers its start: the attempt is
 // bounded by the task timeout and the run does not hang.
 func TestFaultDockerExecHangs(t *testing.T) {
+	t.Parallel()
 	p, host, img := faultDocker(t, "cmd/steward fault tests (exec)")
 	for _, tc := range []struct {
 		name   string
@@ -245,6 +247,7 @@ tasks:
 // (c) The upstream storms 5xx, drops connections and answers slowly: the
 // gateway retries and the run completes with every sample passed.
 func TestFaultUpstreamStorms(t *testing.T) {
+	t.Parallel()
 	const key = "sk-fault-upstream-5c1e"
 	fp := fakeprovider.New(fakeprovider.Config{
 		APIKey: key, ErrorRate: 0.3, ErrorStatus: 503, DropRate: 0.15, SlowRate: 0.2, SlowLatency: 300 * time.Millisecond, Seed: 11,
@@ -295,6 +298,7 @@ tasks:
 // a clear error (exit 3, naming the record and the full disk), and what was
 // published stays intact and is carried once there is room again.
 func TestFaultRecordDiskFull(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rec := filepath.Join(dir, "rec")
 	if err := os.Mkdir(rec, 0o755); err != nil {
@@ -439,6 +443,7 @@ tasks:
 // not isolated: it could read it from the host), the output, the record and
 // every report show it masked.
 func TestSecretsNeverReachLocalSandboxOrRecord(t *testing.T) {
+	t.Parallel()
 	const key = "sk-real-local-key-5e0c2d9a"
 	const ghToken = "ghs_local_secret_token_77aa10"
 	fp := fakeprovider.New(fakeprovider.Config{APIKey: key})

@@ -70,6 +70,7 @@ func openaiCompatible(t *testing.T, launches ...[]string) (string, *fakeprovider
 // fake provider yields an HTML report whose transcripts show every call the
 // agent made, checked in headless chromium.
 func TestOpenAICompatibleHTMLReportInChromium(t *testing.T) {
+	t.Parallel()
 	dir, fp := openaiCompatible(t)
 	st := fp.Stats()
 	if st.Succeeded != 10 || st.Requests != 10 {
@@ -179,6 +180,7 @@ func TestOpenAICompatibleHTMLReportInChromium(t *testing.T) {
 // steward view serves the record on 127.0.0.1 and the page refreshes when
 // the record changes (a live run publishing attempts).
 func TestViewServesAndRefreshes(t *testing.T) {
+	t.Parallel()
 	dir, _ := openaiCompatible(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -250,6 +252,7 @@ func TestViewServesAndRefreshes(t *testing.T) {
 
 // Merging shard records keeps every attempt's transcript.
 func TestMergeKeepsTranscripts(t *testing.T) {
+	t.Parallel()
 	dir, fp := openaiCompatible(t, []string{"--record", "s1", "--shard", "1/2"}, []string{"--record", "s2", "--shard", "2/2"})
 	out, code := steward(t, dir, "merge", "--out", "merged", "--format", "html", "s1", "s2")
 	if code != 1 {
@@ -272,6 +275,7 @@ func TestMergeKeepsTranscripts(t *testing.T) {
 // refused (not followed to a host file), a file over the cap is listed but
 // not kept, and a gateway token written into a file does not survive.
 func TestArtifactsCopiedOut(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	secret := filepath.Join(t.TempDir(), "host-secret.txt")
 	writeFile(t, secret, "HOST SECRET")
@@ -343,6 +347,7 @@ tasks:
 // steward view refuses what it cannot serve before it listens: no record
 // there (it never creates one), an unknown run.
 func TestViewBadInput(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if out, code := steward(t, dir, "view", filepath.Join(dir, "nothing")); code != 2 {
 		t.Errorf("view of a missing path: exit %d\n%s", code, out)

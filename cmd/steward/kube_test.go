@@ -64,7 +64,8 @@ func runPods(t *testing.T, c *kubetest.Cluster) map[string]string {
 // relay pod and the gateway, the budget is elastic (the ramp governs, the
 // PLAN line says so), and the run leaves no pod.
 func TestKubernetesLaunchEndToEnd(t *testing.T) {
-	c := kubetest.Get(t)
+	t.Parallel()
+	c := kubetest.Get(t) // alone on the cluster: any pod that appears during the run and stays fails the test
 	image := "steward.local/steward-e2e:" + fmt.Sprint(os.Getpid())
 	c.BinaryImage(t, exe, image, true)
 	fp := fakeprovider.New(fakeprovider.Config{APIKey: rampKey, RPM: 6000, TPM: 10_000_000})
@@ -123,7 +124,8 @@ func TestKubernetesLaunchEndToEnd(t *testing.T) {
 // A launch killed with SIGKILL leaves its pods; the next launch sweeps them
 // before it starts (its run lock is free), and leaves nothing itself.
 func TestKubernetesKilledLaunchIsSwept(t *testing.T) {
-	c := kubetest.Get(t)
+	t.Parallel()
+	c := kubetest.Get(t) // alone on the cluster: no other test's sweep takes the killed run's pods first
 	image := "steward.local/steward-e2e-kill:" + fmt.Sprint(os.Getpid())
 	c.BinaryImage(t, exe, image, true)
 	fp := fakeprovider.New(fakeprovider.Config{APIKey: rampKey})
@@ -189,6 +191,7 @@ func TestKubernetesKilledLaunchIsSwept(t *testing.T) {
 // `steward doctor` reports the configured cluster: API server and version,
 // namespace, the budget, and whether a pod reaches the gateway through the relay.
 func TestKubernetesDoctor(t *testing.T) {
+	t.Parallel()
 	c := kubetest.Get(t)
 	image := "steward.local/steward-doctor:" + fmt.Sprint(os.Getpid())
 	c.BinaryImage(t, exe, image, false)
@@ -219,6 +222,7 @@ func TestKubernetesDoctor(t *testing.T) {
 // provider: kubernetes without a relay image, or without any cluster
 // configuration, is bad input (exit 2) naming what to set; nothing runs.
 func TestKubernetesConfigErrors(t *testing.T) {
+	// Not parallel: t.Setenv.
 	// The environment wins over the file: a KUBECONFIG (or namespace, node,
 	// relay image) of the test run's own would hide the files' errors and
 	// send the launch to a real cluster.

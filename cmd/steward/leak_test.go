@@ -51,6 +51,7 @@ tasks:
 // and workers at once); `steward sweep` removes every container and network
 // it left, while a second run alive at the same time loses nothing.
 func TestKilledDockerRunIsSwept(t *testing.T) {
+	t.Parallel()
 	cli := dockertest.Client(t)
 	ctx := context.Background()
 	victim := leakEvalSet(t, "sleep 60; echo ok")

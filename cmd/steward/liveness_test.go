@@ -59,6 +59,7 @@ func sweepIn(t *testing.T, tmp string) string {
 // and says why; a dead run's process group whose PID now belongs to a
 // stranger (no run marker) is not killed either.
 func TestSweepNeverGuessesLiveness(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	other := runlock.Here()
 	other.MntNS, other.Container = "mnt:[4026530000]", strings.Repeat("c", 64)
@@ -86,6 +87,7 @@ func TestSweepNeverGuessesLiveness(t *testing.T) {
 // namespace, with this host's scope, is kept (and the sweep says why); one
 // of a provably dead run of this namespace is removed.
 func TestSweepDockerNeverGuessesLiveness(t *testing.T) {
+	t.Parallel()
 	cli := dockertest.Client(t)
 	ctx := context.Background()
 	host, _ := os.Hostname()

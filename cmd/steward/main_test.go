@@ -62,6 +62,7 @@ func writeFile(t testing.TB, p, body string) {
 }
 
 func TestQuickstartAndExitCodes(t *testing.T) {
+	t.Parallel()
 	out, code := steward(t, "../..", "launch", "--record", t.TempDir(), "examples/quickstart/steward.yaml")
 	if code != 0 || !strings.Contains(out, "13 passed") {
 		t.Fatalf("quickstart exit %d:\n%s", code, out)
@@ -91,6 +92,7 @@ tasks:
 // A SIGKILLed launch leaves a record the next command opens with every
 // published attempt intact, and a re-run completes the set carrying them.
 func TestKilledLaunchLosesNothing(t *testing.T) {
+	t.Parallel()
 	for trial := 0; trial < 3; trial++ {
 		dir := t.TempDir()
 		// Each agent says it started; the kill comes after the k-th, mid-run.
@@ -155,6 +157,7 @@ tasks:
 // Invocations sharing a lease key never overlap their setup→teardown
 // windows; a SIGSTOPped owner keeps the lease; recover needs the token.
 func TestLeaseAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rec := filepath.Join(dir, "rec")
 	log := filepath.Join(dir, "windows.log")

@@ -38,6 +38,7 @@ tasks:
 // added while they are off is ignored by the runner, which then prints the
 // add-mask line and the key with it). The log is read as the runner reads it.
 func TestActionMasksSecretsBeforeCommandsStop(t *testing.T) {
+	t.Parallel()
 	const key = "sk-modelKey-9f8e7d6c5b4a"
 	const tok = "ghs_maskedToken4321"
 	const hook = "hook-secret-5a6b7c8d"

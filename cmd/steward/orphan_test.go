@@ -91,6 +91,7 @@ func orphanLeftovers(dir, tmp, runID string, withDocker bool) []string {
 // that left their process group included); the next launch loses and
 // duplicates nothing.
 func TestSupervisorGoneWorkersCleanUp(t *testing.T) {
+	t.Parallel()
 	seed := killSeed(t, "STEWARD_ORPHAN_SEED")
 	rng := rand.New(rand.NewPCG(seed, 11))
 	withDocker := crashDockerReady(t)

@@ -191,6 +191,7 @@ func drain(t *testing.T, fp *fakeprovider.Server, n int) {
 // reverses after two windows of pushback, and settles below the top; no
 // sample is interrupted or errored on the way.
 func TestRampEndToEndClimbsBacksOffSettles(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}
@@ -394,6 +395,7 @@ func abs(x int) int {
 // reason in the history and the report; `resume` releases it; narrowing
 // samples_ramp in _steward.yaml lands at the next tend.
 func TestRampHoldResumeNarrowLive(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}
@@ -518,6 +520,7 @@ func countReason(pts []record.RampPoint, decision, reason string) int {
 // gateway raises 0 to its minimum of 1, so such runs get one upstream
 // connection. Remove the skip with the fix (apply the ceiling only when > 0).
 func TestFixedSamplesKeepAdaptiveConnections(t *testing.T) {
+	t.Parallel()
 	fp := fakeprovider.New(fakeprovider.Config{APIKey: rampKey, BaseLatency: 500 * time.Millisecond, Seed: 9})
 	url, err := fp.Start(context.Background(), "127.0.0.1:0")
 	if err != nil {

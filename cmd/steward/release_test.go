@@ -15,6 +15,7 @@ import (
 // `steward version` in the image shows them, and so does the footer of the
 // reports it writes.
 func TestReleaseDryRun(t *testing.T) {
+	t.Parallel()
 	needDocker(t)
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Fatalf("make: %v", err)

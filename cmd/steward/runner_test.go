@@ -25,6 +25,7 @@ import (
 // examples/, plus a fork's read-only token, a rate-limited API and a
 // cancellation with the runner's signal sequence.
 func TestRunnerFaithful(t *testing.T) {
+	t.Parallel()
 	needDocker(t)
 	img := actionImage(t)
 	t.Run("workflows", func(t *testing.T) { runnerWorkflows(t, img) })

@@ -115,6 +115,7 @@ func binding(r shardRow) string {
 // together, and merging the shard records gives one unsharded run's results
 // row for row, in the same order.
 func TestShardAndMerge(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	es := filepath.Join(dir, "steward.yaml")
 	writeFile(t, es, shardEvalSet)
@@ -236,6 +237,7 @@ func TestShardAndMerge(t *testing.T) {
 // the same run twice counts once; two runs that disagree are reported by
 // task and sample.
 func TestMergeKnowsItsShards(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	es := filepath.Join(dir, "steward.yaml")
 	writeFile(t, es, shardEvalSet)

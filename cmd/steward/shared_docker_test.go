@@ -24,6 +24,7 @@ import (
 // run, no dangling image. (Each worker used to make its own network and
 // build the directory itself.)
 func TestDockerRunSharesOneNetworkAndOneBuild(t *testing.T) {
+	t.Parallel()
 	cli := dockertest.Client(t)
 	ctx := context.Background()
 	img := dockertest.BusyboxContext(t, fmt.Sprintf("cmd-steward-shared-%d", time.Now().UnixNano()))

@@ -49,6 +49,7 @@ func workerReport(t *testing.T, dir string) workerJSONReport {
 // W1: a worker SIGKILLed mid-run costs its task (errored with the reason);
 // the other task finishes and the report is complete.
 func TestWorkerKilledCostsOnlyItsTask(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// The victim's agents leave a grandchild outside their process group,
 	// then say they run: the worker is killed mid-attempt.
@@ -97,6 +98,7 @@ func TestWorkerKilledCostsOnlyItsTask(t *testing.T) {
 
 // W1: a worker that panics costs its task, with the panic as the reason.
 func TestWorkerPanicCostsOnlyItsTask(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "steward.yaml"), twoTasks)
 	cmd := exec.Command(exe, "launch")
@@ -117,6 +119,7 @@ func TestWorkerPanicCostsOnlyItsTask(t *testing.T) {
 
 // max_workers packs tasks into fewer processes without changing what runs.
 func TestMaxWorkersPacks(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// An agent that runs says so: the workers are up then.
 	sig := newAgentSignals(t, dir)
@@ -172,6 +175,7 @@ func atoi(s string) int {
 // say so (never "timed out": the agents did not); the other task finishes
 // and the run ends.
 func TestWorkerStoppedIsReaped(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// Each victim agent says it runs once its sleep has started.
 	sig := newAgentSignals(t, dir)
@@ -267,6 +271,7 @@ func descendantsOf(pid int) []int {
 
 // A bad STEWARD_WORKER_TIMEOUT is bad input: exit 2, naming the variable.
 func TestWorkerTimeoutBadInput(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "steward.yaml"), twoTasks)
 	for _, v := range []string{"soon", "10ms"} {

@@ -14,6 +14,7 @@ import (
 // runner's tokens. A local agent reads its worker's environment (its parent,
 // the same user) and reports every secret value it finds there.
 func TestWorkersHoldNoSecrets(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "_steward.yaml"), "secrets: [FLEET_SECRET]\n")
 	writeFile(t, filepath.Join(dir, "steward.yaml"), `

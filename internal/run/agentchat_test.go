@@ -18,6 +18,7 @@ import (
 // prompt and history) and the model settings, as the fake provider sees
 // them. (It used to send only the last user message, and no settings.)
 func TestAgentChatSendsMessagesAndSettings(t *testing.T) {
+	t.Parallel()
 	fp := fakeprovider.New(fakeprovider.Config{APIKey: "real-key"})
 	var mu sync.Mutex
 	var bodies []map[string]any

@@ -182,6 +182,7 @@ tasks:
 // A tag moved to another image does not carry the old image's results: the
 // image's ID is in the fingerprint (resolved through the docker provider).
 func TestRetaggedImageDoesNotCarry(t *testing.T) {
+	t.Parallel()
 	needDocker(t)
 	bb, err := exec.LookPath("busybox")
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sandbox/docker"
+	"github.com/steward-evals/steward/internal/testlock"
 )
 
 type dockerFactory struct{ t *testing.T }
@@ -34,6 +35,7 @@ func (f dockerFactory) Available(ctx context.Context, name string) bool {
 
 func needDocker(t *testing.T) {
 	t.Helper()
+	testlock.Shared(t, testlock.Docker) // packages run side by side (internal/testlock)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if docker.Available(ctx) {
@@ -52,6 +54,7 @@ func needDocker(t *testing.T) {
 // Each attempt's token is bound to its container's address (12.5): the
 // agent's own calls must still go through, in process and from workers.
 func TestDockerAgentReachesGatewayKeyNeverLeaks(t *testing.T) {
+	t.Parallel()
 	needDocker(t)
 	for _, workers := range []bool{false, true} {
 		t.Run(map[bool]string{false: "in-process", true: "workers"}[workers], func(t *testing.T) {
@@ -201,6 +204,7 @@ func dumpRecord(t *testing.T, path string) string {
 // sandbox (a group lane, and a sandbox_reuse pool, each reset between
 // attempts). (They used to be copied only when the sandbox was made.)
 func TestDockerReusedSandboxesKeepTaskFiles(t *testing.T) {
+	t.Parallel()
 	needDocker(t)
 	bb, err := exec.LookPath("busybox")
 	if err != nil {
@@ -273,6 +277,7 @@ tasks:
 // to that address too, so the call is served (and still refused to any
 // other container).
 func TestDockerModelGradedScorerReachesGateway(t *testing.T) {
+	t.Parallel()
 	needDocker(t)
 	const key = "sk-real-key-grader-55e1c0"
 	fp := fakeprovider.New(fakeprovider.Config{APIKey: key})

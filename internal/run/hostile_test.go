@@ -200,6 +200,7 @@ func checkAllFailed(t *testing.T, rep *report.Report, stderr string) {
 }
 
 func TestHostileAgentLocal(t *testing.T) {
+	t.Parallel()
 	t.Run("honest", func(t *testing.T) {
 		path, _ := hostileSet(t, "local", "honest")
 		l := launchSet(t, path, nil)
@@ -220,6 +221,7 @@ func TestHostileAgentLocal(t *testing.T) {
 }
 
 func TestHostileAgentDocker(t *testing.T) {
+	t.Parallel()
 	needDocker(t)
 	for _, attack := range []string{"honest", "rewrite-scorer", "leftover", "replace-sh", "reuse", "symlink"} {
 		t.Run(attack, func(t *testing.T) {

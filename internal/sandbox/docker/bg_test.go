@@ -11,6 +11,7 @@ import (
 // A command that leaves a background process holding its output returns when
 // the command itself exits, not when the background process does.
 func TestExecReturnsDespiteBackgroundChild(t *testing.T) {
+	t.Parallel()
 	r := newRun(t, nil)
 	s := spec(t, "bg")
 	prepare(t, r, &s)

@@ -21,6 +21,7 @@ import (
 // An agent that writes past its disk quota fails with the quota used up,
 // and nothing of what it wrote reaches the host's disk.
 func TestDiskQuota(t *testing.T) {
+	t.Parallel()
 	r := newRun(t, nil)
 	s := spec(t, "disk")
 	s.Disk = 8 << 20
@@ -55,6 +56,7 @@ func TestDiskQuota(t *testing.T) {
 
 // build: steps reach no network unless the task asks for it.
 func TestBuildHasNoNetwork(t *testing.T) {
+	t.Parallel()
 	r := newRun(t, nil)
 	ctx := context.Background()
 	bridge, err := r.P.cli.NetworkInspect(ctx, "bridge", network.InspectOptions{})
@@ -108,6 +110,7 @@ var _ = container.ListOptions{}
 // left, however it hid, while what the task's setup wrote outside the
 // workdir stays and the workdir is emptied.
 func TestResetEndsEveryProcess(t *testing.T) {
+	t.Parallel()
 	r := newRun(t, nil)
 	s := spec(t, "reset")
 	prepare(t, r, &s)
@@ -142,6 +145,8 @@ echo started`)
 // what is left: the container is stopped, which ends every process, and the
 // sandbox is not reused.
 func TestQuiesceStopsWhatTheKillMissed(t *testing.T) {
+	// Not parallel: it replaces quiesceScript, which every sandbox of this
+	// binary uses (a parallel TestResetEndsEveryProcess found its kill gone).
 	r := newRun(t, nil)
 	s := spec(t, "quiesce")
 	prepare(t, r, &s)
@@ -169,6 +174,7 @@ func TestQuiesceStopsWhatTheKillMissed(t *testing.T) {
 // files go and leave a process behind: the grader is a fresh container, and
 // none of it is there.
 func TestGraderIgnoresTamperedRoot(t *testing.T) {
+	t.Parallel()
 	r := newRun(t, nil)
 	r.P.diskMode = diskNone
 	s := spec(t, "tamper")
@@ -205,6 +211,7 @@ rm /bin/sh && printf '#!/bin/busybox sh\necho "{\\"passed\\": true}"\n' > /bin/s
 // a tmpfs volume, as in an ordinary container; the grader holds the agent's
 // workdir only (a file the agent removed does not come back).
 func TestImageWorkdirSeeded(t *testing.T) {
+	t.Parallel()
 	r := newRun(t, nil)
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -54,6 +54,7 @@ func helperMain() int {
 }
 
 func TestSweepAfterSIGKILL(t *testing.T) {
+	t.Parallel()
 	image := testImage(t)
 	ctx := context.Background()
 
@@ -126,6 +127,7 @@ func TestSweepAfterSIGKILL(t *testing.T) {
 // mounted (as the GitHub container action does): its sandboxes are siblings and
 // must reach the gateway it serves inside its own container, through the relay.
 func TestSiblingSandboxes(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds a static helper")
 	}
@@ -187,6 +189,7 @@ func TestSiblingSandboxes(t *testing.T) {
 // TestSweepScopes: a lock path is judged only in the sweeper's own scope; a run
 // that lived in another container is dead once that container stops.
 func TestSweepScopes(t *testing.T) {
+	t.Parallel()
 	r := newRun(t, nil)
 	ctx := context.Background()
 	cli := r.P.cli

@@ -19,6 +19,7 @@ import (
 )
 
 func TestLifecycle(t *testing.T) {
+	t.Parallel()
 	r := newRun(t, nil)
 	s := spec(t, "life")
 	s.Env = map[string]string{"TASK_ENV": "from-spec"}
@@ -124,6 +125,7 @@ func TestLifecycle(t *testing.T) {
 }
 
 func TestHardening(t *testing.T) {
+	t.Parallel()
 	r := newRun(t, nil)
 	s := spec(t, "hard")
 	s.CapAdd = []string{"CHOWN"}
@@ -173,6 +175,7 @@ func TestHardening(t *testing.T) {
 }
 
 func TestImageMissing(t *testing.T) {
+	t.Parallel()
 	r := newRun(t, nil)
 	s := &sandbox.Spec{Task: "nope", Image: "steward-test-absent:" + randomID(4)}
 	err := r.P.Prepare(context.Background(), []*sandbox.Spec{s})
@@ -187,6 +190,7 @@ func TestImageMissing(t *testing.T) {
 }
 
 func TestBuildCachedByContent(t *testing.T) {
+	t.Parallel()
 	ref := testImage(t) // built once
 	dir := dockertest.BusyboxContext(t, testOwner)
 	sum, err := ContextHash(dir)
@@ -229,6 +233,7 @@ func TestBuildCachedByContent(t *testing.T) {
 }
 
 func TestLimits(t *testing.T) {
+	t.Parallel()
 	r := newRun(t, nil)
 	s := spec(t, "limits")
 	s.Memory = 48 << 20
@@ -296,6 +301,7 @@ var _ = bytes.NewReader
 // machine). So the test probes until an exec fails to start, and asserts every
 // probe is one of the two honest outcomes.
 func TestExecAtPIDLimit(t *testing.T) {
+	t.Parallel()
 	r := newRun(t, nil)
 	s := spec(t, "pidfull")
 	s.PIDs = 12

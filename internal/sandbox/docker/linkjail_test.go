@@ -14,6 +14,7 @@ import (
 // it, however they are spelled; links inside it (node_modules/.bin style)
 // and regular files arrive as they were.
 func TestConfineLinks(t *testing.T) {
+	t.Parallel()
 	var in bytes.Buffer
 	tw := tar.NewWriter(&in)
 	add := func(h *tar.Header, body string) {
@@ -114,6 +115,7 @@ func TestConfineLinks(t *testing.T) {
 // A workdir of 400 000 links (a few bytes of quota each) costs the worker
 // a bounded amount of memory: past the bound, links are dropped.
 func TestConfineLinksBounded(t *testing.T) {
+	t.Parallel()
 	pr, pw := io.Pipe()
 	go func() {
 		tw := tar.NewWriter(pw)

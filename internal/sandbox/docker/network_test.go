@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/testlock"
 )
 
 // serveHello answers every connection on ln with a line.
@@ -87,6 +88,7 @@ func waitListening(t *testing.T, sb sandbox.Sandbox, port int) {
 }
 
 func TestNetworkIsolation(t *testing.T) {
+	t.Parallel()
 	r := newRun(t, nil)
 	a, b := spec(t, "net-a"), spec(t, "net-b")
 	prepare(t, r, &a, &b)
@@ -182,6 +184,7 @@ func otherNetworkServer(t *testing.T, r *testRun) otherServer {
 }
 
 func TestNetworkModes(t *testing.T) {
+	t.Parallel()
 	r := newRun(t, nil)
 	iso, br := spec(t, "iso"), spec(t, "br")
 	iso.Network, br.Network = NetworkIsolated, NetworkBridge
@@ -246,7 +249,10 @@ const poolExhausted = "could not find an available, non-overlapping IPv4 address
 // create, creates exactly that many, checks that one more fails with the
 // daemon's address-pool error, and removes them all. Other users of the daemon
 // may create or remove networks meanwhile; then the trial is repeated.
+// While it holds every free network no other test can create one: it holds
+// the Docker test lock exclusively (test packages run side by side).
 func TestPreflightAgainstDaemon(t *testing.T) {
+	testlock.Exclusive(t, testlock.Docker)
 	r := newRun(t, nil)
 	cli := r.P.cli
 	ctx := context.Background()
@@ -344,6 +350,7 @@ var _ = container.ListOptions{}
 var _ = filters.Args{}
 
 func TestFinalizeRemovesLeftovers(t *testing.T) {
+	t.Parallel()
 	r := newRun(t, nil)
 	s := spec(t, "left")
 	prepare(t, r, &s)

@@ -158,8 +158,24 @@ func sweep(ctx context.Context, cli apiClient, scope string, live Liveness, w io
 			continue
 		}
 		note(v.Labels)
-		if err := cli.VolumeRemove(ctx, v.Name, true); err != nil && !cerrdefs.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("remove volume %s: %w", v.Name, err))
+		var err2 error
+		for try := 0; try < 5; try++ {
+			// Another sweeper may still be removing the container that holds
+			// it (its removal "already in progress" counted as done above).
+			if err2 = cli.VolumeRemove(ctx, v.Name, true); err2 == nil || cerrdefs.IsNotFound(err2) {
+				err2 = nil
+				break
+			}
+			if !cerrdefs.IsConflict(err2) && !strings.Contains(err2.Error(), "in use") {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(try+1) * 200 * time.Millisecond):
+			}
+		}
+		if err2 != nil {
+			errs = append(errs, fmt.Errorf("remove volume %s: %w", v.Name, err2))
 			continue
 		}
 		res.Volumes++

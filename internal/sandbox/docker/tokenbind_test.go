@@ -18,6 +18,7 @@ import (
 // the stolen token is refused from the thief's container, while each
 // sandbox's own token works.
 func TestTokenBoundToItsSandbox(t *testing.T) {
+	t.Parallel()
 	r := newRun(t, nil)
 	a, b := spec(t, "bind-a"), spec(t, "bind-b")
 	prepare(t, r, &a, &b)

@@ -327,7 +327,7 @@ func helperMain() int {
 }
 
 func TestClusterSweepAfterSIGKILL(t *testing.T) {
-	c := kubetest.Get(t)
+	c := kubetest.Get(t) // alone on the cluster: no other sweep takes this one's pods
 	ctx := context.Background()
 	// A live run in this process, alive throughout: the sweep must keep its pod.
 	live := newProvider(t, c, "live-"+randomID(3), heldLock(t))
@@ -401,7 +401,7 @@ func TestClusterSweepAfterSIGKILL(t *testing.T) {
 // the PLAN source names it. (The test cluster has no quota controller: the
 // test writes the quota's status as the controller would.)
 func TestClusterQuotaCapacity(t *testing.T) {
-	c := kubetest.Get(t)
+	c := kubetest.Get(t) // alone on the cluster: the quota bounds every pod in the namespace
 	ctx := context.Background()
 	p := newProvider(t, c, "quota-"+randomID(3), heldLock(t))
 	spec := []sandbox.Spec{{Task: "q", Image: c.Busybox, CPUs: 0.5, Memory: 64 << 20}}

@@ -11,12 +11,18 @@ import (
 	"time"
 
 	"github.com/docker/docker/client"
+
+	"github.com/steward-evals/steward/internal/testlock"
 )
 
 // Client returns a client for the real daemon. When no daemon answers it
-// fails the test under CI=true and skips it otherwise.
+// fails the test under CI=true and skips it otherwise. The test holds the
+// Docker test lock shared until it ends (internal/testlock): test packages
+// run side by side, and the few tests that disturb the daemon on purpose
+// (testlock.Exclusive) run alone.
 func Client(t testing.TB) *client.Client {
 	t.Helper()
+	testlock.Shared(t, testlock.Docker)
 	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -40,8 +46,11 @@ const BusyboxPath = "/bin/busybox"
 // testdata/images/busybox/Dockerfile and the host's static busybox. owner is
 // written into the context so that each test suite gets its own image (its
 // content hash differs) and can remove it without disturbing another suite.
+// A test that builds images uses the daemon: it holds the Docker test lock
+// shared, as Client does.
 func BusyboxContext(t testing.TB, owner string) string {
 	t.Helper()
+	testlock.Shared(t, testlock.Docker)
 	bb, err := os.ReadFile(BusyboxPath)
 	if err != nil {
 		t.Fatalf("static busybox needed for test images (apt-get install -y busybox-static): %v", err)

@@ -25,6 +25,8 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/steward-evals/steward/internal/testlock"
 )
 
 // Cluster is a running test cluster.
@@ -44,7 +46,9 @@ var (
 	once    sync.Once
 	cluster *Cluster
 	err     error
-	started bool
+	// users is the KubeUsers lock, held shared while this binary may use the
+	// cluster (test binaries run side by side, internal/testlock).
+	users *os.File
 )
 
 // settings read from .ci/kube/env.sh's defaults (overridable by the same variables).
@@ -63,8 +67,19 @@ func Root() string {
 
 func script(name string) string { return filepath.Join(Root(), ".ci", "kube", name) }
 
+func kubeDir() string { return setting("STEWARD_KUBE_DIR", "/tmp/steward-kube") }
+
+// startedMark, when it exists, says a test binary started the cluster (not
+// .ci/run): the last test binary using it stops it.
+func startedMark() string { return strings.TrimSuffix(kubeDir(), "/") + ".started-by-tests" }
+
 func up() (*Cluster, error) {
-	dir := setting("STEWARD_KUBE_DIR", "/tmp/steward-kube")
+	u, lerr := testlock.Acquire(testlock.KubeUsers, false, nil)
+	if lerr != nil {
+		return nil, lerr
+	}
+	users = u
+	dir := kubeDir()
 	c := &Cluster{
 		Kubeconfig: filepath.Join(dir, "kubeconfig"),
 		Namespace:  setting("STEWARD_KUBE_NAMESPACE", "steward-test"),
@@ -80,8 +95,12 @@ func up() (*Cluster, error) {
 		if err := cmd.Run(); err != nil {
 			return nil, fmt.Errorf("start the test cluster (.ci/kube/start.sh; build the binaries first with .ci/kube/build.sh): %v\n%s", err, out.String())
 		}
-		// Another process may have started it meanwhile: then it is theirs to stop.
-		started = !strings.Contains(out.String(), "already running")
+		// Another process may have started it meanwhile: then it is already marked.
+		if !strings.Contains(out.String(), "already running") {
+			if err := os.WriteFile(startedMark(), []byte("kubetest\n"), 0o644); err != nil {
+				return nil, err
+			}
+		}
 		if !c.ready() {
 			return nil, fmt.Errorf("the test cluster started but does not answer")
 		}
@@ -111,9 +130,18 @@ func (c *Cluster) ready() bool {
 	return true
 }
 
-// Get returns the cluster, failing (CI=true) or skipping the test when none can run.
+// Get returns the cluster, failing (CI=true) or skipping the test when none
+// can run. The test holds the cluster alone until it ends
+// (testlock.Exclusive on testlock.Kube; tests of other packages and
+// worktrees wait): the node has two CPUs and a test's pods request up to one
+// each, sweeps remove other runs' dead pods, a quota bounds the namespace,
+// and the end-to-end test fails on any pod that appears during its run.
+// Parallel tests that call Get take turns. The test holds the Docker test
+// lock shared too (images are built with Docker).
 func Get(t testing.TB) *Cluster {
 	t.Helper()
+	testlock.Exclusive(t, testlock.Kube)
+	testlock.Shared(t, testlock.Docker)
 	once.Do(func() { cluster, err = up() })
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -124,15 +152,27 @@ func Get(t testing.TB) *Cluster {
 	return cluster
 }
 
-// Main runs the tests and stops the cluster if this binary started it.
+// Main runs the tests and, when a test binary started the cluster and no
+// other one still uses it, stops it.
 func Main(m *testing.M) int {
 	code := m.Run()
-	if started {
-		out, err := exec.Command(script("stop.sh")).CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "kubetest: stop the cluster: %v\n%s", err, out)
-		}
+	if users == nil {
+		return code // this binary never used the cluster
 	}
+	users.Close()
+	if _, err := os.Stat(startedMark()); err != nil {
+		return code // .ci/run started it (or nobody did): not ours to stop
+	}
+	last, err := testlock.TryAcquire(testlock.KubeUsers, true)
+	if err != nil || last == nil {
+		return code // another test binary still uses it: the last one stops it
+	}
+	defer last.Close()
+	out, err := exec.Command(script("stop.sh")).CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kubetest: stop the cluster: %v\n%s", err, out)
+	}
+	os.Remove(startedMark())
 	return code
 }
 

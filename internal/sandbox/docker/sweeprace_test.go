@@ -1,0 +1,68 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+
+	"github.com/steward-evals/steward/internal/sandbox"
+)
+
+// raceClient is a daemon on which another sweeper is removing a dead run's
+// container (and so still holds its volume) when this sweeper gets to it.
+type raceClient struct {
+	apiClient
+	labels      map[string]string
+	volumeTries int
+}
+
+func (c *raceClient) ContainerList(context.Context, container.ListOptions) ([]container.Summary, error) {
+	return []container.Summary{{ID: "c0ffee0000000000", Names: []string{"/box"}, Labels: c.labels}}, nil
+}
+
+func (c *raceClient) ContainerRemove(context.Context, string, container.RemoveOptions) error {
+	return fmt.Errorf("%w: removal of container c0ffee is already in progress", cerrdefs.ErrConflict)
+}
+
+func (c *raceClient) NetworkList(context.Context, network.ListOptions) ([]network.Summary, error) {
+	return nil, nil
+}
+
+func (c *raceClient) VolumeList(context.Context, volume.ListOptions) (volume.ListResponse, error) {
+	return volume.ListResponse{Volumes: []*volume.Volume{{Name: "vol0", Labels: c.labels}}}, nil
+}
+
+func (c *raceClient) VolumeRemove(context.Context, string, bool) error {
+	c.volumeTries++
+	if c.volumeTries == 1 { // the other sweeper's container removal has not finished yet
+		return fmt.Errorf("%w: remove vol0: volume is in use - [c0ffee0000000000]", cerrdefs.ErrConflict)
+	}
+	return nil
+}
+
+type deadJudge struct{}
+
+func (deadJudge) Owner() string                      { return "" }
+func (deadJudge) Judge(string, string) (bool, error) { return true, nil }
+
+// Two sweepers meeting the same dead run (a launch and `steward sweep`, or
+// two launches) must both succeed: a volume still held by the container the
+// other sweeper is removing is removed once that removal ends, not reported
+// as a failure (seen as `steward sweep` exit 3 when test packages ran side by side).
+func TestSweepWaitsForAConcurrentSweepersRemoval(t *testing.T) {
+	c := &raceClient{labels: map[string]string{sandbox.LabelManaged: "true", sandbox.LabelRun: "dead1", LabelLock: "/x/dead1.lock"}}
+	var log strings.Builder
+	res, err := sweep(context.Background(), c, "host:here", deadJudge{}, &log)
+	if err != nil {
+		t.Fatalf("sweep: %v\n%s", err, log.String())
+	}
+	if res.Containers != 1 || res.Volumes != 1 || c.volumeTries != 2 {
+		t.Fatalf("sweep result %+v after %d volume removals", res, c.volumeTries)
+	}
+}
