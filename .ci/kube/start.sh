@@ -208,6 +208,12 @@ for p in /var/lib/kubelet /var/log/pods /var/log/containers /sys/fs/cgroup/*/kub
   [[ -e "$p" ]] || echo "$p" >> "$KDIR/created.list"
 done
 for c in /sys/fs/cgroup/*/; do [[ -e "${c}kubepods" ]] || echo "${c}kubepods" >> "$KDIR/created.list"; done
+# ...and the iptables chains it makes (KUBE-FIREWALL, KUBE-KUBELET-CANARY,
+# KUBE-IPTABLES-HINT, in every table, IPv4 and IPv6): the KUBE-* chains that
+# exist now are not ours, stop.sh removes the others.
+for t in iptables ip6tables; do
+  "$t-save" 2>/dev/null | awk -v t="$t" '/^\*/ {tb = substr($1, 2)} /^:KUBE-/ {print t, tb, substr($1, 2)}'
+done > "$KDIR/chains.before"
 bg kubelet "$KUBE_BIN/kubelet" --config "$KDIR/kubelet/config.yaml" --kubeconfig "$KDIR/kubelet/kubeconfig" \
   --root-dir "$KDIR/kubelet/root" --cert-dir "$KDIR/kubelet/pki" --hostname-override "$NODE" \
   --node-ip "$BRIDGE_IP" --v 1

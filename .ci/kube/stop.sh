@@ -67,6 +67,23 @@ if [[ -f "$KDIR/created.list" ]]; then
     esac
   done < "$KDIR/created.list"
 fi
+# the kubelet's iptables chains (those start.sh did not find): the jumps to
+# them from the built-in chains, then the chains themselves
+if [[ -f "$KDIR/chains.before" ]]; then
+  for t in iptables ip6tables; do
+    for tb in filter nat mangle; do
+      mine="$("$t-save" -t "$tb" 2>/dev/null | awk '/^:KUBE-/ {print substr($1, 2)}' |
+        grep -v -x -F -f <(awk -v t="$t" -v tb="$tb" '$1 == t && $2 == tb {print $3}' "$KDIR/chains.before"))"
+      [[ -n "$mine" ]] || continue
+      for c in $mine; do
+        "$t" -t "$tb" -S 2>/dev/null | grep -E -- "^-A [A-Z]+ .*-j $c( |\$)" | grep -v -- "^-A KUBE-" | sed 's/^-A /-D /' |
+          while read -r rule; do eval "$t -t $tb $rule" 2>/dev/null; done
+      done
+      for c in $mine; do "$t" -t "$tb" -F "$c" 2>/dev/null; done
+      for c in $mine; do "$t" -t "$tb" -X "$c" 2>/dev/null; done
+    done
+  done
+fi
 # mounts under the state directory, deepest first
 grep -o " $KDIR[^ ]*" /proc/self/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
 while iptables -D FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT -m comment --comment steward-kube 2>/dev/null; do :; done
