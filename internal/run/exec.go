@@ -88,7 +88,9 @@ func (e *executor) poolKey(a *plan.Attempt) string {
 }
 
 // attempt runs one try with the attempt's gateway token and returns its row
-// (never publishes; the supervisor scrubs, charges usage and publishes).
+// (never publishes; the supervisor scrubs, charges usage and publishes). Its
+// steps: a sandbox (fresh, or the lane's or pool's), the token bound to it,
+// sample files and setup, the agent, then the verdict (attemptRun's methods).
 func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) record.Attempt {
 	l := e.x
 	if e.x.fault == "panic:"+l.p.Tasks[a.Task].Task.Name {
@@ -100,118 +102,161 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) r
 	runCtx := ctx
 	ctx, cancelAttempt := context.WithTimeout(ctx, t.Timeout.D()+attemptSlack)
 	defer cancelAttempt()
-	row := record.Attempt{
+	r := &attemptRun{e: e, a: a, t: t, token: token, runCtx: runCtx, ctx: ctx, row: record.Attempt{
 		RunID: l.runID, Seq: a.Seq, Task: t.Name, Sample: a.Sample.ID, Attempt: a.Number,
 		Fingerprint: a.Fingerprint, Parts: a.PartsJSON(), Started: time.Now(), Source: a.Sample.Source,
-	}
-	finish := func(st status.Attempt, reason string) record.Attempt {
-		row.Status, row.Reason = st, reason
-		row.Finished = time.Now()
-		row.Duration = row.Finished.Sub(row.Started)
-		return row
-	}
-	classify := func(err error, what string) record.Attempt {
-		if runCtx.Err() != nil {
-			return finish(status.Interrupted, "interrupted: the run was cancelled")
-		}
-		if ctx.Err() != nil {
-			return finish(status.Infra, fmt.Sprintf("%s: the sandbox provider did not answer within the attempt's time (timeout %s + %s): %v", what, t.Timeout, attemptSlack, err))
-		}
-		if errors.Is(err, sandbox.ErrInfra) {
-			return finish(status.Infra, what+": "+err.Error())
-		}
-		return finish(status.Errored, what+": "+err.Error())
-	}
+	}}
 	key := e.poolKey(a)
 	sb, err := e.get(ctx, a, key)
 	if err != nil {
-		return classify(err, "create sandbox")
+		return r.classify(err, "create sandbox")
 	}
-	row.Sandbox = sb.ID()
+	r.sb, r.healthy, r.row.Sandbox = sb, true, sb.ID()
 	if l.started != nil {
 		l.started(a.Seq)
 	}
-	healthy := true
-	defer func() { e.put(key, a.Task, sb, healthy) }()
+	defer func() { e.put(key, a.Task, sb, r.healthy) }()
 	defer e.collectArtifacts(ctx, sb, a) // before the sandbox goes back or away
-	// The token works only from this sandbox's address, bound before the
-	// sandbox ever sees it.
-	if gp, ok := sb.(gatewayPeer); ok && l.bind != nil {
+	for _, step := range []func() (record.Attempt, bool){r.bind, r.setup, r.agent} {
+		if row, done := step(); done {
+			return row
+		}
+	}
+	return r.judge()
+}
+
+// attemptRun is one attempt in progress on a worker. Each step returns the
+// finished row and true when the attempt ends there.
+type attemptRun struct {
+	e        *executor
+	a        *plan.Attempt
+	t        *evalset.Task
+	token    string
+	runCtx   context.Context // the run's: cancelled means interrupted
+	ctx      context.Context // the attempt's: the run's, bounded by timeout + slack
+	row      record.Attempt
+	sb       sandbox.Sandbox
+	healthy  bool // the sandbox may go back to its lane or pool
+	env      map[string]string
+	deadline time.Time
+	logb     strings.Builder
+	agentRes sandbox.ExecResult // the agent's run
+}
+
+func (r *attemptRun) finish(st status.Attempt, reason string) record.Attempt {
+	r.row.Status, r.row.Reason = st, reason
+	r.row.Finished = time.Now()
+	r.row.Duration = r.row.Finished.Sub(r.row.Started)
+	return r.row
+}
+
+// classify ends the attempt on err: interrupted when the run was cancelled,
+// infra when the provider did not answer in time or said so, errored else.
+func (r *attemptRun) classify(err error, what string) record.Attempt {
+	if r.runCtx.Err() != nil {
+		return r.finish(status.Interrupted, "interrupted: the run was cancelled")
+	}
+	if r.ctx.Err() != nil {
+		return r.finish(status.Infra, fmt.Sprintf("%s: the sandbox provider did not answer within the attempt's time (timeout %s + %s): %v", what, r.t.Timeout, attemptSlack, err))
+	}
+	if errors.Is(err, sandbox.ErrInfra) {
+		return r.finish(status.Infra, what+": "+err.Error())
+	}
+	return r.finish(status.Errored, what+": "+err.Error())
+}
+
+// bind makes the token work only from this sandbox's address, before the
+// sandbox ever sees it.
+func (r *attemptRun) bind() (record.Attempt, bool) {
+	l := r.e.x
+	if gp, ok := r.sb.(gatewayPeer); ok && l.bind != nil {
 		if ip, ok := gp.GatewayPeer(); ok {
-			if err := l.bind(ctx, token, ip); err != nil {
-				return classify(sandbox.InfraError(err), "bind the gateway token to the sandbox")
+			if err := l.bind(r.ctx, r.token, ip); err != nil {
+				return r.classify(sandbox.InfraError(err), "bind the gateway token to the sandbox"), true
 			}
 		}
 	}
+	return record.Attempt{}, false
+}
 
-	// Sample files and setup.
-	files, err := sampleFiles(l.p.EvalSet, a.Sample)
+// setup copies the sample's files in and runs the sample's setup; the
+// attempt's deadline starts here.
+func (r *attemptRun) setup() (record.Attempt, bool) {
+	files, err := sampleFiles(r.e.x.p.EvalSet, r.a.Sample)
 	if err != nil {
-		healthy = false
-		return finish(status.Errored, "sample files: "+err.Error())
+		r.healthy = false
+		return r.finish(status.Errored, "sample files: "+err.Error()), true
 	}
 	if len(files) > 0 {
-		if err := sb.CopyIn(ctx, files); err != nil {
-			healthy = false
-			return classify(err, "copy sample files")
+		if err := r.sb.CopyIn(r.ctx, files); err != nil {
+			r.healthy = false
+			return r.classify(err, "copy sample files"), true
 		}
 	}
-	env := e.env(a, token, sb)
-	timeout := t.Timeout.D()
-	deadline := time.Now().Add(timeout)
-	var logb strings.Builder
-	if a.Sample.Setup != "" {
-		res, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: a.Sample.Setup, Env: env, Timeout: time.Until(deadline), MaxOutput: 64 << 10})
-		logb.WriteString(section("sample setup", res))
-		row.Log = logb.String()
-		if err != nil {
-			healthy = false
-			return classify(err, "sample setup")
-		}
-		if r := execProblem("sample setup", res, t); r != "" {
-			healthy = !res.OOMKilled
-			return finish(status.Errored, r)
-		}
+	r.env = r.e.env(r.a, r.token, r.sb)
+	r.deadline = time.Now().Add(r.t.Timeout.D())
+	if r.a.Sample.Setup == "" {
+		return record.Attempt{}, false
 	}
-	// The agent.
-	res, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: t.Agent, Env: env, Timeout: time.Until(deadline), MaxOutput: 1 << 20})
-	logb.WriteString(section("agent", res))
-	row.Log = tail([]byte(logb.String()), 16<<10)
+	res, err := r.sb.Exec(r.ctx, sandbox.ExecSpec{Shell: r.a.Sample.Setup, Env: r.env, Timeout: time.Until(r.deadline), MaxOutput: 64 << 10})
+	r.logb.WriteString(section("sample setup", res))
+	r.row.Log = r.logb.String()
 	if err != nil {
-		healthy = false
-		return classify(err, "run agent")
+		r.healthy = false
+		return r.classify(err, "sample setup"), true
 	}
-	if r := execProblem("agent", res, t); r != "" {
+	if p := execProblem("sample setup", res, r.t); p != "" {
+		r.healthy = !res.OOMKilled
+		return r.finish(status.Errored, p), true
+	}
+	return record.Attempt{}, false
+}
+
+// agent runs the agent, then stops everything it started: nothing may run
+// on while it is judged (see grade.go).
+func (r *attemptRun) agent() (record.Attempt, bool) {
+	res, err := r.sb.Exec(r.ctx, sandbox.ExecSpec{Shell: r.t.Agent, Env: r.env, Timeout: time.Until(r.deadline), MaxOutput: 1 << 20})
+	r.logb.WriteString(section("agent", res))
+	r.row.Log = tail([]byte(r.logb.String()), 16<<10)
+	if err != nil {
+		r.healthy = false
+		return r.classify(err, "run agent"), true
+	}
+	if p := execProblem("agent", res, r.t); p != "" {
 		if res.OOMKilled || res.TimedOut {
-			healthy = false
+			r.healthy = false
 		}
-		return finish(status.Errored, r)
+		return r.finish(status.Errored, p), true
 	}
-	// Nothing the agent started may run on while it is judged (see grade.go).
-	if err := sb.Settle(ctx); err != nil {
-		healthy = false
-		return classify(err, "stop the agent's processes")
+	if err := r.sb.Settle(r.ctx); err != nil {
+		r.healthy = false
+		return r.classify(err, "stop the agent's processes"), true
 	}
-	answer := strings.TrimSpace(string(res.Stdout))
-	if b, err := sb.CopyOut(ctx, "answer.txt"); err == nil {
+	r.agentRes = res
+	return record.Attempt{}, false
+}
+
+// judge takes the answer (answer.txt, else the agent's output) and runs the scorer.
+func (r *attemptRun) judge() record.Attempt {
+	answer := strings.TrimSpace(string(r.agentRes.Stdout))
+	if b, err := r.sb.CopyOut(r.ctx, "answer.txt"); err == nil {
 		answer = strings.TrimSpace(string(b))
 	}
-	row.Answer = truncate(answer, 8<<10)
-	// The scorer.
-	passed, score, expl, serr := e.score(ctx, sb, t, a.Sample, answer, env, token, deadline, &logb)
-	row.Log = tail([]byte(logb.String()), 16<<10)
+	r.row.Answer = truncate(answer, 8<<10)
+	passed, score, expl, serr := r.e.score(r.ctx, r.sb, r.t, r.a.Sample, answer, r.env, r.token, r.deadline, &r.logb)
+	r.row.Log = tail([]byte(r.logb.String()), 16<<10)
 	if serr != nil {
-		if errors.Is(serr, sandbox.ErrInfra) || ctx.Err() != nil {
-			healthy = false
-			return classify(serr, "run scorer")
+		if errors.Is(serr, sandbox.ErrInfra) || r.ctx.Err() != nil {
+			r.healthy = false
+			return r.classify(serr, "run scorer")
 		}
-		return finish(status.Errored, serr.Error())
+		return r.finish(status.Errored, serr.Error())
 	}
-	row.Score, row.Explanation = &score, truncate(expl, 4<<10)
+	r.row.Score, r.row.Explanation = &score, truncate(expl, 4<<10)
 	if passed {
-		return finish(status.Passed, "")
+		return r.finish(status.Passed, "")
 	}
-	return finish(status.Failed, "")
+	return r.finish(status.Failed, "")
 }
 
 func execProblem(what string, res sandbox.ExecResult, t *evalset.Task) string {

@@ -93,24 +93,17 @@ func (l *launcher) tendLoop(ctx context.Context, ctl *ramp.Controller, stop chan
 	if interval <= 0 {
 		interval = 10 * time.Second
 	}
+	t := &tender{l: l, ctl: ctl, saturated: make([]bool, len(l.p.Tasks)), budgetBound: make([]bool, len(l.p.Tasks))}
 	// A ceiling of 0 means no ramp is active: leave the gateway's own ceiling alone.
-	rampCeiling := false
 	if c := ctl.Ceiling(); c > 0 && !l.fixedConnections() {
 		l.gw.SetCeiling(c)
-		rampCeiling = true
+		t.rampCeiling = true
 	}
 	// The starting setpoints are visible before the first tend (`steward tend`).
 	l.publishLive(ctx, ctl, ramp.Decision{}, false, time.Now())
-	var badRange string
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	saturated := make([]bool, len(l.p.Tasks))
-	budgetBound := make([]bool, len(l.p.Tasks))
-	// Saturation is sampled often within the window: a task is saturated
-	// when, at some moment of the window, its setpoint (cap) was full of
-	// running attempts (sandbox up and executing: attempts still starting do
-	// not count) with work queued. It is budget-bound instead when its share
-	// of the budget, below its cap, was what was full.
+	// Saturation is sampled often within the window (tender.sample).
 	sample := time.NewTicker(max(interval/20, 10*time.Millisecond))
 	defer sample.Stop()
 	for {
@@ -120,94 +113,132 @@ func (l *launcher) tendLoop(ctx context.Context, ctl *ramp.Controller, stop chan
 		case <-ctx.Done():
 			return
 		case <-sample.C:
-			l.disp.With(func(s *sched.State) {
-				for i := range l.p.Tasks {
-					lv, cp, sp := s.TaskLive(i), s.Cap(i), s.Setpoint(i)
-					if lv.Queued == 0 || !s.Ready(i) {
-						continue
-					}
-					switch {
-					case cp > 0 && lv.Running >= cp:
-						saturated[i] = true
-					case sp < cp && lv.Units >= sp && lv.Running >= lv.Units:
-						budgetBound[i] = true
-					}
-				}
-			})
-			continue
+			t.sample()
 		case <-tick.C:
+			t.tend(ctx, time.Now())
 		}
-		now := time.Now()
-		// R4: the running supervisor re-reads _steward.yaml at each tend.
-		if f, err := evalset.LoadFleet(filepath.Join(l.es.Dir, "_steward.yaml"), l.opts.Getenv, l.opts.FleetFlags); err != nil {
-			if msg := err.Error(); msg != badRange {
-				fmt.Fprintf(l.opts.Stderr, "steward: _steward.yaml refused, keeping samples_ramp %s: %v\n", toRange(l.es.Fleet.SamplesRamp), err)
-				badRange = msg
-			}
-		} else {
-			badRange = ""
-			if r := toRange(f.SamplesRamp); r != toRange(l.es.Fleet.SamplesRamp) {
-				if err := ctl.SetRange(r); err != nil {
-					fmt.Fprintf(l.opts.Stderr, "steward: samples_ramp %s refused: %v\n", r, err)
-				} else {
-					fmt.Fprintf(l.opts.Stderr, "steward: samples_ramp is now %s\n", r)
-					l.es.Fleet.SamplesRamp = f.SamplesRamp
-				}
-			}
-		}
-		// R5: hold and resume reach a live run through the record.
-		if reason, err := l.db.Control(ctx, HoldKey); err == nil {
-			cur, held := ctl.Held()
-			switch {
-			case reason != "" && (!held || cur != reason):
-				ctl.Hold(reason)
-			case reason == "" && held:
-				ctl.Resume()
-			}
-			l.mu.Lock()
-			l.hold = reason
-			l.mu.Unlock()
-		}
-		w := l.gw.Window()
-		g := ramp.Signals{Pushback: w.Pushback || w.Episodes > 0, Retries: w.Retries, Requests: w.Requests, ConnLimit: w.Limit, ConnFixed: w.Fixed}
-		l.mu.Lock()
-		ts := taskSignals(saturated, budgetBound, l.errWin, gatewayBound(w))
-		for i := range ts {
-			l.errWin[i] = 0
-			saturated[i], budgetBound[i] = false, false
-		}
-		l.mu.Unlock()
-		d := ctl.Tend(now, g, ts)
-		l.disp.With(func(s *sched.State) {
-			for i, sp := range d.Setpoints {
-				s.SetCap(i, sp)
-			}
-		})
-		if !l.fixedConnections() {
-			if d.Clamp {
-				l.gw.Clamp()
-			}
-			if d.Ceiling > 0 {
-				l.gw.SetCeiling(d.Ceiling)
-			} else if rampCeiling {
-				// samples_ramp turned false on a live run: hand the limit back (R4).
-				l.gw.SetCeiling(0)
-			}
-			rampCeiling = d.Ceiling > 0
-		}
-		var pts []record.RampPoint
-		for i, td := range d.Tasks {
-			pts = append(pts, record.RampPoint{
-				At: now, Task: td.Name, Setpoint: td.Setpoint, Ceiling: d.Ceiling, ConnLimit: w.Limit,
-				Decision: string(td.Action), Reason: td.Reason, Pushback: g.Pushback, Retries: w.Retries,
-				Errored: ts[i].Errored, Saturated: ts[i].Saturated,
-			})
-		}
-		if err := l.db.AddRamp(ctx, l.runID, pts); err != nil {
-			fmt.Fprintf(l.opts.Stderr, "steward: %v\n", err)
-		}
-		l.publishLive(ctx, ctl, d, true, now)
 	}
+}
+
+// tender is the state one run's tend loop keeps between windows.
+type tender struct {
+	l           *launcher
+	ctl         *ramp.Controller
+	saturated   []bool // per task, this window
+	budgetBound []bool // per task, this window
+	badRange    string // the last refused _steward.yaml, said once
+	rampCeiling bool   // the ramp set the gateway's ceiling
+}
+
+// sample notes, per task, whether at this moment its setpoint (cap) was full
+// of running attempts (sandbox up and executing: attempts still starting do
+// not count) with work queued — saturated — or its share of the budget,
+// below its cap, was what was full — budget-bound.
+func (t *tender) sample() {
+	t.l.disp.With(func(s *sched.State) {
+		for i := range t.l.p.Tasks {
+			lv, cp, sp := s.TaskLive(i), s.Cap(i), s.Setpoint(i)
+			if lv.Queued == 0 || !s.Ready(i) {
+				continue
+			}
+			switch {
+			case cp > 0 && lv.Running >= cp:
+				t.saturated[i] = true
+			case sp < cp && lv.Units >= sp && lv.Running >= lv.Units:
+				t.budgetBound[i] = true
+			}
+		}
+	})
+}
+
+// tend closes a window: it follows _steward.yaml and hold/resume, asks the
+// ramp for its decision on the window's signals, applies it to the
+// scheduler and the gateway, and records it.
+func (t *tender) tend(ctx context.Context, now time.Time) {
+	l, ctl := t.l, t.ctl
+	t.rereadFleet()
+	t.followHold(ctx)
+	w := l.gw.Window()
+	g := ramp.Signals{Pushback: w.Pushback || w.Episodes > 0, Retries: w.Retries, Requests: w.Requests, ConnLimit: w.Limit, ConnFixed: w.Fixed}
+	l.mu.Lock()
+	ts := taskSignals(t.saturated, t.budgetBound, l.errWin, gatewayBound(w))
+	for i := range ts {
+		l.errWin[i] = 0
+		t.saturated[i], t.budgetBound[i] = false, false
+	}
+	l.mu.Unlock()
+	d := ctl.Tend(now, g, ts)
+	l.disp.With(func(s *sched.State) {
+		for i, sp := range d.Setpoints {
+			s.SetCap(i, sp)
+		}
+	})
+	if !l.fixedConnections() {
+		if d.Clamp {
+			l.gw.Clamp()
+		}
+		if d.Ceiling > 0 {
+			l.gw.SetCeiling(d.Ceiling)
+		} else if t.rampCeiling {
+			// samples_ramp turned false on a live run: hand the limit back (R4).
+			l.gw.SetCeiling(0)
+		}
+		t.rampCeiling = d.Ceiling > 0
+	}
+	var pts []record.RampPoint
+	for i, td := range d.Tasks {
+		pts = append(pts, record.RampPoint{
+			At: now, Task: td.Name, Setpoint: td.Setpoint, Ceiling: d.Ceiling, ConnLimit: w.Limit,
+			Decision: string(td.Action), Reason: td.Reason, Pushback: g.Pushback, Retries: w.Retries,
+			Errored: ts[i].Errored, Saturated: ts[i].Saturated,
+		})
+	}
+	if err := l.db.AddRamp(ctx, l.runID, pts); err != nil {
+		fmt.Fprintf(l.opts.Stderr, "steward: %v\n", err)
+	}
+	l.publishLive(ctx, ctl, d, true, now)
+}
+
+// rereadFleet follows _steward.yaml's samples_ramp on a live run (R4); a
+// refused file is said once and the range kept.
+func (t *tender) rereadFleet() {
+	l := t.l
+	f, err := evalset.LoadFleet(filepath.Join(l.es.Dir, "_steward.yaml"), l.opts.Getenv, l.opts.FleetFlags)
+	if err != nil {
+		if msg := err.Error(); msg != t.badRange {
+			fmt.Fprintf(l.opts.Stderr, "steward: _steward.yaml refused, keeping samples_ramp %s: %v\n", toRange(l.es.Fleet.SamplesRamp), err)
+			t.badRange = msg
+		}
+		return
+	}
+	t.badRange = ""
+	if r := toRange(f.SamplesRamp); r != toRange(l.es.Fleet.SamplesRamp) {
+		if err := t.ctl.SetRange(r); err != nil {
+			fmt.Fprintf(l.opts.Stderr, "steward: samples_ramp %s refused: %v\n", r, err)
+		} else {
+			fmt.Fprintf(l.opts.Stderr, "steward: samples_ramp is now %s\n", r)
+			l.es.Fleet.SamplesRamp = f.SamplesRamp
+		}
+	}
+}
+
+// followHold applies `steward ramp hold|resume`, which reaches a live run
+// through the record (R5).
+func (t *tender) followHold(ctx context.Context) {
+	reason, err := t.l.db.Control(ctx, HoldKey)
+	if err != nil {
+		return
+	}
+	cur, held := t.ctl.Held()
+	switch {
+	case reason != "" && (!held || cur != reason):
+		t.ctl.Hold(reason)
+	case reason == "" && held:
+		t.ctl.Resume()
+	}
+	t.l.mu.Lock()
+	t.l.hold = reason
+	t.l.mu.Unlock()
 }
 
 func (l *launcher) fixedConnections() bool { return l.es.Model.MaxConnections > 0 }
