@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -140,28 +139,10 @@ func TestKubernetesKilledLaunchIsSwept(t *testing.T) {
 	pw := watchPods(t, c)
 	// The launch and its workers in a process group of their own, all
 	// killed at once (a runner that dies): nobody gets to clean up.
-	cmd := exec.Command(exe, "launch", "--record", rec)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "RAMP_FAKE_KEY="+rampKey, "CI=true")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	l := &launched{cmd: cmd, out: &syncBuf{}, done: make(chan error, 1)}
-	cmd.Stdout, cmd.Stderr = l.out, l.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { l.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-l.done
-		}
-	})
+	l := startKillableLaunch(t, dir, rec)
 	// The relay and at least two sandboxes, as the pod watch reports them.
 	runID := pw.waitRun(t, 3, 3*time.Minute, l.out)
-	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-l.done
+	l.killGroup(t)
 	if _, _, run := history(t, rec); run.ID != runID {
 		t.Fatalf("pods of run %s, the record's run is %q", runID, run.ID)
 	}
@@ -431,27 +412,9 @@ func TestKubernetesKilledPerRunNamespaceIsSwept(t *testing.T) {
 	rec := filepath.Join(dir, "rec")
 	kubeEvalSetIn(t, c, "per-run", dir, url, image, "sleep 1000", 2)
 	pw := watchPods(t, c)
-	cmd := exec.Command(exe, "launch", "--record", rec)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "RAMP_FAKE_KEY="+rampKey, "CI=true")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	l := &launched{cmd: cmd, out: &syncBuf{}, done: make(chan error, 1)}
-	cmd.Stdout, cmd.Stderr = l.out, l.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { l.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-l.done
-		}
-	})
+	l := startKillableLaunch(t, dir, rec)
 	runID := pw.waitRun(t, 3, 3*time.Minute, l.out) // the relay and both sandboxes
-	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-l.done
+	l.killGroup(t)
 	_, _, run := history(t, rec)
 	if run.ID != runID {
 		t.Fatalf("pods of run %s, the record's run is %q", runID, run.ID)

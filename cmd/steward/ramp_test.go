@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,11 +67,22 @@ func (s *syncBuf) String() string {
 	return s.b.String()
 }
 
-func startLaunch(t testing.TB, dir, rec string) *launched {
+func startLaunch(t testing.TB, dir, rec string) *launched { return startLaunchAs(t, dir, rec, false) }
+
+// startKillableLaunch starts a launch whose workers share its process group,
+// for tests that kill the whole tree at once (killGroup): a runner that dies.
+func startKillableLaunch(t testing.TB, dir, rec string) *launched {
+	return startLaunchAs(t, dir, rec, true)
+}
+
+func startLaunchAs(t testing.TB, dir, rec string, group bool) *launched {
 	t.Helper()
 	cmd := exec.Command(exe, "launch", "--record", rec)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "RAMP_FAKE_KEY="+rampKey, "CI=true")
+	if group {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
 	l := &launched{cmd: cmd, out: &syncBuf{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = l.out, l.out
 	if err := cmd.Start(); err != nil {
@@ -79,11 +91,25 @@ func startLaunch(t testing.TB, dir, rec string) *launched {
 	go func() { l.done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
+			if group {
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			} else {
+				_ = cmd.Process.Kill()
+			}
 			<-l.done
 		}
 	})
 	return l
+}
+
+// killGroup SIGKILLs a killable launch and its workers at once (nobody gets
+// to clean up) and waits for the launch to be reaped.
+func (l *launched) killGroup(t testing.TB) {
+	t.Helper()
+	if err := syscall.Kill(-l.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-l.done
 }
 
 // wait waits for the launch to end (a generous bound: the test fails, never hangs).

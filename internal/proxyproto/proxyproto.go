@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // MaxLine is the longest PROXY protocol v1 line, CRLF included.
@@ -59,4 +60,46 @@ func Read(r io.Reader) (string, netip.AddrPort, error) {
 		return "", netip.AddrPort{}, fmt.Errorf("PROXY line %q: %w", line, err)
 	}
 	return string(line), netip.AddrPortFrom(ip.Unmap(), uint16(port)), nil
+}
+
+// Listener wraps a listener whose every connection starts with a PROXY line
+// (a relay's): Accept reads the line, within Timeout (10 s when zero), and
+// returns a connection whose RemoteAddr is the address the line names; a
+// connection without a valid line is closed and skipped. Lines are read one
+// connection at a time: this is for probes and tests (`steward doctor`'s
+// stand-in gateway); the gateway reads them per connection, under its limits.
+type Listener struct {
+	net.Listener
+	Timeout time.Duration
+}
+
+// Conn is an accepted connection with the address its PROXY line named.
+type Conn struct {
+	net.Conn
+	Source net.Addr
+}
+
+// RemoteAddr is the address the connection's PROXY line named.
+func (c Conn) RemoteAddr() net.Addr { return c.Source }
+
+// Accept returns the next connection that opened with a valid PROXY line.
+func (l Listener) Accept() (net.Conn, error) {
+	timeout := l.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		_ = c.SetReadDeadline(time.Now().Add(timeout))
+		_, ap, err := Read(c)
+		_ = c.SetReadDeadline(time.Time{})
+		if err != nil {
+			c.Close()
+			continue
+		}
+		return Conn{Conn: c, Source: net.TCPAddrFromAddrPort(ap)}, nil
+	}
 }

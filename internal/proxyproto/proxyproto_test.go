@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLineRoundTrip(t *testing.T) {
@@ -50,6 +51,52 @@ func TestReadRefuses(t *testing.T) {
 	} {
 		if line, _, err := Read(strings.NewReader(in)); err == nil {
 			t.Errorf("%s: Read(%q) accepted %q", name, in, line)
+		}
+	}
+}
+
+// Listener hands on only connections that open with a PROXY line, with the
+// address the line names as their peer; others are closed, and a connection
+// that never sends its line does not hold Accept past the timeout.
+func TestListener(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Listener{Listener: inner, Timeout: 200 * time.Millisecond}
+	defer l.Close()
+	dial := func(first string) net.Conn {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if first != "" {
+			if _, err := io.WriteString(c, first); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c
+	}
+	silent := dial("")                    // never sends a line: dropped at the timeout
+	bad := dial("GET / HTTP/1.1\r\n\r\n") // not a PROXY line: closed
+	dial("PROXY TCP4 10.88.0.9 10.88.0.2 4242 7070\r\nhello")
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := c.RemoteAddr().String(); got != "10.88.0.9:4242" {
+		t.Fatalf("RemoteAddr %s, want the PROXY line's 10.88.0.9:4242", got)
+	}
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "hello" {
+		t.Fatalf("after the line: %q %v", buf, err)
+	}
+	for name, d := range map[string]net.Conn{"silent": silent, "bad": bad} {
+		_ = d.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, err := d.Read(make([]byte, 1)); err == nil {
+			t.Fatalf("%s connection was not closed (read %d)", name, n)
 		}
 	}
 }

@@ -103,7 +103,7 @@ func (p *Provider) probeRelay(ctx context.Context) (bool, string) {
 		}
 		io.WriteString(w, "ok\n")
 	}), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(proxiedListener{ln})
+	go srv.Serve(proxyproto.Listener{Listener: ln})
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(g.Listen)
 	url := "http://" + net.JoinHostPort(g.Host, port) + "/"
@@ -142,32 +142,4 @@ func (p *Provider) probeRelay(ctx context.Context) (bool, string) {
 		}
 	}
 	return false, "probe pod did not finish within 2m"
-}
-
-// proxiedListener takes the PROXY line every relayed connection starts with
-// as the connection's peer (as the gateway's proxied listener does).
-type proxiedListener struct{ net.Listener }
-
-type proxiedConn struct {
-	net.Conn
-	remote net.Addr
-}
-
-func (c proxiedConn) RemoteAddr() net.Addr { return c.remote }
-
-func (l proxiedListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		_, ap, err := proxyproto.Read(c)
-		_ = c.SetReadDeadline(time.Time{})
-		if err != nil {
-			c.Close()
-			continue
-		}
-		return proxiedConn{Conn: c, remote: net.TCPAddrFromAddrPort(ap)}, nil
-	}
 }

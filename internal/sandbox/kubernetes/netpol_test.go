@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/steward-evals/steward/internal/proxyproto"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sandbox/kubernetes/kubetest"
 )
@@ -90,8 +91,8 @@ func TestClusterNetworkPolicyConfinesSandbox(t *testing.T) {
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "via-relay\n") }), ReadHeaderTimeout: 10 * time.Second}
 	// the gateway's address is proxied: each connection opens with the
-	// relay's PROXY line, which the stand-in reads before serving HTTP (doctor.go's listener)
-	go srv.Serve(proxiedListener{ln})
+	// relay's PROXY line, which the stand-in reads before serving HTTP
+	go srv.Serve(proxyproto.Listener{Listener: ln})
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(ga.Listen)
 	relayURL := "http://" + net.JoinHostPort(ga.Host, port) + "/"

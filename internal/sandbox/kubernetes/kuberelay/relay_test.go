@@ -70,7 +70,7 @@ func TestRelayPairsSandboxesWithControlConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go gw.Serve(proxiedListener{gl})
+	go gw.Serve(proxyproto.Listener{Listener: gl})
 	defer gw.Close()
 
 	sandboxAddr, controlAddr := freeAddr(t), freeAddr(t)
@@ -129,32 +129,6 @@ func TestRelayPairsSandboxesWithControlConnections(t *testing.T) {
 	cancel()
 	if err := <-relayDone; err != nil {
 		t.Fatalf("relay: %v", err)
-	}
-}
-
-// proxiedListener is a stand-in for the gateway's proxied listener: every
-// connection must start with a PROXY line, which it takes as the peer.
-type proxiedListener struct{ net.Listener }
-
-type proxiedConn struct {
-	net.Conn
-	remote net.Addr
-}
-
-func (c proxiedConn) RemoteAddr() net.Addr { return c.remote }
-
-func (l proxiedListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		_, ap, err := proxyproto.Read(c)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		return proxiedConn{Conn: c, remote: net.TCPAddrFromAddrPort(ap)}, nil
 	}
 }
 
