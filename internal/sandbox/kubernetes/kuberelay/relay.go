@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -55,6 +56,21 @@ const ProxyLineTimeout = 10 * time.Second
 // PairTimeout bounds how long a sandbox connection waits for a control connection.
 const PairTimeout = 30 * time.Second
 
+// ConnsPerSandbox is the most connections one source address (one pod) may
+// hold in the relay at once, waiting for a control connection or relayed.
+// Twice the gateway's own per-address cap, so that a pod over that cap
+// normally hears the gateway's answer; without it one pod could queue
+// thousands of connections ahead of every other pod's (which then wait out
+// PairTimeout) and run the relay out of memory.
+const ConnsPerSandbox = 128
+
+// overCap is the answer to a connection over ConnsPerSandbox, in the
+// gateway's words, before the relay closes it.
+var overCap = func() string {
+	body := `{"type":"error","error":{"type":"rate_limit_error","code":"too_many_connections","param":null,"message":"steward relay: this sandbox has too many open connections to the gateway; close some (reuse keep-alive connections) and retry"}}`
+	return fmt.Sprintf("HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+}()
+
 type idle struct {
 	c   net.Conn
 	ack chan error // the one byte read from c: nil = Ack, else why it died
@@ -80,6 +96,8 @@ func run(ctx context.Context, sandboxListen, controlListen string, log io.Writer
 	fmt.Fprintf(log, "relay: sandboxes on %s, control on %s\n", sl.Addr(), cl.Addr())
 	go func() { <-ctx.Done(); sl.Close(); cl.Close() }()
 	pool := make(chan idle, 1024)
+	var perMu sync.Mutex
+	per := map[netip.Addr]int{}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Add(1)
@@ -121,9 +139,31 @@ func run(ctx context.Context, sandboxListen, controlListen string, log io.Writer
 			}
 			return fmt.Errorf("relay accept: %w", err)
 		}
+		// Counted here, in accept order, so that one source's flood
+		// cannot crowd out the others.
+		src := sourceAddr(c.RemoteAddr())
+		perMu.Lock()
+		full := per[src] >= ConnsPerSandbox
+		if !full {
+			per[src]++
+		}
+		perMu.Unlock()
+		if full {
+			_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = io.WriteString(c, overCap)
+			c.Close()
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				perMu.Lock()
+				if per[src]--; per[src] <= 0 {
+					delete(per, src)
+				}
+				perMu.Unlock()
+			}()
 			defer c.Close()
 			u, err := pair(ctx, pool, pairTimeout)
 			if err != nil {
@@ -138,6 +178,13 @@ func run(ctx context.Context, sandboxListen, controlListen string, log io.Writer
 			Pipe(c, u)
 		}()
 	}
+}
+
+func sourceAddr(a net.Addr) netip.Addr {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
 }
 
 // pair takes idle control connections until one acknowledges a call.

@@ -220,3 +220,80 @@ func TestRelayNamesEachSandbox(t *testing.T) {
 		t.Fatalf("pod A's token served %d requests, want 1 (its own)", u.Requests)
 	}
 }
+
+// One pod cannot queue unbounded connections in the relay: past
+// ConnsPerSandbox held at once (waiting for a control connection or
+// relayed), its next one is answered 429 and closed at once, without taking
+// a control connection, while another pod's connection is still taken and
+// served. Before the cap, a pod's flood waited in the pairing queue ahead of
+// every other pod's (which then waited out PairTimeout) and grew the relay's
+// memory without bound.
+func TestRelayCapsConnectionsPerSandbox(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gw := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "from "+r.RemoteAddr) })}
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gw.Serve(proxiedListener{gl})
+	defer gw.Close()
+	sandboxAddr, controlAddr := freeAddr(t), freeAddr(t)
+	sandboxAddr = strings.Replace(sandboxAddr, "127.0.0.1", "0.0.0.0", 1)
+	_, port, _ := net.SplitHostPort(sandboxAddr)
+	relay := net.JoinHostPort("127.0.0.1", port)
+	relayDone := make(chan error, 1)
+	rlog := &readyLog{ready: make(chan struct{})}
+	// A pairing timeout far longer than the test: nothing is refused for want of a supervisor.
+	go func() { relayDone <- run(ctx, sandboxAddr, controlAddr, rlog, time.Hour) }()
+	select {
+	case <-rlog.ready:
+	case err := <-relayDone:
+		t.Fatalf("relay ended before it listened: %v", err)
+	}
+
+	// Pod A (127.0.0.2) fills its share with connections that send nothing;
+	// no supervisor yet, so they all wait for a control connection.
+	dialFrom := func(from string) net.Conn {
+		t.Helper()
+		d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		c, err := d.Dial("tcp", relay)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for i := 0; i < ConnsPerSandbox; i++ {
+		held = append(held, dialFrom("127.0.0.2"))
+	}
+	// Its next one is refused by the relay itself (the deadline only bounds
+	// a failing run: before the cap, this connection waited for pairing).
+	over := dialFrom("127.0.0.2")
+	defer over.Close()
+	over.SetReadDeadline(time.Now().Add(20 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(over), nil)
+	if err != nil {
+		t.Fatalf("pod A's connection over the cap: %v, want a 429 answer from the relay", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 429 || !strings.Contains(string(b), "too many open connections") {
+		t.Fatalf("pod A's connection over the cap: %d %s, want 429", resp.StatusCode, b)
+	}
+
+	// Pod B (127.0.0.3) is not refused: once the supervisor feeds the
+	// relay, its request is served and named as its own.
+	go Feed(ctx, 4, func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", controlAddr)
+	}, gl.Addr().String(), io.Discard)
+	if st, body := getFrom(t, "127.0.0.3", relay, "", "x"); st != 200 || !strings.HasPrefix(body, "from 127.0.0.3:") {
+		t.Fatalf("pod B beside pod A's full share: %d %s", st, body)
+	}
+}
