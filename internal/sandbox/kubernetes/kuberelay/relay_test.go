@@ -236,7 +236,7 @@ func TestRelayCapsConnectionsPerSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go gw.Serve(proxiedListener{gl})
+	go gw.Serve(proxyproto.Listener{Listener: gl})
 	defer gw.Close()
 	sandboxAddr, controlAddr := freeAddr(t), freeAddr(t)
 	sandboxAddr = strings.Replace(sandboxAddr, "127.0.0.1", "0.0.0.0", 1)
