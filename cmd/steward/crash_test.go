@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
@@ -123,10 +124,25 @@ func TestCrashSafety(t *testing.T) {
 	}
 	// The leftover check must be able to see a sandbox process.
 	probeID := fmt.Sprintf("selfcheck-%d", seed)
-	probe := exec.Command("sleep", "30")
+	// It says "up" once it runs (its environment is readable only once its
+	// exec has finished, which exec.Cmd.Start does not wait for), then waits
+	// on its stdin, starting nothing.
+	probe := exec.Command("/bin/sh", "-c", "echo up; read _")
 	probe.Env = []string{"STEWARD_RUN_ID=" + probeID}
+	probeIn, err := probe.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probeIn.Close()
+	probeOut, err := probe.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := probe.Start(); err != nil {
 		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(probeOut).ReadString('\n'); err != nil || line != "up\n" {
+		t.Fatalf("the leftover check's probe: %q %v", line, err)
 	}
 	found := crashProcs(probeID)
 	_ = probe.Process.Kill()

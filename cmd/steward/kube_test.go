@@ -137,8 +137,8 @@ func TestKubernetesKilledLaunchIsSwept(t *testing.T) {
 	rec := filepath.Join(dir, "rec")
 	kubeEvalSet(t, c, dir, url, image, "sleep 1000", 3)
 	pw := watchPods(t, c)
-	// The launch and its workers in a process group of their own, all
-	// killed at once (a runner that dies): nobody gets to clean up.
+	// The launch and its workers all killed at once (a runner that dies):
+	// nobody gets to clean up (killGroup).
 	l := startKillableLaunch(t, dir, rec)
 	// The relay and at least two sandboxes, as the pod watch reports them.
 	runID := pw.waitRun(t, 3, 3*time.Minute, l.out)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -102,12 +103,36 @@ func startLaunchAs(t testing.TB, dir, rec string, group bool) *launched {
 	return l
 }
 
-// killGroup SIGKILLs a killable launch and its workers at once (nobody gets
-// to clean up) and waits for the launch to be reaped.
+// killGroup kills a killable launch the way a dying runner does: the launch
+// and every worker (each in a process group of its own) at once, so that
+// nobody cleans up. Everything is stopped first (SIGSTOP) and then killed:
+// a worker that outlived its supervisor by a moment would remove its pods
+// itself (the workers' supervisor-gone cleanup) and leave the sweep nothing
+// to prove.
 func (l *launched) killGroup(t testing.TB) {
 	t.Helper()
-	if err := syscall.Kill(-l.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+	pid := l.cmd.Process.Pid
+	if err := syscall.Kill(-pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
+	}
+	groups := []int{pid}
+	// children are listed per thread (a Go program forks from any of them)
+	var children []string
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		children = append(children, strings.Fields(string(b))...)
+	}
+	for _, f := range children {
+		if c, err := strconv.Atoi(f); err == nil {
+			if pg, err := syscall.Getpgid(c); err == nil && pg != pid {
+				_ = syscall.Kill(-pg, syscall.SIGSTOP)
+				groups = append(groups, pg)
+			}
+		}
+	}
+	for _, pg := range groups {
+		_ = syscall.Kill(-pg, syscall.SIGKILL)
 	}
 	<-l.done
 }
