@@ -42,6 +42,26 @@ func kubeEvalSetIn(t *testing.T, c *kubetest.Cluster, namespace, dir, url, image
 		c.Kubeconfig, namespace, c.Node, image))
 }
 
+// kubeLaunchSetup is what a kubernetes launch test starts from: the cluster
+// (held alone: kubetest.Get), the steward binary as the image name:<pid>
+// (relay and sandboxes), a fake provider holding rampKey with cfg's limits
+// (closed when the test ends), a directory and a record path in it.
+func kubeLaunchSetup(t *testing.T, name string, cfg fakeprovider.Config) (c *kubetest.Cluster, image string, fp *fakeprovider.Server, url, dir, rec string) {
+	t.Helper()
+	c = kubetest.Get(t)
+	image = "steward.local/" + name + ":" + fmt.Sprint(os.Getpid())
+	c.BinaryImage(t, exe, image, true)
+	cfg.APIKey = rampKey
+	fp = fakeprovider.New(cfg)
+	url, err := fp.Start(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fp.Close() })
+	dir = t.TempDir()
+	return c, image, fp, url, dir, filepath.Join(dir, "rec")
+}
+
 // runPods lists the pods a run left in the namespace.
 func runPods(t *testing.T, c *kubetest.Cluster) map[string]string {
 	t.Helper()
@@ -64,17 +84,8 @@ func runPods(t *testing.T, c *kubetest.Cluster) map[string]string {
 // PLAN line says so), and the run leaves no pod.
 func TestKubernetesLaunchEndToEnd(t *testing.T) {
 	t.Parallel()
-	c := kubetest.Get(t) // alone on the cluster: any pod that appears during the run and stays fails the test
-	image := "steward.local/steward-e2e:" + fmt.Sprint(os.Getpid())
-	c.BinaryImage(t, exe, image, true)
-	fp := fakeprovider.New(fakeprovider.Config{APIKey: rampKey, RPM: 6000, TPM: 10_000_000})
-	url, err := fp.Start(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fp.Close()
-	dir := t.TempDir()
-	rec := filepath.Join(dir, "rec")
+	// alone on the cluster (kubeLaunchSetup): any pod that appears during the run and stays fails the test
+	c, image, fp, url, dir, rec := kubeLaunchSetup(t, "steward-e2e", fakeprovider.Config{RPM: 6000, TPM: 10_000_000})
 	const n = 10
 	kubeEvalSet(t, c, dir, url, image, "/steward agent chat", n)
 	before := runPods(t, c)
@@ -124,17 +135,8 @@ func TestKubernetesLaunchEndToEnd(t *testing.T) {
 // before it starts (its run lock is free), and leaves nothing itself.
 func TestKubernetesKilledLaunchIsSwept(t *testing.T) {
 	t.Parallel()
-	c := kubetest.Get(t) // alone on the cluster: no other test's sweep takes the killed run's pods first
-	image := "steward.local/steward-e2e-kill:" + fmt.Sprint(os.Getpid())
-	c.BinaryImage(t, exe, image, true)
-	fp := fakeprovider.New(fakeprovider.Config{APIKey: rampKey})
-	url, err := fp.Start(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fp.Close()
-	dir := t.TempDir()
-	rec := filepath.Join(dir, "rec")
+	// alone on the cluster (kubeLaunchSetup): no other test's sweep takes the killed run's pods first
+	c, image, _, url, dir, rec := kubeLaunchSetup(t, "steward-e2e-kill", fakeprovider.Config{})
 	kubeEvalSet(t, c, dir, url, image, "sleep 1000", 3)
 	pw := watchPods(t, c)
 	// The launch and its workers all killed at once (a runner that dies):
@@ -344,17 +346,7 @@ func (pw *podWatch) of(run string) map[string]string {
 // budget, and deletes the namespace at the end (the cluster's namespace
 // controller confirms with the namespace's deletion event).
 func TestKubernetesNamespacePerRun(t *testing.T) {
-	c := kubetest.Get(t)
-	image := "steward.local/steward-e2e-ns:" + fmt.Sprint(os.Getpid())
-	c.BinaryImage(t, exe, image, true)
-	fp := fakeprovider.New(fakeprovider.Config{APIKey: rampKey, RPM: 6000, TPM: 10_000_000})
-	url, err := fp.Start(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fp.Close()
-	dir := t.TempDir()
-	rec := filepath.Join(dir, "rec")
+	c, image, _, url, dir, rec := kubeLaunchSetup(t, "steward-e2e-ns", fakeprovider.Config{RPM: 6000, TPM: 10_000_000})
 	const n = 4
 	kubeEvalSetIn(t, c, "per-run", dir, url, image, "/steward agent chat", n)
 	pw := watchPods(t, c)
@@ -399,17 +391,7 @@ func TestKubernetesNamespacePerRun(t *testing.T) {
 // A per-run launch killed with SIGKILL leaves its namespace; the next launch
 // sweeps it (the run's lock is free): the namespace's deletion event comes.
 func TestKubernetesKilledPerRunNamespaceIsSwept(t *testing.T) {
-	c := kubetest.Get(t)
-	image := "steward.local/steward-e2e-nskill:" + fmt.Sprint(os.Getpid())
-	c.BinaryImage(t, exe, image, true)
-	fp := fakeprovider.New(fakeprovider.Config{APIKey: rampKey})
-	url, err := fp.Start(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fp.Close()
-	dir := t.TempDir()
-	rec := filepath.Join(dir, "rec")
+	c, image, _, url, dir, rec := kubeLaunchSetup(t, "steward-e2e-nskill", fakeprovider.Config{})
 	kubeEvalSetIn(t, c, "per-run", dir, url, image, "sleep 1000", 2)
 	pw := watchPods(t, c)
 	l := startKillableLaunch(t, dir, rec)
@@ -444,17 +426,7 @@ func TestKubernetesKilledPerRunNamespaceIsSwept(t *testing.T) {
 // model-graded scorer would, reaches the gateway with its attempt's token
 // (bound to the grader pod too). The run leaves no pod.
 func TestKubernetesGroupsAndReuse(t *testing.T) {
-	c := kubetest.Get(t)
-	image := "steward.local/steward-e2e-lanes:" + fmt.Sprint(os.Getpid())
-	c.BinaryImage(t, exe, image, true)
-	fp := fakeprovider.New(fakeprovider.Config{APIKey: rampKey})
-	url, err := fp.Start(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fp.Close()
-	dir := t.TempDir()
-	rec := filepath.Join(dir, "rec")
+	c, image, fp, url, dir, rec := kubeLaunchSetup(t, "steward-e2e-lanes", fakeprovider.Config{})
 	lanesEvalSet(t, c, dir, url, image)
 	l := startLaunch(t, dir, rec)
 	if code := l.wait(t, 10*time.Minute); code != 0 {
