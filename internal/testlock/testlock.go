@@ -217,7 +217,13 @@ func Free(name string, exclusive bool) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer f.Close()
+	defer f.Close() // a lock taken here goes with the file
+	return tryLock(f, exclusive)
+}
+
+// tryLock takes f's lock without waiting: false (and no error) when another
+// holder keeps it.
+func tryLock(f *os.File, exclusive bool) (bool, error) {
 	how := syscall.LOCK_SH
 	if exclusive {
 		how = syscall.LOCK_EX
@@ -250,18 +256,10 @@ func TryAcquire(name string, exclusive bool) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	how := syscall.LOCK_SH
-	if exclusive {
-		how = syscall.LOCK_EX
-	}
-	switch err := flock(f, how|syscall.LOCK_NB); err {
-	case nil:
-		return f, nil
-	case syscall.EWOULDBLOCK:
-		f.Close()
-		return nil, nil
-	default:
+	ok, err := tryLock(f, exclusive)
+	if !ok || err != nil {
 		f.Close()
 		return nil, err
 	}
+	return f, nil
 }
