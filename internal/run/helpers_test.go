@@ -15,6 +15,16 @@ var (
 	buildErr  error
 )
 
+// TestMain removes the binary buildSteward built (a 40 MB directory per run
+// of the package's tests was left in the temporary directory).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtExe != "" {
+		os.RemoveAll(filepath.Dir(builtExe))
+	}
+	os.Exit(code)
+}
+
 // buildSteward builds the real binary once (its built-in chat agent calls the gateway).
 func buildSteward(t *testing.T) string {
 	t.Helper()
