@@ -18,11 +18,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -203,7 +204,7 @@ func (s *Server) SetFaults(errorRate, dropRate float64) {
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
-	keys, auths := sortedKeys(s.keys), sortedKeys(s.auths)
+	keys, auths := slices.Sorted(maps.Keys(s.keys)), slices.Sorted(maps.Keys(s.auths))
 	by := make(map[string]int64, len(s.byEndpoint))
 	for k, v := range s.byEndpoint {
 		by[k] = v
@@ -230,15 +231,6 @@ func (s *Server) ResetStats() {
 		c.Store(0)
 	}
 	s.maxIn.Store(s.inFlight.Load())
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Handler serves the provider's API under /v1, and a small control API

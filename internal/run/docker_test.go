@@ -72,16 +72,8 @@ func dockerAgentKeyNeverLeaks(t *testing.T, workers bool) {
 		t.Fatal(err)
 	}
 	defer fp.Close()
-	bb, err := exec.LookPath("busybox")
-	if err != nil {
-		t.Fatalf("busybox-static is needed (apt-get install busybox-static): %v", err)
-	}
 	dir := t.TempDir()
-	img := filepath.Join(dir, "image")
-	os.MkdirAll(img, 0o755)
-	data, _ := os.ReadFile(bb)
-	os.WriteFile(filepath.Join(img, "busybox"), data, 0o755)
-	write(t, img, "Dockerfile", "FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\nWORKDIR /work\n")
+	busyboxImage(t, dir)
 	path := write(t, dir, "steward.yaml", `
 model:
   upstream: openai
@@ -206,16 +198,8 @@ func dumpRecord(t *testing.T, path string) string {
 func TestDockerReusedSandboxesKeepTaskFiles(t *testing.T) {
 	t.Parallel()
 	needDocker(t)
-	bb, err := exec.LookPath("busybox")
-	if err != nil {
-		t.Fatalf("busybox-static is needed (apt-get install busybox-static): %v", err)
-	}
 	dir := t.TempDir()
-	img := filepath.Join(dir, "image")
-	os.MkdirAll(img, 0o755)
-	data, _ := os.ReadFile(bb)
-	os.WriteFile(filepath.Join(img, "busybox"), data, 0o755)
-	write(t, img, "Dockerfile", "FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\nWORKDIR /work\n")
+	busyboxImage(t, dir)
 	write(t, dir, "run.sh", `echo "ran $STEWARD_SAMPLE_ID"`+"\n")
 	path := write(t, dir, "steward.yaml", `
 tasks:
@@ -287,16 +271,8 @@ func TestDockerModelGradedScorerReachesGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fp.Close()
-	bb, err := exec.LookPath("busybox")
-	if err != nil {
-		t.Fatalf("busybox-static is needed (apt-get install busybox-static): %v", err)
-	}
 	dir := t.TempDir()
-	img := filepath.Join(dir, "image")
-	os.MkdirAll(img, 0o755)
-	data, _ := os.ReadFile(bb)
-	os.WriteFile(filepath.Join(img, "busybox"), data, 0o755)
-	write(t, img, "Dockerfile", "FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\nWORKDIR /work\n")
+	busyboxImage(t, dir)
 	path := write(t, dir, "steward.yaml", `
 model:
   upstream: openai

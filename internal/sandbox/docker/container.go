@@ -8,9 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"path"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,7 +89,7 @@ func (p *Provider) create(ctx context.Context, spec sandbox.Spec, seed bool) (sa
 	}
 
 	env := make([]string, 0, len(spec.Env))
-	for _, k := range sortedKeys(spec.Env) {
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, k+"="+spec.Env[k])
 	}
 	caps := append([]string(nil), spec.CapAdd...)
@@ -166,15 +167,6 @@ func (p *Provider) create(ctx context.Context, spec sandbox.Spec, seed bool) (sa
 // address its PROXY line names), so that its token can be bound to it.
 func (s *Sandbox) GatewayPeer() (netip.Addr, bool) {
 	return s.ip, s.ip.IsValid()
-}
-
-func sortedKeys(m map[string]string) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // Sandbox is one Docker container.
@@ -327,7 +319,7 @@ func (s *Sandbox) CopyOut(ctx context.Context, p string) ([]byte, error) {
 func (s *Sandbox) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResult, error) {
 	start := time.Now()
 	env := make([]string, 0, len(spec.Env)+1)
-	for _, k := range sortedKeys(spec.Env) {
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, k+"="+spec.Env[k])
 	}
 	env = append(env, "STEWARD_SHELL="+spec.Shell)

@@ -7,9 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"path"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -117,7 +118,7 @@ func (p *Provider) podFor(spec sandbox.Spec) (*corev1.Pod, error) {
 	}
 	res := corev1.ResourceList{corev1.ResourceCPU: quantityCPU(cpus), corev1.ResourceMemory: quantityMem(mem)}
 	env := make([]corev1.EnvVar, 0, len(spec.Env))
-	for _, k := range sortedKeys(spec.Env) {
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
 	}
 	caps := make([]corev1.Capability, 0, len(spec.CapAdd))
@@ -298,15 +299,6 @@ func podWhy(pod *corev1.Pod) string {
 	return strings.Join(parts, "; ")
 }
 
-func sortedKeys(m map[string]string) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
-
 // Sandbox is one pod.
 type Sandbox struct {
 	p       *Provider
@@ -387,7 +379,7 @@ func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) 
 // preamble is the script execWrapper evaluates, prefixed by its line count.
 func (s *Sandbox) preamble(spec sandbox.ExecSpec) []byte {
 	var b strings.Builder
-	for _, k := range sortedKeys(spec.Env) {
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		fmt.Fprintf(&b, "export %s=%s\n", k, shQuote(spec.Env[k]))
 	}
 	fmt.Fprintf(&b, "cd %s || exit 125\n", shQuote(s.workdir))
