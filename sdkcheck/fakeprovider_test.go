@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -324,34 +322,5 @@ func TestMaxInFlight(t *testing.T) {
 	}
 	if st := s.Stats(); st.InFlight != 0 || st.MaxInFlight != n || st.Succeeded != n {
 		t.Errorf("after: %+v", st)
-	}
-}
-
-// BenchmarkChatLoopback measures the fake's own overhead: one non-streaming
-// chat completion per iteration over loopback keep-alive HTTP, no limits.
-func BenchmarkChatLoopback(b *testing.B) {
-	s := fakeprovider.New(fakeprovider.Config{APIKey: key})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	url, err := s.Start(ctx, "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	body := chatBody("What is 12*(3+4)?")
-	client := &http.Client{}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := client.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			b.Fatalf("status %d", resp.StatusCode)
-		}
 	}
 }
