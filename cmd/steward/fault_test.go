@@ -311,22 +311,7 @@ func TestFaultRecordDiskFull(t *testing.T) {
 		t.Skipf("cannot mount a tmpfs (not root?): %v", err)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", rec).Run() })
-	evalset := func(n int, agent string) {
-		var samples []string
-		for i := 0; i < n; i++ {
-			samples = append(samples, fmt.Sprintf(`      - {id: s%03d, input: "%s", target: ok}`, i, strings.Repeat("x", 2000)))
-		}
-		writeFile(t, filepath.Join(dir, "steward.yaml"), `
-tasks:
-  - name: t
-    sandbox: {provider: local}
-    exclusive: false
-    max_samples: 4
-    agent: '`+agent+`; echo ok; head -c 3000 /dev/zero | tr "\0" y >&2'
-    scorer: {match: exact}
-    samples:
-`+strings.Join(samples, "\n")+"\n")
-	}
+	evalset := func(n int, agent string) { diskFullEvalSet(t, dir, n, agent) } // the disk-full tests' eval set
 	filler := filepath.Join(rec, "filler")
 	fill := func() {
 		f, err := os.OpenFile(filler, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

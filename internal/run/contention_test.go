@@ -59,15 +59,7 @@ tasks:
     samples: [{id: w1, input: "", target: ok}]
 `)
 	ctx := context.Background()
-	db, err := record.Open(ctx, filepath.Join(dir, ".steward"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	tok, err := db.TryAcquire(ctx, "k", "other-run", "waiter", 1, "elsewhere", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, tok := holdLease(t, dir, "k", "waiter") // another invocation holds the key
 	done := make(chan launched, 1)
 	w := newWatch()
 	go func() { done <- launchSet(t, path, func(o *Options) { o.Concurrency = 2; o.Observe = w.observe }) }()

@@ -1,12 +1,16 @@
 package run
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/steward-evals/steward/internal/record"
 )
 
 var (
@@ -49,4 +53,22 @@ func buildSteward(t *testing.T) string {
 		t.Fatalf("build steward: %v", buildErr)
 	}
 	return builtExe
+}
+
+// holdLease takes shared-state key k in the record under dir as another
+// invocation's task would (run "other-run" elsewhere) and returns the open
+// record (closed when the test ends) and the lease's token.
+func holdLease(t *testing.T, dir, k, task string) (*record.DB, string) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := record.Open(ctx, filepath.Join(dir, ".steward"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	tok, err := db.TryAcquire(ctx, k, "other-run", task, 1, "elsewhere", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, tok
 }

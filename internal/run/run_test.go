@@ -341,16 +341,7 @@ tasks:
     samples: [{id: u1, input: "", target: ok}, {id: u2, input: "", target: ok}]
 `)
 	ctx := context.Background()
-	db, err := record.Open(ctx, filepath.Join(dir, ".steward"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	// Another invocation holds the key.
-	tok, err := db.TryAcquire(ctx, "k", "other-run", "shared", 1, "elsewhere", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, tok := holdLease(t, dir, "k", "shared") // another invocation holds the key
 	done := make(chan launched, 1)
 	w := newWatch()
 	go func() { done <- launchSet(t, path, func(o *Options) { o.Observe = w.observe }) }()
