@@ -276,7 +276,7 @@ func (s *Sandbox) CopyIn(ctx context.Context, files []sandbox.File) error {
 }
 
 // MaxCopyOut bounds what CopyOut reads from one file.
-const MaxCopyOut = 64 << 20
+const MaxCopyOut = sandbox.MaxCopyOut
 
 // CopyOut reads one regular file through the archive API.
 func (s *Sandbox) CopyOut(ctx context.Context, p string) ([]byte, error) {
@@ -292,27 +292,7 @@ func (s *Sandbox) CopyOut(ctx context.Context, p string) ([]byte, error) {
 	if st.Mode.IsDir() {
 		return nil, fmt.Errorf("copy %s out of sandbox: is a directory", full)
 	}
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return nil, fmt.Errorf("copy %s out of sandbox: empty archive", full)
-		}
-		if err != nil {
-			return nil, sandbox.InfraError(fmt.Errorf("copy %s out of sandbox: %w", full, err))
-		}
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		if h.Size > MaxCopyOut {
-			return nil, fmt.Errorf("copy %s out of sandbox: %d bytes is more than the %d limit", full, h.Size, MaxCopyOut)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			return nil, sandbox.InfraError(fmt.Errorf("copy %s out of sandbox: %w", full, err))
-		}
-		return data, nil
-	}
+	return sandbox.ReadTarFile(rc, full, false)
 }
 
 // Exec runs spec.Shell with /bin/sh -c in the workdir.

@@ -574,7 +574,7 @@ func (s *Sandbox) CopyIn(ctx context.Context, files []sandbox.File) error {
 }
 
 // MaxCopyOut bounds what CopyOut reads from one file.
-const MaxCopyOut = 64 << 20
+const MaxCopyOut = sandbox.MaxCopyOut
 
 // copyOutScript tars one regular file: exit 3 = a directory, 4 = missing.
 const copyOutScript = `[ -d "$1" ] && exit 3; [ -f "$1" ] || exit 4; cd "$(dirname -- "$1")" && exec tar -c -f - -- "./$(basename -- "$1")"`
@@ -597,30 +597,7 @@ func (s *Sandbox) CopyOut(ctx context.Context, p string) ([]byte, error) {
 	default:
 		return nil, sandbox.InfraError(fmt.Errorf("copy %s out of sandbox %s: tar exited %d: %s", full, s.name, code, strings.TrimSpace(string(errb.Bytes()))))
 	}
-	tr := tar.NewReader(bytes.NewReader(out.Bytes()))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return nil, fmt.Errorf("copy %s out of sandbox: empty archive", full)
-		}
-		if err != nil {
-			if out.Truncated() {
-				return nil, fmt.Errorf("copy %s out of sandbox: more than the %d-byte limit", full, MaxCopyOut)
-			}
-			return nil, sandbox.InfraError(fmt.Errorf("copy %s out of sandbox: %w", full, err))
-		}
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		if h.Size > MaxCopyOut {
-			return nil, fmt.Errorf("copy %s out of sandbox: %d bytes is more than the %d limit", full, h.Size, MaxCopyOut)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			return nil, sandbox.InfraError(fmt.Errorf("copy %s out of sandbox: %w", full, err))
-		}
-		return data, nil
-	}
+	return sandbox.ReadTarFile(bytes.NewReader(out.Bytes()), full, out.Truncated())
 }
 
 // resetScript kills what the last attempt left and empties the workdir (a
