@@ -342,12 +342,7 @@ func (g *Gateway) Transcript(key string) *transcript.Transcript {
 	if c == nil || c.mode == transcript.ModeOff {
 		return nil
 	}
-	g.mu.Lock()
-	a := g.tokens[key]
-	if a == nil {
-		a = g.attempts[key]
-	}
-	g.mu.Unlock()
+	a := g.find(key)
 	if a == nil {
 		return nil
 	}

@@ -415,14 +415,19 @@ func (g *Gateway) lookup(token, remote string) (a *attempt, bad bool) {
 	return a, false
 }
 
+// find returns the attempt a token or an attempt id names, or nil.
+func (g *Gateway) find(key string) *attempt {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if a := g.tokens[key]; a != nil {
+		return a
+	}
+	return g.attempts[key]
+}
+
 // Usage returns an attempt's usage by token or attempt id.
 func (g *Gateway) Usage(key string) (Usage, bool) {
-	g.mu.Lock()
-	a := g.tokens[key]
-	if a == nil {
-		a = g.attempts[key]
-	}
-	g.mu.Unlock()
+	a := g.find(key)
 	if a == nil {
 		return Usage{}, false
 	}
@@ -435,12 +440,7 @@ func (g *Gateway) Usage(key string) (Usage, bool) {
 // is in flight, so its usage is final, or ctx ends. Call it after Revoke:
 // a request's usage is charged just after its last byte reaches the sandbox.
 func (g *Gateway) Drain(ctx context.Context, key string) error {
-	g.mu.Lock()
-	a := g.tokens[key]
-	if a == nil {
-		a = g.attempts[key]
-	}
-	g.mu.Unlock()
+	a := g.find(key)
 	if a == nil {
 		return nil
 	}
