@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -337,12 +338,39 @@ func needDocker(t *testing.T) {
 	}
 }
 
-// actionImage builds the action's image from Dockerfile.prebuilt and the
-// binary under test, without pulling (FROM scratch), and removes it at the
-// end of the test.
+// actionImage returns the action's image, built once per test process from
+// Dockerfile.prebuilt and the binary under test, without pulling (FROM
+// scratch); TestMain removes it after the last test.
 func actionImage(t *testing.T) string {
 	t.Helper()
-	ctxDir := t.TempDir()
+	prebuilt.Lock()
+	defer prebuilt.Unlock()
+	if prebuilt.tag == "" && prebuilt.err == nil {
+		prebuilt.tag, prebuilt.err = buildActionImage()
+	}
+	if prebuilt.err != nil {
+		t.Fatal(prebuilt.err)
+	}
+	return prebuilt.tag
+}
+
+// prebuilt serialises the builds of Dockerfile.prebuilt in this process
+// (actionImage and TestReleaseDryRun) with their removal: the legacy builder
+// shares the untagged layers of identical steps between builds, and removing
+// one image with its parents while another build is about to reuse such a
+// layer fails that build ("No such image").
+var prebuilt struct {
+	sync.Mutex
+	tag string
+	err error
+}
+
+func buildActionImage() (string, error) {
+	ctxDir, err := os.MkdirTemp("", "steward-action-image-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(ctxDir)
 	for src, dst := range map[string]string{
 		exe:                                  "steward",
 		"/etc/ssl/certs/ca-certificates.crt": "ca-certificates.crt",
@@ -351,16 +379,26 @@ func actionImage(t *testing.T) string {
 	} {
 		b, err := os.ReadFile(src)
 		if err != nil {
-			t.Fatal(err)
+			return "", err
 		}
 		if err := os.WriteFile(filepath.Join(ctxDir, dst), b, 0o755); err != nil {
-			t.Fatal(err)
+			return "", err
 		}
 	}
 	tag := fmt.Sprintf("steward-action-test:%d-%d", os.Getpid(), time.Now().UnixNano())
-	docker(t, "build", "--pull=false", "-q", "-f", filepath.Join(ctxDir, "Dockerfile.prebuilt"), "-t", tag, ctxDir)
-	t.Cleanup(func() { _, _ = dockerErr("rmi", "-f", tag) })
-	return tag
+	if out, err := dockerErr("build", "--pull=false", "-q", "-f", filepath.Join(ctxDir, "Dockerfile.prebuilt"), "-t", tag, ctxDir); err != nil {
+		return "", fmt.Errorf("docker build %s: %v\n%s", tag, err, out)
+	}
+	return tag, nil
+}
+
+// removeActionImage removes the image actionImage built, if it did.
+func removeActionImage() {
+	prebuilt.Lock()
+	defer prebuilt.Unlock()
+	if prebuilt.tag != "" {
+		_, _ = dockerErr("rmi", "-f", prebuilt.tag)
+	}
 }
 
 // cleanupScope removes whatever a Steward running in container id created

@@ -21,11 +21,17 @@ func TestReleaseDryRun(t *testing.T) {
 		t.Fatalf("make: %v", err)
 	}
 	image := "steward-release-test:" + randHex(4)
-	t.Cleanup(func() { _, _ = dockerErr("rmi", "-f", image) })
+	t.Cleanup(func() {
+		prebuilt.Lock() // see prebuilt: no build of the same Dockerfile meanwhile
+		defer prebuilt.Unlock()
+		_, _ = dockerErr("rmi", "-f", image)
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	c := exec.CommandContext(ctx, "make", "-C", "../..", "release-dry-run", "VERSION=v9.9.9-test", "COMMIT=0123456789abcdef0123", "IMAGE="+image)
+	prebuilt.Lock()
 	out, err := c.CombinedOutput()
+	prebuilt.Unlock()
 	if err != nil {
 		t.Fatalf("make release-dry-run: %v\n%s", err, out)
 	}

@@ -783,7 +783,11 @@ func (j *ghJob) startAction(s workflowStep, during func(name string, exited <-ch
 		env[k] = "/github/file_commands/" + f
 	}
 	name := "steward-runner-" + randHex(6)
-	args := []string{"run", "--name", name, "--label", j.r.label, "--workdir", "/github/workspace", "--rm"}
+	// --cidfile is the harness's, not the runner's: the container's ID names
+	// the scope of what Steward creates in Docker (its lock-scope label), so
+	// that the test removes it all at the end, built images included.
+	cidfile := filepath.Join(j.root, name+".cid")
+	args := []string{"run", "--name", name, "--cidfile", cidfile, "--label", j.r.label, "--workdir", "/github/workspace", "--rm"}
 	var keys []string
 	for k := range env {
 		keys = append(keys, k)
@@ -821,6 +825,9 @@ func (j *ghJob) startAction(s workflowStep, during func(name string, exited <-ch
 		during(name, exited)
 	}
 	<-exited
+	if id, err := os.ReadFile(cidfile); err == nil {
+		cleanupScope(t, strings.TrimSpace(string(id)))
+	}
 	res := &stepResult{step: s, code: c.ProcessState.ExitCode(), raw: out.String(), elapsed: time.Since(start), inputs: env}
 	if werr != nil && res.code < 0 {
 		t.Fatalf("docker run: %v\n%s", werr, res.raw)

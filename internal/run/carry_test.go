@@ -197,7 +197,9 @@ func TestRetaggedImageDoesNotCarry(t *testing.T) {
 		write(t, img, "busybox", string(data))
 		os.Chmod(filepath.Join(img, "busybox"), 0o755)
 		write(t, img, "version", version)
-		write(t, img, "Dockerfile", "FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\nCOPY version /version\nWORKDIR /work\n")
+		// version first: each build's layer chain is its own, so removing
+		// one with its parents never deletes a layer another build reuses.
+		write(t, img, "Dockerfile", "FROM scratch\nCOPY version /version\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\nWORKDIR /work\n")
 		if out, err := exec.Command("docker", "build", "-q", "-t", tag, img).CombinedOutput(); err != nil {
 			t.Fatalf("docker build: %v\n%s", err, out)
 		}

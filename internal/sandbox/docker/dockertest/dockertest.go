@@ -44,8 +44,10 @@ const BusyboxPath = "/bin/busybox"
 
 // BusyboxContext returns a fresh build directory holding
 // testdata/images/busybox/Dockerfile and the host's static busybox. owner is
-// written into the context so that each test suite gets its own image (its
-// content hash differs) and can remove it without disturbing another suite.
+// written into the context, and the Dockerfile copies it first, so that each
+// test suite gets its own image (its content hash differs) on a layer chain of
+// its own, and can remove it with its parents without deleting a cached layer
+// that another suite's concurrent build is about to use.
 // A test that builds images uses the daemon: it holds the Docker test lock
 // shared, as Client does.
 func BusyboxContext(t testing.TB, owner string) string {
