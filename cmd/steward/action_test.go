@@ -529,7 +529,7 @@ func TestActionImageSiblingSandboxes(t *testing.T) {
 // slowEvalSet: three quick samples, then slow ones, at most three at a time,
 // so that at the first signal some attempts are published, three are running
 // and the rest are queued. Each slow agent writes its shell's and its
-// child's pids into MARKERS.
+// child's pids into MARKERS, then runs SIGNAL (an agentSignals line).
 const slowEvalSet = `
 name: action-cancel
 tasks:
@@ -537,7 +537,7 @@ tasks:
     sandbox: {provider: PROVIDER}
     exclusive: false
     max_samples: 3
-    agent: 'if [ "$STEWARD_INPUT" = slow ]; then sleep 120 & echo "$$ $!" > MARKERS/$STEWARD_SAMPLE_ID.pids; wait; fi; echo ok'
+    agent: 'if [ "$STEWARD_INPUT" = slow ]; then sleep 120 & echo "$$ $!" > MARKERS/$STEWARD_SAMPLE_ID.pids; SIGNAL; wait; fi; echo ok'
     scorer: {match: exact}
     samples:
       - {id: q1, input: quick, target: ok}
@@ -654,7 +654,8 @@ func TestActionCancelled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	es := strings.NewReplacer("PROVIDER", "local", "MARKERS", markers).Replace(slowEvalSet)
+	sig := newAgentSignals(t, dir)
+	es := strings.NewReplacer("PROVIDER", "local", "MARKERS", markers, "SIGNAL", sig.shell("$STEWARD_SAMPLE_ID")).Replace(slowEvalSet)
 	writeFile(t, filepath.Join(dir, "steward.yaml"), es)
 	g := newGHEnv(t, dir, gh.URL, 17)
 	g.vars["INPUT_GITHUB-TOKEN"] = "ghs_writeToken1234"
@@ -670,7 +671,9 @@ func TestActionCancelled(t *testing.T) {
 	go func() { _ = c.Wait(); close(exited) }()
 	t.Cleanup(func() { _ = c.Process.Kill(); <-exited })
 
-	waitFor(t, func() bool { m, _ := filepath.Glob(filepath.Join(markers, "*.pids")); return len(m) == 3 })
+	for range 3 { // each slow agent says it has written its pids
+		sig.next(t, 2*time.Minute)
+	}
 	var pids []int
 	m, _ := filepath.Glob(filepath.Join(markers, "*.pids"))
 	for _, f := range m {
@@ -724,7 +727,7 @@ func TestActionImageCancelled(t *testing.T) {
 	img := actionImage(t)
 
 	evals := t.TempDir()
-	es := strings.NewReplacer("PROVIDER", "docker, build: image, memory: 64m", "MARKERS", ".").Replace(slowEvalSet)
+	es := strings.NewReplacer("PROVIDER", "docker, build: image, memory: 64m", "MARKERS", ".", "SIGNAL", "true").Replace(slowEvalSet)
 	writeFile(t, filepath.Join(evals, "steward.yaml"), es)
 	if err := os.CopyFS(filepath.Join(evals, "image"), os.DirFS(dockertest.BusyboxContext(t, "cmd-steward-action-image-cancelled"))); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/steward-evals/steward/internal/record"
 )
@@ -35,7 +36,8 @@ tasks:
     scorer: {match: exact}
     samples:
 `+strings.Join(samples, "\n")+"\n")
-	cmd := exec.Command(exe, "launch", "--tend-interval", "200ms")
+	ev := newLaunchEvents(t, t.TempDir())
+	cmd := exec.Command(exe, "launch", "--tend-interval", "200ms", "--events", ev.path)
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -45,23 +47,15 @@ tasks:
 	defer cmd.Process.Kill()
 	rec := filepath.Join(dir, ".steward")
 	ctx := context.Background()
-	var runID string
-	published := func() int {
-		db, err := record.Open(ctx, rec)
-		if err != nil {
-			return 0
-		}
-		defer db.Close()
-		runs, _ := db.Runs(ctx)
-		if len(runs) != 1 {
-			return 0
-		}
-		runID = runs[0].ID
-		as, _ := db.Attempts(ctx, runID)
-		return len(as)
+	// s0 and s1 are published, the others sleep; and the live state
+	// `steward tend` reads has been written since.
+	ev.wait(t, "two attempts, then the live state", 2*time.Minute, func(e *launchEvents) bool {
+		return len(e.attempts) == 2 && len(e.lives) > 0 && e.lives[len(e.lives)-1].Counts.Passed == 2
+	})
+	runID := ev.runID()
+	if got, _ := steward(t, dir, "tend"); !strings.Contains(got, "run "+runID) {
+		t.Fatalf("steward tend does not show the live run %s:\n%s", runID, got)
 	}
-	waitFor(t, func() bool { return published() == 2 }) // s0 and s1; the others sleep
-	waitFor(t, func() bool { got, _ := steward(t, dir, "tend"); return strings.Contains(got, "run "+runID) })
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -155,17 +155,15 @@ func TestDiskFullEveryPath(t *testing.T) {
 
 	// 4. The disk fills in the middle of a launch.
 	diskFullEvalSet(t, dir, 80, "sleep 0.2")
-	cmd := exec.Command(exe, "launch", "--record", rec)
+	ev := newLaunchEvents(t, t.TempDir())
+	cmd := exec.Command(exe, "launch", "--record", rec, "--events", ev.path)
 	cmd.Dir = dir
 	var buf syncBuf
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
-		_, c := diskFullRuns(t, rec)
-		return len(c) > 0 && c[0]["passed"] >= 12
-	})
+	ev.wait(t, "12 attempts published", 2*time.Minute, func(e *launchEvents) bool { return len(e.attempts) >= 12 })
 	fill(0)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

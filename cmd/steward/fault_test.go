@@ -380,14 +380,15 @@ func TestFaultRecordDiskFull(t *testing.T) {
 
 	// 2. The disk fills in the middle of a launch.
 	evalset(60, "sleep 0.2")
-	cmd := exec.Command(exe, "launch", "--record", rec)
+	ev := newLaunchEvents(t, t.TempDir())
+	cmd := exec.Command(exe, "launch", "--record", rec, "--events", ev.path)
 	cmd.Dir = dir
 	var buf syncBuf
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return len(published()) >= 16 })
+	ev.wait(t, "16 attempts published", 2*time.Minute, func(e *launchEvents) bool { return len(e.attempts) >= 16 })
 	fill()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

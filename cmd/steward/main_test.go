@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -271,16 +270,3 @@ func mustRead(t *testing.T, p string) []byte {
 	}
 	return b
 }
-
-func waitFor(t *testing.T, f func() bool) {
-	t.Helper()
-	for i := 0; i < 200; i++ {
-		if f() {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatal("condition never held")
-}
-
-var _ = sort.Strings

@@ -49,6 +49,7 @@ type launched struct {
 	cmd  *exec.Cmd
 	out  *syncBuf
 	done chan error
+	ev   *launchEvents // what the launch says as it happens (--events)
 }
 
 type syncBuf struct {
@@ -78,13 +79,14 @@ func startKillableLaunch(t testing.TB, dir, rec string) *launched {
 
 func startLaunchAs(t testing.TB, dir, rec string, group bool) *launched {
 	t.Helper()
-	cmd := exec.Command(exe, "launch", "--record", rec)
+	ev := newLaunchEvents(t, t.TempDir())
+	cmd := exec.Command(exe, "launch", "--record", rec, "--events", ev.path)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "RAMP_FAKE_KEY="+rampKey, "CI=true")
 	if group {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	}
-	l := &launched{cmd: cmd, out: &syncBuf{}, done: make(chan error, 1)}
+	l := &launched{cmd: cmd, out: &syncBuf{}, done: make(chan error, 1), ev: ev}
 	cmd.Stdout, cmd.Stderr = l.out, l.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -180,21 +182,6 @@ func history(t testing.TB, rec string) ([]record.RampPoint, []record.Attempt, re
 	return pts, as, runs[0]
 }
 
-// pollHistory reads the record until cond holds. The launch's tend decisions
-// reach the test only through the record (the launch prints none, and a
-// file watch is not wanted), so this re-reads it at about the tend interval.
-func pollHistory(t *testing.T, rec string, what string, cond func([]record.RampPoint) bool) []record.RampPoint {
-	t.Helper()
-	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if pts, _, _ := history(t, rec); cond(pts) {
-			return pts
-		}
-	}
-	pts, _, _ := history(t, rec)
-	t.Fatalf("never saw %s; history:\n%s", what, fmtHistory(pts))
-	return nil
-}
-
 func fmtHistory(pts []record.RampPoint) string {
 	var b strings.Builder
 	for i, p := range pts {
@@ -275,11 +262,7 @@ func TestRampEndToEndClimbsBacksOffSettles(t *testing.T) {
 	cut := make(chan struct{})
 	go func() {
 		defer close(cut)
-		for i := 0; i < 1500; i++ {
-			time.Sleep(200 * time.Millisecond) // re-read the record: see pollHistory
-			if !rampAtTop(rec, 24) {
-				continue
-			}
+		if l.ev.until(5*time.Minute, func(e *launchEvents) bool { return atTop(e.tends, 24) }) == nil {
 			fp.SetLimits(rpm/4, 0)
 			h := fp.Handler()
 			var wg sync.WaitGroup
@@ -296,7 +279,6 @@ func TestRampEndToEndClimbsBacksOffSettles(t *testing.T) {
 				time.Sleep(100 * time.Millisecond) // the other client's pace (10 a second): the load under test
 			}
 			wg.Wait()
-			return
 		}
 	}()
 	code := l.wait(t, 5*time.Minute)
@@ -462,11 +444,11 @@ func TestRampHoldResumeNarrowLive(t *testing.T) {
 
 	// Climb once (4 -> 24), then hold from another process (it lands at the
 	// next tend, so the task may have climbed once more by then).
-	pollHistory(t, rec, "a first climb", func(p []record.RampPoint) bool { return count(p, "up") >= 1 })
+	l.ev.waitTends(t, "a first climb", func(p []record.RampPoint) bool { return count(p, "up") >= 1 })
 	if out, code := steward(t, dir, "ramp", "hold", "--record", rec, "--reason", "quota review 42"); code != 0 || !strings.Contains(out, "quota review 42") {
 		t.Fatalf("ramp hold exit %d:\n%s", code, out)
 	}
-	pts := pollHistory(t, rec, "three held tends", func(p []record.RampPoint) bool { return countReason(p, "hold", "quota review 42") >= 3 })
+	pts := l.ev.waitTends(t, "three held tends", func(p []record.RampPoint) bool { return countReason(p, "hold", "quota review 42") >= 3 })
 	// While held, the setpoint never moved up.
 	heldAt := -1
 	for i, p := range pts {
@@ -488,7 +470,7 @@ func TestRampHoldResumeNarrowLive(t *testing.T) {
 	}
 	// Released: it climbs again (or, had it reached the top before the hold
 	// landed, says it is at the top), and no decision is held any more.
-	pts = pollHistory(t, rec, "a climb after resume", func(p []record.RampPoint) bool {
+	pts = l.ev.waitTends(t, "a climb after resume", func(p []record.RampPoint) bool {
 		last := p[len(p)-1]
 		return len(p) > heldAt && !strings.Contains(last.Reason, "held") &&
 			((last.Decision == "up" && last.Setpoint > p[heldAt].Setpoint) || strings.Contains(last.Reason, "at the top"))
@@ -502,7 +484,7 @@ func TestRampHoldResumeNarrowLive(t *testing.T) {
 	// Narrow the range on the live run: the setpoint comes down to the new top
 	// at the next tend (R4).
 	writeFile(t, filepath.Join(dir, "_steward.yaml"), "samples_ramp: [4, 24]\ntend_interval: 1s\n")
-	pts = pollHistory(t, rec, "the narrowed top", func(p []record.RampPoint) bool { return len(p) > n && p[len(p)-1].Setpoint == 24 })
+	pts = l.ev.waitTends(t, "the narrowed top", func(p []record.RampPoint) bool { return len(p) > n && p[len(p)-1].Setpoint == 24 })
 	for i := n; i < len(pts); i++ {
 		if pts[i].Setpoint == 24 {
 			if pts[i].Decision != "cap" || !strings.Contains(pts[i].Reason, "24") {
@@ -591,25 +573,8 @@ func TestFixedSamplesKeepAdaptiveConnections(t *testing.T) {
 	}
 }
 
-// rampAtTop reports whether the newest run in rec has a tend decision at setpoint top.
-func rampAtTop(rec string, top int) bool {
-	ctx := context.Background()
-	if _, err := os.Stat(filepath.Join(rec, record.FileName)); err != nil {
-		return false
-	}
-	db, err := record.Open(ctx, rec)
-	if err != nil {
-		return false
-	}
-	defer db.Close()
-	runs, err := db.Runs(ctx)
-	if err != nil || len(runs) == 0 {
-		return false
-	}
-	pts, err := db.Ramp(ctx, runs[0].ID)
-	if err != nil {
-		return false
-	}
+// atTop reports whether a tend decision in pts reached setpoint top.
+func atTop(pts []record.RampPoint, top int) bool {
 	for _, p := range pts {
 		if p.Setpoint >= top {
 			return true

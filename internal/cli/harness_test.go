@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,6 +87,10 @@ func TestBadInputExits2(t *testing.T) {
 	set := writeFile(t, filepath.Join(dir, "steward.yaml"), mixedSet)
 	badSet := writeFile(t, filepath.Join(dir, "bad", "steward.yaml"), "tasks:\n  - name: t\n    agent: echo\n    sandbox: {provider: dockr}\n    samples: [{id: a, input: x, target: x}]\n")
 	empty := t.TempDir()
+	fifo := filepath.Join(empty, "events.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		env  map[string]string
@@ -100,6 +105,8 @@ func TestBadInputExits2(t *testing.T) {
 		{"zero concurrency", nil, []string{"launch", "--max-concurrency", "0", set}, "--max-concurrency must be at least 1"},
 		{"negative budget", nil, []string{"launch", "--budget", "-1", set}, "--budget must not be negative"},
 		{"bad worker timeout (env)", map[string]string{"STEWARD_WORKER_TIMEOUT": "soon"}, []string{"launch", "--record", filepath.Join(dir, "rec"), set}, `STEWARD_WORKER_TIMEOUT="soon"`},
+		{"events FIFO without a reader", nil, []string{"launch", "--record", filepath.Join(dir, "rec"), "--events", fifo, set}, "a FIFO with no reader"},
+		{"events in a missing directory", nil, []string{"launch", "--record", filepath.Join(dir, "rec"), "--events", filepath.Join(empty, "no", "events.jsonl"), set}, "--events"},
 		{"eval set error with did-you-mean", nil, []string{"launch", "--dry", badSet}, `tasks[0].sandbox.provider: unknown provider "dockr" (did you mean "docker"?)`},
 		{"missing eval set", nil, []string{"launch", filepath.Join(dir, "nope.yaml")}, "nope.yaml"},
 		{"hold without reason", nil, []string{"ramp", "hold", "--record", empty}, "--reason is required"},
@@ -313,5 +320,69 @@ func TestLeaseInspectAndRecover(t *testing.T) {
 	s.must(t, ExitOK, "lease", "inspect", "db", "--record", rec)
 	if got := s.stdout.String(); got != "lease \"db\" is free\n" {
 		t.Fatalf("after recover: %q", got)
+	}
+}
+
+// `launch --events FILE` writes each attempt as it is published and "end"
+// last with the counts; the next launch starts the file afresh and its
+// carried attempts say where they came from.
+func TestLaunchEvents(t *testing.T) {
+	dir := t.TempDir()
+	set := writeFile(t, filepath.Join(dir, "steward.yaml"), mixedSet)
+	events := filepath.Join(dir, "events.jsonl")
+	read := func() (attempts []run.AttemptEvent, end run.EndEvent) {
+		t.Helper()
+		b, err := os.ReadFile(events)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+		for i, l := range lines {
+			var k struct{ Event string }
+			if err := json.Unmarshal([]byte(l), &k); err != nil {
+				t.Fatalf("line %d %q: %v", i+1, l, err)
+			}
+			switch k.Event {
+			case "attempt":
+				var a run.AttemptEvent
+				if err := json.Unmarshal([]byte(l), &a); err != nil {
+					t.Fatal(err)
+				}
+				attempts = append(attempts, a)
+			case "end":
+				if i != len(lines)-1 {
+					t.Fatalf("end is line %d of %d", i+1, len(lines))
+				}
+				if err := json.Unmarshal([]byte(l), &end); err != nil {
+					t.Fatal(err)
+				}
+			case "tend", "live":
+			default:
+				t.Fatalf("line %d: unknown event %q", i+1, k.Event)
+			}
+		}
+		return attempts, end
+	}
+	s := newStreams()
+	s.must(t, ExitFailed, "launch", "--record", filepath.Join(dir, "rec"), "--events", events, set)
+	as, end := read()
+	if len(as) != 2 || end.Counts.Passed != 1 || end.Counts.Failed != 1 || len(end.RunIDs) != 1 || end.Cancelled {
+		t.Fatalf("first launch: attempts %+v, end %+v", as, end)
+	}
+	first := end.RunIDs[0]
+	for _, a := range as {
+		if a.RunID != first || a.CarriedFrom != "" || (a.Sample == "right") != (a.Status == "passed") {
+			t.Errorf("first launch's attempt %+v", a)
+		}
+	}
+	s.must(t, ExitFailed, "launch", "--record", filepath.Join(dir, "rec"), "--events", events, set)
+	as, end = read()
+	if len(as) != 2 || end.Counts.Passed != 1 || end.RunIDs[0] == first {
+		t.Fatalf("second launch: attempts %+v, end %+v", as, end)
+	}
+	for _, a := range as {
+		if a.CarriedFrom != first || a.RunID != end.RunIDs[0] {
+			t.Errorf("second launch's attempt %+v: want carried from %s", a, first)
+		}
 	}
 }

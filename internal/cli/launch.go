@@ -3,11 +3,13 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,6 +25,7 @@ type launchFlags struct {
 	concurrency, maxWorkers, maxTasks               int
 	budget                                          float64
 	shard, title, record, samplesRamp, reportDir    string
+	events                                          string
 	kubeconfig                                      string
 	tendInterval, grace                             time.Duration
 }
@@ -72,6 +75,7 @@ ramp, and print the results table in discovery order.`,
 	fl.DurationVar(&f.tendInterval, "tend-interval", 0, "ramp control window")
 	fl.StringVar(&f.reportDir, "report-dir", "", "also write report.md, report.json, junit.xml and report.html here")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the JSON report on stdout instead of the table")
+	fl.StringVar(&f.events, "events", "", "write the launch's events (attempts, tend decisions, live state, end) here as JSON Lines as they happen; a file or a FIFO with a reader")
 	fl.BoolVar(&f.writeDaemonJSON, "write-daemon-json", false, "accept the address-pool fix (write daemon.json, with a backup) without asking")
 	fl.DurationVar(&f.grace, "grace", 30*time.Second, "after the first signal, how long running attempts may finish")
 	return cmd
@@ -123,7 +127,25 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 		WriteDaemonJSON: f.writeDaemonJSON, FleetFlags: ov, Confirm: confirmer(env), Workers: env.Exe != "",
 		WorkerTimeout: workerTimeout,
 	}
+	var events *run.EventLog
+	if f.events != "" && !f.dry {
+		w, err := openEvents(f.events)
+		if err != nil {
+			return nil, false, exitWith(ExitBadInput, err)
+		}
+		defer w.Close()
+		events = run.NewEventLog(w)
+		opts.Observe = events.Observe
+	}
 	res, err := run.Launch(ctx, opts)
+	if events != nil {
+		if res != nil {
+			events.End(res.Report, res.Cancelled)
+		}
+		if cerr := events.Close(10 * time.Second); cerr != nil {
+			fmt.Fprintf(env.Stderr, "steward: --events %s: %v\n", f.events, cerr)
+		}
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -144,6 +166,19 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 		}
 	}
 	return rep, res.Cancelled, nil
+}
+
+// openEvents opens --events' file for writing, truncated. A FIFO must have
+// its reader already: the launch does not wait for one.
+func openEvents(path string) (*os.File, error) {
+	w, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK, 0o644)
+	if errors.Is(err, syscall.ENXIO) {
+		return nil, fmt.Errorf("--events %s: a FIFO with no reader (start the reader first)", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--events: %w", err)
+	}
+	return w, nil
 }
 
 // writeReportFiles writes report.md, report.json, junit.xml and report.html.

@@ -89,7 +89,7 @@ func (l *launcher) finishOnRecordError() {
 				continue
 			}
 			n++
-			_ = l.db.Publish(context.Background(), record.Attempt{
+			_ = l.publish(context.Background(), record.Attempt{
 				RunID: l.runID, Seq: a.Seq, Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number,
 				Status: status.Skipped, Reason: reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(),
 				Finished: time.Now(), Source: a.Sample.Source,

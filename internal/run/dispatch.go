@@ -84,7 +84,7 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 	if s, ok := l.runner.(artifactSource); ok {
 		arts = s.takeArtifacts(a.Seq)
 	}
-	if err := l.db.Publish(context.Background(), row); err != nil {
+	if err := l.publish(context.Background(), row); err != nil {
 		// The record cannot take results (a full disk): what runs now could
 		// not be kept, so nothing more is dispatched.
 		// The error is said once, when the launch ends (finishOnRecordError).
@@ -94,8 +94,6 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 		l.tasks.check()
 		return
 	}
-	published := row
-	l.observe(Event{Attempt: &published})
 	l.keepTranscript(row, tr)
 	l.keepArtifacts(row, arts)
 	l.mu.Lock()

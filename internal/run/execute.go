@@ -547,8 +547,14 @@ func (l *launcher) publishCarried(ctx context.Context) error {
 	if err := l.db.PublishCarried(ctx, refs); err != nil {
 		return err
 	}
+	for _, a := range l.p.Attempts {
+		if a.Action == plan.ActionCarry || (a.Action == plan.ActionSkip && a.From.RunID != "") {
+			l.observe(Event{Attempt: &record.Attempt{RunID: l.runID, Seq: a.Seq, Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID,
+				Attempt: a.Number, Status: a.From.Status, Reason: a.Reason, CarriedFrom: a.From.RunID, Source: a.Sample.Source}})
+		}
+	}
 	for _, a := range fresh {
-		if err := l.db.Publish(ctx, record.Attempt{
+		if err := l.publish(ctx, record.Attempt{
 			RunID: l.runID, Seq: a.Seq, Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number,
 			Status: status.Skipped, Reason: a.Reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(),
 			Finished: time.Now(), Source: a.Sample.Source,
@@ -585,7 +591,7 @@ func (l *launcher) cancelQueued(reason string) {
 func (l *launcher) publishSkipped(ids []int, reason string) {
 	for _, id := range ids {
 		a := l.bySeq(l.seqOf[id])
-		_ = l.db.Publish(context.Background(), record.Attempt{
+		_ = l.publish(context.Background(), record.Attempt{
 			RunID: l.runID, Seq: a.Seq, Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number,
 			Status: status.Skipped, Reason: reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(),
 			Finished: time.Now(), Source: a.Sample.Source,
@@ -673,7 +679,7 @@ func (l *launcher) failTask(ti int, st status.Attempt, reason string) {
 	l.disp.With(func(s *sched.State) { ids = s.CancelTask(ti) })
 	for _, id := range ids {
 		a := l.bySeq(l.seqOf[id])
-		_ = l.db.Publish(context.Background(), record.Attempt{
+		_ = l.publish(context.Background(), record.Attempt{
 			RunID: l.runID, Seq: a.Seq, Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number,
 			Status: st, Reason: reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(), Finished: time.Now(), Source: a.Sample.Source,
 		})

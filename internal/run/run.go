@@ -84,6 +84,23 @@ type Event struct {
 	Attempt *record.Attempt
 	// Live is the live state `steward tend` reads (Tended: after a tend).
 	Live *LiveState
+	// Tend is one tend's ramp decisions, as the ramp history keeps them.
+	Tend *Tended
+}
+
+// Tended is one tend's decisions (a point per task) in run RunID.
+type Tended struct {
+	RunID  string
+	Points []record.RampPoint
+}
+
+// publish writes one attempt's row to the record (S6) and tells Observe.
+func (l *launcher) publish(ctx context.Context, row record.Attempt) error {
+	if err := l.db.Publish(ctx, row); err != nil {
+		return err
+	}
+	l.observe(Event{Attempt: &row})
+	return nil
 }
 
 func (l *launcher) observe(e Event) {

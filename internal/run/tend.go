@@ -195,6 +195,8 @@ func (t *tender) tend(ctx context.Context, now time.Time) {
 	}
 	if err := l.db.AddRamp(ctx, l.runID, pts); err != nil {
 		fmt.Fprintf(l.opts.Stderr, "steward: %v\n", err)
+	} else {
+		l.observe(Event{Tend: &Tended{RunID: l.runID, Points: pts}})
 	}
 	l.publishLive(ctx, ctl, d, true, now)
 }

@@ -1,0 +1,189 @@
+package run
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/status"
+)
+
+// EventLog writes a launch's events as JSON Lines (`steward launch
+// --events FILE`), one object per line, the "event" field naming its kind:
+//
+//	attempt  an attempt's result, as it is published to the record
+//	tend     one task's ramp decision at a tend (a line per task)
+//	live     the live state `steward tend` shows, after each tend
+//	end      the launch is over: its counts, and whether it was cancelled
+//
+// It never blocks the launch: lines queue in memory and one goroutine
+// writes them, so a slow reader (a FIFO, a pipe) holds back only the log.
+// Only what the record already holds is written; no answer, explanation or
+// agent output, and nothing secret.
+type EventLog struct {
+	mu      sync.Mutex
+	wake    *sync.Cond
+	queue   [][]byte
+	closing bool
+	err     error
+	done    chan struct{}
+}
+
+// NewEventLog starts writing to w.
+func NewEventLog(w io.Writer) *EventLog {
+	e := &EventLog{done: make(chan struct{})}
+	e.wake = sync.NewCond(&e.mu)
+	go e.write(w)
+	return e
+}
+
+// AttemptEvent is an "attempt" line.
+type AttemptEvent struct {
+	Event        string         `json:"event"`
+	RunID        string         `json:"run_id"`
+	Seq          int            `json:"seq"`
+	Task         string         `json:"task"`
+	Sample       string         `json:"sample"`
+	Attempt      int            `json:"attempt"`
+	Status       status.Attempt `json:"status"`
+	Score        *float64       `json:"score,omitempty"`
+	Reason       string         `json:"reason,omitempty"`
+	CarriedFrom  string         `json:"carried_from,omitempty"`
+	Source       string         `json:"source,omitempty"`
+	Finished     time.Time      `json:"finished"`
+	Seconds      float64        `json:"seconds"`
+	InputTokens  int64          `json:"input_tokens"`
+	OutputTokens int64          `json:"output_tokens"`
+	CostUSD      float64        `json:"cost_usd"`
+	Requests     int64          `json:"requests"`
+}
+
+// TendEvent is a "tend" line: the fields of the ramp history's row.
+type TendEvent struct {
+	Event     string    `json:"event"`
+	RunID     string    `json:"run_id"`
+	At        time.Time `json:"at"`
+	Task      string    `json:"task"`
+	Setpoint  int       `json:"setpoint"`
+	Ceiling   int       `json:"ceiling"`
+	ConnLimit int       `json:"conn_limit"`
+	Decision  string    `json:"decision"`
+	Reason    string    `json:"reason"`
+	Pushback  bool      `json:"pushback"`
+	Retries   int       `json:"retries"`
+	Errored   int       `json:"errored"`
+	Saturated bool      `json:"saturated"`
+}
+
+// Point is the ramp history's row this line says.
+func (t TendEvent) Point() record.RampPoint {
+	return record.RampPoint{At: t.At, Task: t.Task, Setpoint: t.Setpoint, Ceiling: t.Ceiling, ConnLimit: t.ConnLimit,
+		Decision: t.Decision, Reason: t.Reason, Pushback: t.Pushback, Retries: t.Retries, Errored: t.Errored, Saturated: t.Saturated}
+}
+
+// LiveEvent is a "live" line.
+type LiveEvent struct {
+	Event string    `json:"event"`
+	RunID string    `json:"run_id"`
+	Live  LiveState `json:"live"`
+}
+
+// EndEvent is the "end" line, the last.
+type EndEvent struct {
+	Event     string        `json:"event"`
+	RunIDs    []string      `json:"run_ids"`
+	Counts    report.Counts `json:"counts"`
+	Cancelled bool          `json:"cancelled"`
+}
+
+// Observe queues ev's lines (Options.Observe).
+func (e *EventLog) Observe(ev Event) {
+	switch {
+	case ev.Attempt != nil:
+		a := ev.Attempt
+		e.add(AttemptEvent{Event: "attempt", RunID: a.RunID, Seq: a.Seq, Task: a.Task, Sample: a.Sample, Attempt: a.Attempt,
+			Status: a.Status, Score: a.Score, Reason: a.Reason, CarriedFrom: a.CarriedFrom, Source: a.Source,
+			Finished: a.Finished, Seconds: a.Duration.Seconds(), InputTokens: a.InputTokens, OutputTokens: a.OutputTokens,
+			CostUSD: a.CostUSD, Requests: a.Requests})
+	case ev.Tend != nil:
+		for _, p := range ev.Tend.Points {
+			e.add(TendEvent{Event: "tend", RunID: ev.Tend.RunID, At: p.At, Task: p.Task, Setpoint: p.Setpoint, Ceiling: p.Ceiling,
+				ConnLimit: p.ConnLimit, Decision: p.Decision, Reason: p.Reason, Pushback: p.Pushback, Retries: p.Retries,
+				Errored: p.Errored, Saturated: p.Saturated})
+		}
+	case ev.Live != nil:
+		e.add(LiveEvent{Event: "live", RunID: ev.Live.RunID, Live: *ev.Live})
+	}
+}
+
+// End queues the "end" line for the launch's report.
+func (e *EventLog) End(rep *report.Report, cancelled bool) {
+	e.add(EndEvent{Event: "end", RunIDs: rep.RunIDs, Counts: rep.Counts, Cancelled: cancelled})
+}
+
+func (e *EventLog) add(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return // every field above marshals
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.closing {
+		e.queue = append(e.queue, append(b, '\n'))
+		e.wake.Signal()
+	}
+}
+
+func (e *EventLog) write(w io.Writer) {
+	defer close(e.done)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for {
+		for len(e.queue) == 0 && !e.closing {
+			e.wake.Wait()
+		}
+		if len(e.queue) == 0 {
+			return
+		}
+		batch := e.queue
+		e.queue = nil
+		e.mu.Unlock()
+		var err error
+		for _, line := range batch {
+			if _, err = w.Write(line); err != nil {
+				break
+			}
+		}
+		e.mu.Lock()
+		if err != nil {
+			e.err, e.closing, e.queue = err, true, nil
+			return
+		}
+	}
+}
+
+// ErrEventsBehind says Close gave up on a reader that took no more lines.
+var ErrEventsBehind = errors.New("the events reader fell behind; the last lines were not written")
+
+// Close writes what is queued, waiting at most wait for the reader, and
+// reports the first write error.
+func (e *EventLog) Close(wait time.Duration) error {
+	e.mu.Lock()
+	e.closing = true
+	e.wake.Signal()
+	e.mu.Unlock()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-e.done:
+	case <-t.C:
+		return ErrEventsBehind
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
+}

@@ -1,0 +1,115 @@
+package run
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/status"
+)
+
+// gatedWriter blocks every Write until open is closed, as a FIFO whose
+// reader has stopped reading does.
+type gatedWriter struct {
+	open chan struct{}
+	mu   sync.Mutex
+	b    bytes.Buffer
+	err  error
+}
+
+func (g *gatedWriter) Write(p []byte) (int, error) {
+	<-g.open
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.err != nil {
+		return 0, g.err
+	}
+	return g.b.Write(p)
+}
+
+// Each kind is one JSON line with its "event" name, in the order observed,
+// "end" last; what the record keeps of an agent's words (answer,
+// explanation, log) is not written.
+func TestEventLogLines(t *testing.T) {
+	g := &gatedWriter{open: make(chan struct{})}
+	close(g.open)
+	e := NewEventLog(g)
+	score := 1.0
+	e.Observe(Event{Attempt: &record.Attempt{RunID: "r1", Seq: 3, Task: "t", Sample: "s", Attempt: 1, Status: status.Passed, Score: &score,
+		Answer: "ANSWER-TEXT", Explanation: "EXPLANATION-TEXT", Log: "AGENT-LOG", Duration: 1500 * time.Millisecond, Requests: 2}})
+	e.Observe(Event{Tend: &Tended{RunID: "r1", Points: []record.RampPoint{{Task: "t", Setpoint: 24, Decision: "up", Reason: "gates passed"}, {Task: "u", Setpoint: 4, Decision: "hold"}}}})
+	e.Observe(Event{Live: &LiveState{RunID: "r1", Tended: true}})
+	e.End(&report.Report{RunIDs: []string{"r1"}, Counts: report.Counts{Total: 1, Passed: 1}}, true)
+	if err := e.Close(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	out := g.b.String()
+	for _, secret := range []string{"ANSWER-TEXT", "EXPLANATION-TEXT", "AGENT-LOG"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the events carry %s:\n%s", secret, out)
+		}
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	var kinds []string
+	for _, l := range lines {
+		var k struct{ Event string }
+		if err := json.Unmarshal([]byte(l), &k); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		kinds = append(kinds, k.Event)
+	}
+	if got := strings.Join(kinds, ","); got != "attempt,tend,tend,live,end" {
+		t.Fatalf("kinds %s:\n%s", got, out)
+	}
+	var a AttemptEvent
+	var p TendEvent
+	var end EndEvent
+	if json.Unmarshal([]byte(lines[0]), &a) != nil || a.Seq != 3 || a.Status != status.Passed || a.Seconds != 1.5 || a.Score == nil || *a.Score != 1 {
+		t.Errorf("attempt line %s", lines[0])
+	}
+	if json.Unmarshal([]byte(lines[1]), &p) != nil || p.Point().Setpoint != 24 || p.RunID != "r1" || p.Reason != "gates passed" {
+		t.Errorf("tend line %s", lines[1])
+	}
+	if json.Unmarshal([]byte(lines[4]), &end) != nil || !end.Cancelled || end.Counts.Passed != 1 {
+		t.Errorf("end line %s", lines[4])
+	}
+}
+
+// A reader that stops reading never holds the launch up: Observe returns
+// at once whatever is queued, and Close gives up after its wait and says
+// so. Nothing is observed after Close.
+func TestEventLogNeverBlocksTheLaunch(t *testing.T) {
+	g := &gatedWriter{open: make(chan struct{})}
+	e := NewEventLog(g)
+	for i := 0; i < 10000; i++ { // would block on the first write if Observe wrote
+		e.Observe(Event{Live: &LiveState{RunID: "r"}})
+	}
+	if err := e.Close(10 * time.Millisecond); !errors.Is(err, ErrEventsBehind) {
+		t.Fatalf("Close with a stalled reader: %v, want ErrEventsBehind", err)
+	}
+	e.Observe(Event{Live: &LiveState{RunID: "late"}})
+	close(g.open)
+	if err := e.Close(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(g.b.String(), "\n"); n != 10000 {
+		t.Fatalf("%d lines written, want the 10000 queued before Close", n)
+	}
+}
+
+// A write error ends the log (no more writes) and Close reports it.
+func TestEventLogWriteError(t *testing.T) {
+	g := &gatedWriter{open: make(chan struct{}), err: errors.New("broken pipe")}
+	close(g.open)
+	e := NewEventLog(g)
+	e.Observe(Event{Live: &LiveState{RunID: "r"}})
+	if err := e.Close(time.Minute); err == nil || !strings.Contains(err.Error(), "broken pipe") {
+		t.Fatalf("Close: %v, want the write error", err)
+	}
+}
