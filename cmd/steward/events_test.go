@@ -145,10 +145,3 @@ func (e *launchEvents) runID() string {
 	}
 	return e.attempts[0].RunID
 }
-
-// published counts the attempts published so far.
-func (e *launchEvents) published() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.attempts)
-}
