@@ -14,8 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+
 	"github.com/steward-evals/steward/internal/fakeprovider"
 	"github.com/steward-evals/steward/internal/ghaction/fakegithub"
+	"github.com/steward-evals/steward/internal/sandbox"
+	dockerpkg "github.com/steward-evals/steward/internal/sandbox/docker"
 	"github.com/steward-evals/steward/internal/sandbox/docker/dockertest"
 )
 
@@ -584,6 +589,44 @@ tasks:
       - {id: s5, input: slow, target: ok}
 `
 
+// sandboxStarts follows the daemon's event stream from since on (so no
+// start is missed, however late the test subscribes) and sends one value
+// per start of a sandbox container of task created by the Steward running
+// in the container named action: its lock-scope label names that container.
+func sandboxStarts(t *testing.T, since time.Time, action, task string) <-chan struct{} {
+	t.Helper()
+	api := dockertest.Client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	msgs, errs := api.Events(ctx, events.ListOptions{
+		Since: strconv.FormatInt(since.Add(-time.Second).Unix(), 10),
+		Filters: filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)), filters.Arg("event", string(events.ActionStart)),
+			filters.Arg("label", "dev.steward.role=sandbox"), filters.Arg("label", sandbox.LabelTask+"="+task)),
+	})
+	out := make(chan struct{}, 64)
+	go func() {
+		var scope string
+		for {
+			select {
+			case m := <-msgs:
+				if scope == "" { // the action created this sandbox, so it exists by now
+					c, err := api.ContainerInspect(ctx, action)
+					if err != nil {
+						return
+					}
+					scope = "container:" + c.ID
+				}
+				if m.Actor.Attributes[dockerpkg.LabelLockScope] == scope {
+					out <- struct{}{}
+				}
+			case <-errs:
+				return
+			}
+		}
+	}()
+	return out
+}
+
 // The runner's cancellation: `docker kill --signal SIGINT`, SIGTERM 7.5 s
 // later, SIGKILL at 10 s. Steward exits on its own after the SIGINT (before
 // the SIGTERM), with the partial report posted and a notice saying the run
@@ -600,28 +643,17 @@ func runnerCancelled(t *testing.T, img string) {
 	j.checkout()
 	var elapsed time.Duration
 	var signals []string
+	since := time.Now()
 	res := j.startAction(wf.Jobs["eval"].Steps[1], func(name string, exited <-chan struct{}) {
-		var scope string
-		deadline := time.Now().Add(4 * time.Minute)
-		for {
-			if scope == "" {
-				if id, err := dockerErr("inspect", "-f", "{{.Id}}", name); err == nil {
-					scope = "label=dev.steward.lock-scope=container:" + id
-				}
-			}
-			if scope != "" {
-				running := strings.Fields(docker(t, "ps", "-q", "--filter", scope, "--filter", "label=dev.steward.role=sandbox"))
-				if len(running) == 3 {
-					break
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("three slow sandboxes never ran")
-			}
+		starts := sandboxStarts(t, since, name, "slow")
+		bound := time.After(4 * time.Minute)
+		for range 3 {
 			select {
+			case <-starts:
 			case <-exited:
 				t.Fatalf("the action ended before the cancellation")
-			case <-time.After(300 * time.Millisecond):
+			case <-bound:
+				t.Fatalf("three slow sandboxes never ran")
 			}
 		}
 		start := time.Now()
