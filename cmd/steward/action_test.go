@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -401,9 +402,45 @@ func removeActionImage() {
 	}
 }
 
+// removeBuiltImage removes, when the test ends, the image Steward builds
+// from the build directory dir (its tag comes from the content hash). The
+// directory is a dockertest.BusyboxContext whose owner is this test's own,
+// so no other test's build uses its layers.
+func removeBuiltImage(t *testing.T, dir string) {
+	t.Cleanup(func() {
+		if sum, err := dockerpkg.ContextHash(dir); err == nil {
+			_, _ = dockerErr("rmi", dockerpkg.BuildRef(sum))
+		}
+	})
+}
+
+// scopes are the containers whose Steward's images cleanupScope removes;
+// TestMain removes what is left of them once no test runs (an image still
+// in use by another test's sandbox when its own scope was cleaned: two
+// action containers with the same binary share one relay image, labelled
+// with the scope of whichever built it).
+var scopes struct {
+	sync.Mutex
+	ids []string
+}
+
+// removeScopedImages removes the images of every scope cleanupScope saw.
+func removeScopedImages() {
+	scopes.Lock()
+	defer scopes.Unlock()
+	for _, id := range scopes.ids {
+		if ids, _ := dockerErr("images", "-q", "--filter", "label="+dockerpkg.LabelLockScope+"=container:"+id); ids != "" {
+			_, _ = dockerErr(append([]string{"rmi", "-f"}, strings.Fields(ids)...)...)
+		}
+	}
+}
+
 // cleanupScope removes whatever a Steward running in container id created
 // (its lock-scope label names that container), then the container itself.
 func cleanupScope(t *testing.T, id string) {
+	scopes.Lock()
+	scopes.ids = append(scopes.ids, id)
+	scopes.Unlock()
 	t.Cleanup(func() {
 		f := "label=" + dockerpkg.LabelLockScope + "=container:" + id
 		if ids, _ := dockerErr("ps", "-aq", "--filter", f); ids != "" {
@@ -732,11 +769,15 @@ func TestActionImageCancelled(t *testing.T) {
 	if err := os.CopyFS(filepath.Join(evals, "image"), os.DirFS(dockertest.BusyboxContext(t, "cmd-steward-action-image-cancelled"))); err != nil {
 		t.Fatal(err)
 	}
+	// The launch's --events go to a FIFO of the test's, mounted in.
+	evDir := t.TempDir()
+	ev := newLaunchEvents(t, evDir)
 	id := docker(t, "create",
-		"-v", "/var/run/docker.sock:/var/run/docker.sock",
+		"-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", evDir+":/events",
 		"-w", "/work", "-e", "STEWARD_IN_CONTAINER=1", "-e", "CI=true",
 		"--label", "dev.steward.test=cmd-steward-action-image",
-		img, "launch", "--grace", "4s", "--max-concurrency", "3", "--record", ".steward", "--report-dir", "report", "steward.yaml")
+		img, "launch", "--grace", "4s", "--max-concurrency", "3", "--tend-interval", "1s", "--events", "/events/"+filepath.Base(ev.path),
+		"--record", ".steward", "--report-dir", "report", "steward.yaml")
 	cleanupScope(t, id)
 	docker(t, "cp", evals+"/.", id+":/work")
 
@@ -751,25 +792,15 @@ func TestActionImageCancelled(t *testing.T) {
 	go func() { _ = start.Wait(); close(attached) }()
 	t.Cleanup(func() { _, _ = dockerErr("kill", id); <-attached })
 
-	// Mid-run: the quick attempts are published (the live record says so,
-	// read with the image's own binary) and three slow sandboxes run.
-	scope := "label=" + dockerpkg.LabelLockScope + "=container:" + docker(t, "inspect", "-f", "{{.Id}}", id)
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		rep, _ := dockerErr("exec", id, "/steward", "report", "--record", "/work/.steward", "--format", "json")
-		running := strings.Fields(docker(t, "ps", "-q", "--filter", scope, "--filter", "label=dev.steward.role=sandbox"))
-		if strings.Count(rep, `"status": "passed"`) == 3 && len(running) == 3 {
-			break
+	// Mid-run: the quick attempts are published and three slow sandboxes
+	// run, as the launch's live state says.
+	ev.wait(t, "three passed and three running", 3*time.Minute, func(e *launchEvents) bool {
+		if len(e.lives) == 0 {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the run never reached three slow sandboxes:\n%s\n%s", rep, log.String())
-		}
-		select {
-		case <-attached:
-			t.Fatalf("the run ended early:\n%s", log.String())
-		case <-time.After(300 * time.Millisecond):
-		}
-	}
+		l := e.lives[len(e.lives)-1]
+		return l.Counts.Passed == 3 && slices.Equal(l.Running, []int{3})
+	})
 	// The daemon says when the container exits; signals go through the API
 	// (as the runner's do), not through a CLI process per signal.
 	ctx := context.Background()
