@@ -16,6 +16,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # for what little concurrency it has (see docs/benchmarks.md).
 # How many parallel tests of one package run at once (cmd/steward's are mostly waiting).
 TEST_PARALLEL ?= 4
+LEFTOVERS ?= /tmp/steward-leftovers-$(shell id -u).before
 RACE_PKGS ?= ./internal/testlock/... ./internal/sched/... ./internal/ramp/... ./internal/shard/... ./internal/plan/... ./internal/record/... ./internal/gateway/... ./internal/evalset/...
 
 .PHONY: build test bench lint quickstart clean release-dry-run
@@ -53,11 +54,16 @@ release-dry-run:
 # every new one meanwhile).
 ALONE_TESTS ?= ^TestPreflightAgainstDaemon$$
 ALONE_PKGS  ?= ./internal/sandbox/docker
+# Afterwards nothing of Steward's may be left in Docker (.ci/leftovers.sh:
+# containers, networks, volumes and images labelled as Steward's that were
+# not there before).
 test: lint
+	@.ci/leftovers.sh snapshot $(LEFTOVERS)
 	$(GO) test -count=1 -parallel $(TEST_PARALLEL) -timeout 50m -skip '$(ALONE_TESTS)' $(PKGS)
 	$(GO) test -count=1 -timeout 10m -run '$(ALONE_TESTS)' $(ALONE_PKGS)
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
 	cd sdkcheck && $(GO) test -count=1 ./...
+	@.ci/leftovers.sh check $(LEFTOVERS)
 
 # Benchmarks report ratios against baselines run side by side (see docs/benchmarks.md).
 bench:

@@ -16,13 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/image"
-
 	"github.com/steward-evals/steward/internal/fakeprovider"
 	"github.com/steward-evals/steward/internal/faultproxy"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/sandbox"
-	sbdocker "github.com/steward-evals/steward/internal/sandbox/docker"
 	"github.com/steward-evals/steward/internal/sandbox/docker/dockertest"
 )
 
@@ -45,14 +42,7 @@ func faultDocker(t *testing.T, owner string) (*faultproxy.Proxy, string, string)
 		_ = exec.Command(exe, "sweep").Run()
 	})
 	img := dockertest.BusyboxContext(t, owner)
-	t.Cleanup(func() {
-		if sum, err := sbdocker.ContextHash(img); err == nil {
-			if c, err := sbdocker.NewClient(); err == nil {
-				_, _ = c.ImageRemove(context.Background(), "steward-build:"+sum, image.RemoveOptions{PruneChildren: true})
-				c.Close()
-			}
-		}
-	})
+	removeBuiltImage(t, img)
 	return p, host, img
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/image"
-
-	sbdocker "github.com/steward-evals/steward/internal/sandbox/docker"
 	"github.com/steward-evals/steward/internal/sandbox/docker/dockertest"
 )
 
@@ -48,14 +44,7 @@ func killSeed(t *testing.T, env string) uint64 {
 // build, and removes it when the test ends. It returns the build context.
 func killImage(t *testing.T, what string) string {
 	imageDir := dockertest.BusyboxContext(t, what)
-	t.Cleanup(func() {
-		if sum, err := sbdocker.ContextHash(imageDir); err == nil {
-			if c, err := sbdocker.NewClient(); err == nil {
-				_, _ = c.ImageRemove(context.Background(), "steward-build:"+sum, image.RemoveOptions{PruneChildren: true})
-				c.Close()
-			}
-		}
-	})
+	removeBuiltImage(t, imageDir)
 	warm := t.TempDir()
 	writeFile(t, filepath.Join(warm, "steward.yaml"), `
 tasks:

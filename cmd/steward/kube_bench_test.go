@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,11 +26,25 @@ const (
 	idleCallLatency = 2 * time.Second // the fake provider's time per call
 	idleCallsPerRun = 6               // model calls per sample, one after another
 	idleRPM         = 180             // 3 calls/s: about 6 calls in flight fill it
-	idlePool        = 72              // the fixed pool, and the ramp's ceiling
-	idleRampStart   = 12              // the ramp's start (its floor)
 	idleWindow      = 120 * time.Second
-	idleSamples     = 200 // more than either policy finishes in the window
 )
+
+// The fixed pool (also the ramp's ceiling) and the ramp's start:
+// STEWARD_BENCH_IDLE_POOL and STEWARD_BENCH_IDLE_RAMP_START, default 72
+// and 12 (what this node holds without being the bottleneck itself);
+// 200 and 50 are the scale and Steward's default ramp.
+var (
+	idlePool      = benchEnvInt("STEWARD_BENCH_IDLE_POOL", 72)
+	idleRampStart = benchEnvInt("STEWARD_BENCH_IDLE_RAMP_START", 12)
+	idleSamples   = max(200, 2*idlePool) // more than either policy finishes in the window
+)
+
+func benchEnvInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
 
 // podLife records when each sandbox pod appeared and went (its watch
 // events); seconds integrates the live pods of one run over a window.

@@ -12,13 +12,11 @@ import (
 
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/steward-evals/steward/internal/sandbox"
-	sbdocker "github.com/steward-evals/steward/internal/sandbox/docker"
 	"github.com/steward-evals/steward/internal/sandbox/docker/dockertest"
 )
 
@@ -28,14 +26,7 @@ func leakEvalSet(t *testing.T, agent string) string {
 	img := dockertest.BusyboxContext(t, "cmd-steward-leak")
 	// Remove only this test's image: other packages' tests run at the same
 	// time with images of their own.
-	t.Cleanup(func() {
-		if sum, err := sbdocker.ContextHash(img); err == nil {
-			if c, err := sbdocker.NewClient(); err == nil {
-				_, _ = c.ImageRemove(context.Background(), "steward-build:"+sum, image.RemoveOptions{PruneChildren: true})
-				c.Close()
-			}
-		}
-	})
+	removeBuiltImage(t, img)
 	writeFile(t, filepath.Join(dir, "steward.yaml"), `
 tasks:
   - name: box

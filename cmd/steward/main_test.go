@@ -33,6 +33,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := kubetest.Main(m) // stops the kubernetes test cluster if a test started it
+	removeScopedImages()
 	removeActionImage()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -32,9 +32,7 @@ func TestDockerRunSharesOneNetworkAndOneBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_, _ = cli.ImageRemove(context.Background(), sbdocker.BuildTagPrefix+sum[:20], image.RemoveOptions{PruneChildren: true})
-	})
+	removeBuiltImage(t, img)
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "steward.yaml"), `
 tasks:

@@ -26,8 +26,16 @@ func TestMain(m *testing.M) {
 	if builtExe != "" {
 		os.RemoveAll(filepath.Dir(builtExe))
 	}
+	builtImages.Range(func(ref, _ any) bool {
+		_ = exec.Command("docker", "rmi", ref.(string)).Run()
+		return true
+	})
 	os.Exit(code)
 }
+
+// builtImages are the images the package's launches build (busyboxImage),
+// removed once no test runs: the tests share them.
+var builtImages sync.Map
 
 // buildSteward builds the real binary once (its built-in chat agent calls the gateway).
 func buildSteward(t *testing.T) string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/report"
+	sbdocker "github.com/steward-evals/steward/internal/sandbox/docker"
 	"github.com/steward-evals/steward/internal/sandbox/local"
 	"github.com/steward-evals/steward/internal/status"
 )
@@ -183,7 +184,13 @@ func busyboxImage(t *testing.T, dir string) {
 	if err := os.WriteFile(filepath.Join(img, "busybox"), data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	write(t, img, "Dockerfile", "FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\nRUN [\"/bin/mkdir\", \"-p\", \"/work\", \"/loot\", \"/tmp\"]\nWORKDIR /work\n")
+	// The owner first: this package's layers are its own (see
+	// testdata/images/busybox/Dockerfile), and TestMain removes the image.
+	write(t, img, "owner", "internal/run tests\n")
+	write(t, img, "Dockerfile", "FROM scratch\nCOPY owner /etc/steward-test-owner\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\nRUN [\"/bin/mkdir\", \"-p\", \"/work\", \"/loot\", \"/tmp\"]\nWORKDIR /work\n")
+	if sum, err := sbdocker.ContextHash(img); err == nil {
+		builtImages.Store(sbdocker.BuildRef(sum), true)
+	}
 }
 
 // checkAllFailed asserts that every attempt ran and failed on its wrong answer.

@@ -25,6 +25,10 @@ import (
 // BuildTagPrefix names images built from build: directories, tagged by content hash.
 const BuildTagPrefix = "steward-build:"
 
+// BuildRef is the tag of the image built from a directory whose context
+// hash (ContextHash) is sum.
+func BuildRef(sum string) string { return BuildTagPrefix + sum[:20] }
+
 type buildOnce struct {
 	done chan struct{}
 	ref  string
@@ -188,7 +192,7 @@ func (p *Provider) doBuild(ctx context.Context, dir, sum, task, network string) 
 	default:
 		return "", fmt.Errorf("build image from %s: unknown build_network %q (want none or default)", dir, network)
 	}
-	ref := BuildTagPrefix + sum[:20]
+	ref := BuildRef(sum)
 	if _, err := p.cli.ImageInspect(ctx, ref); err == nil {
 		fmt.Fprintf(p.log, "docker: image %s for %s is up to date\n", ref, dir)
 		return ref, nil
