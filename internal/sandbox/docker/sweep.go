@@ -11,6 +11,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 
@@ -20,6 +21,7 @@ import (
 // SweepResult counts what Sweep removed and kept.
 type SweepResult struct {
 	Containers, Networks, Volumes int // removed
+	Images                        int // untagged built images removed
 	Kept                          int // resources of live runs, untouched
 	Runs                          []string
 	// Unproven are the runs left alone because nothing proves them dead,
@@ -180,10 +182,65 @@ func sweep(ctx context.Context, cli apiClient, scope string, live Liveness, w io
 		}
 		res.Volumes++
 	}
+	n, err := sweepUntaggedImages(ctx, cli, dead, w)
+	res.Images = n
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return res, fmt.Errorf("sweep: %w", err)
 	}
 	return res, nil
+}
+
+// sweepUntaggedImages removes the built images of dead runs that no tag
+// names any more. A build's tag (BuildRef) moves to the newest build of the
+// same directory, so two runs that built it at once leave the older image
+// untagged: no run can name it again, and it would stay for good. Tagged
+// images are the build cache and stay. A live run's image is never touched
+// (it is untagged for a moment between its build's commit and its tag), and
+// one a container still uses is kept (the daemon refuses; not an error).
+func sweepUntaggedImages(ctx context.Context, cli apiClient, dead func(map[string]string) bool, w io.Writer) (int, error) {
+	is, err := cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("label", sandbox.LabelManaged+"=true"), filters.Arg("label", labelRole+"=image"), filters.Arg("dangling", "true"))})
+	if err != nil {
+		return 0, sandbox.InfraError(fmt.Errorf("list images: %w", err))
+	}
+	n := 0
+	var errs []error
+	for _, im := range is {
+		if tagged(im.RepoTags) || !dead(im.Labels) {
+			continue // tagged after all, or its run lives (or cannot be judged)
+		}
+		if _, err := cli.ImageRemove(ctx, im.ID, image.RemoveOptions{PruneChildren: true}); err != nil {
+			if !cerrdefs.IsConflict(err) && !cerrdefs.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("remove image %s: %w", shortID(im.ID), err))
+			}
+			continue
+		}
+		n++
+		fmt.Fprintf(w, "sweep: removed untagged image %s (built by run %s)\n", shortID(im.ID), im.Labels[sandbox.LabelRun])
+	}
+	return n, errors.Join(errs...)
+}
+
+// tagged says whether an image has a tag (the API lists an untagged one as
+// "<none>:<none>" on older engines).
+func tagged(tags []string) bool {
+	for _, t := range tags {
+		if t != "<none>:<none>" {
+			return true
+		}
+	}
+	return false
+}
+
+func shortID(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	return id
 }
 
 func trimName(names []string) string {
@@ -208,4 +265,6 @@ type apiClient interface {
 	NetworkRemove(ctx context.Context, id string) error
 	VolumeList(ctx context.Context, options volume.ListOptions) (volume.ListResponse, error)
 	VolumeRemove(ctx context.Context, id string, force bool) error
+	ImageList(ctx context.Context, options image.ListOptions) ([]image.Summary, error)
+	ImageRemove(ctx context.Context, id string, options image.RemoveOptions) ([]image.DeleteResponse, error)
 }

@@ -8,6 +8,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 
@@ -36,6 +37,10 @@ func (c *raceClient) NetworkList(context.Context, network.ListOptions) ([]networ
 
 func (c *raceClient) VolumeList(context.Context, volume.ListOptions) (volume.ListResponse, error) {
 	return volume.ListResponse{Volumes: []*volume.Volume{{Name: "vol0", Labels: c.labels}}}, nil
+}
+
+func (c *raceClient) ImageList(context.Context, image.ListOptions) ([]image.Summary, error) {
+	return nil, nil
 }
 
 func (c *raceClient) VolumeRemove(context.Context, string, bool) error {
