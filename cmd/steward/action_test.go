@@ -318,14 +318,7 @@ func docker(t *testing.T, args ...string) string {
 	return out
 }
 
-func dockerErr(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	c := exec.CommandContext(ctx, "docker", args...)
-	c.Env = append(os.Environ(), "DOCKER_BUILDKIT=0")
-	out, err := c.CombinedOutput()
-	return strings.TrimSpace(string(out)), err
-}
+func dockerErr(args ...string) (string, error) { return dockertest.CLI(args...) }
 
 // needDocker fails under CI=true when no daemon answers, skips otherwise.
 func needDocker(t *testing.T) {

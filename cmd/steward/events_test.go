@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,17 +31,9 @@ type launchEvents struct {
 
 func newLaunchEvents(t testing.TB, dir string) *launchEvents {
 	t.Helper()
-	p := filepath.Join(dir, "events.fifo")
-	if err := syscall.Mkfifo(p, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(p, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, f := openFIFO(t, dir, "events.fifo")
 	e := &launchEvents{path: p, changed: make(chan struct{})}
 	go e.read(f)
-	t.Cleanup(func() { f.Close() })
 	return e
 }
 

@@ -25,14 +25,7 @@ type agentSignals struct {
 
 func newAgentSignals(t testing.TB, dir string) *agentSignals {
 	t.Helper()
-	p := filepath.Join(dir, "signals.fifo")
-	if err := syscall.Mkfifo(p, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(p, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, f := openFIFO(t, dir, "signals.fifo")
 	s := &agentSignals{path: p, lines: make(chan string, 4096)}
 	go func() {
 		sc := bufio.NewScanner(f)
@@ -43,8 +36,24 @@ func newAgentSignals(t testing.TB, dir string) *agentSignals {
 			}
 		}
 	}()
-	t.Cleanup(func() { f.Close() })
 	return s
+}
+
+// openFIFO makes a FIFO in dir and opens it for reading and writing until
+// the test ends: a writer never blocks on open, and whoever the test
+// hands it to finds its reader there.
+func openFIFO(t testing.TB, dir, name string) (string, *os.File) {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return p, f
 }
 
 // shell is the command an agent runs to send line.

@@ -5,8 +5,10 @@ package dockertest
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,6 +74,17 @@ func BusyboxContext(t testing.TB, owner string) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// CLI runs the docker CLI (bounded to 3 minutes, the legacy builder as the
+// engine here has it) and returns its output, trimmed.
+func CLI(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := exec.CommandContext(ctx, "docker", args...)
+	c.Env = append(os.Environ(), "DOCKER_BUILDKIT=0")
+	out, err := c.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
 }
 
 func repoRoot(t testing.TB) string {

@@ -1,12 +1,8 @@
 package dockertest
 
 import (
-	"context"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 )
 
 // Two suites' busybox images share no layer of their build chains: the legacy
@@ -21,7 +17,7 @@ func TestBusyboxContextsShareNoLayer(t *testing.T) {
 		tag := "steward-dockertest:" + owner
 		dir := BusyboxContext(t, owner)
 		run(t, "build", "--pull=false", "-q", "-t", tag, dir)
-		t.Cleanup(func() { _, _ = docker("rmi", "-f", tag) })
+		t.Cleanup(func() { _, _ = CLI("rmi", "-f", tag) })
 		for id := range strings.FieldsSeq(run(t, "history", "-q", tag)) {
 			if id != "<missing>" {
 				chains[i] = append(chains[i], id)
@@ -42,18 +38,9 @@ func TestBusyboxContextsShareNoLayer(t *testing.T) {
 
 func run(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := docker(args...)
+	out, err := CLI(args...)
 	if err != nil {
 		t.Fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return out
-}
-
-func docker(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c := exec.CommandContext(ctx, "docker", args...)
-	c.Env = append(os.Environ(), "DOCKER_BUILDKIT=0")
-	out, err := c.CombinedOutput()
-	return strings.TrimSpace(string(out)), err
 }
