@@ -395,14 +395,21 @@ func removeActionImage() {
 	}
 }
 
-// removeBuiltImage removes, when the test ends, the image Steward builds
-// from the build directory dir (its tag comes from the content hash). The
-// directory is a dockertest.BusyboxContext whose owner is this test's own,
-// so no other test's build uses its layers.
+// removeBuiltImage removes, when the test ends, the images Steward built
+// from the build directory dir: the one its tag names (BuildRef of the
+// content hash) and any that lost the tag to a concurrent build of the same
+// directory (both carry the hash as a label). The directory is a
+// dockertest.BusyboxContext whose owner is this test's own, so no other
+// test's build uses its layers.
 func removeBuiltImage(t *testing.T, dir string) {
 	t.Cleanup(func() {
-		if sum, err := dockerpkg.ContextHash(dir); err == nil {
-			_, _ = dockerErr("rmi", dockerpkg.BuildRef(sum))
+		sum, err := dockerpkg.ContextHash(dir)
+		if err != nil {
+			return
+		}
+		_, _ = dockerErr("rmi", dockerpkg.BuildRef(sum))
+		if ids, _ := dockerErr("images", "-q", "--filter", "label=dev.steward.context-hash="+sum); ids != "" {
+			_, _ = dockerErr(append([]string{"rmi"}, strings.Fields(ids)...)...)
 		}
 	})
 }

@@ -93,9 +93,12 @@ func InContainer(getenv func(string) string) bool {
 	return err == nil
 }
 
-// SweepAfterRun removes what dead runs left, this run's crashed workers included (D4).
+// SweepAfterRun removes what dead runs left, this run's crashed workers
+// included (D4). It leaves untagged images to the next run's preflight
+// sweep and to `steward sweep`: it runs on the way out of every run, a
+// cancelled one's too, which the runner gives seconds.
 func (p *Provider) SweepAfterRun(ctx context.Context) {
-	_, _ = p.Sweep(ctx, io.Discard)
+	_, _ = sweep(ctx, p.cli, p.scope, p.live, io.Discard, false)
 }
 
 // PreflightRun sweeps what dead runs left, then checks that the daemon's

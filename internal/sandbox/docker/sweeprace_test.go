@@ -63,7 +63,7 @@ func (deadJudge) Judge(string, string) (bool, error) { return true, nil }
 func TestSweepWaitsForAConcurrentSweepersRemoval(t *testing.T) {
 	c := &raceClient{labels: map[string]string{sandbox.LabelManaged: "true", sandbox.LabelRun: "dead1", LabelLock: "/x/dead1.lock"}}
 	var log strings.Builder
-	res, err := sweep(context.Background(), c, "host:here", deadJudge{}, &log)
+	res, err := sweep(context.Background(), c, "host:here", deadJudge{}, &log, true)
 	if err != nil {
 		t.Fatalf("sweep: %v\n%s", err, log.String())
 	}
