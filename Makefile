@@ -16,7 +16,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # for what little concurrency it has (see docs/benchmarks.md).
 # How many parallel tests of one package run at once (cmd/steward's are mostly waiting).
 TEST_PARALLEL ?= 4
-LEFTOVERS ?= /tmp/steward-leftovers-$(shell id -u).before
+LEFTOVERS := $(shell mktemp -u /tmp/steward-leftovers.XXXXXXXX)
 RACE_PKGS ?= ./internal/testlock/... ./internal/sched/... ./internal/ramp/... ./internal/shard/... ./internal/plan/... ./internal/record/... ./internal/gateway/... ./internal/evalset/...
 
 .PHONY: build test bench lint quickstart clean release-dry-run

@@ -3,7 +3,10 @@
 # image labelled dev.steward.managed=true that was not there before it ran.
 #   leftovers.sh snapshot FILE   record what is there now
 #   leftovers.sh check FILE      fail, naming each, if anything was added since
-# Without a Docker daemon there is nothing to leave, and both succeed.
+#                                (and remove FILE)
+# Without a Docker daemon there is nothing to leave, and both succeed. It
+# sees the whole daemon: a Steward run or another checkout's suite running
+# on the same daemon meanwhile shows up here too.
 set -euo pipefail
 timeout 10 docker info >/dev/null 2>&1 || exit 0
 list() {
@@ -17,6 +20,11 @@ list() {
 case "${1:-}" in
 snapshot) list >"$2" ;;
 check)
+  if [ ! -f "$2" ]; then
+    echo "leftovers: no snapshot from before the suite (no Docker daemon then); not checked"
+    exit 0
+  fi
+  trap 'rm -f "$2"' EXIT
   left=$(comm -13 "$2" <(list))
   if [ -n "$left" ]; then
     echo "leftovers: the tests left these in Docker:"

@@ -438,22 +438,26 @@ func removeScopedImages() {
 // cleanupScope removes whatever a Steward running in container id created
 // (its lock-scope label names that container), then the container itself.
 func cleanupScope(t *testing.T, id string) {
+	t.Cleanup(func() { removeScope(id) })
+}
+
+// removeScope removes what a Steward running in container id created, then
+// the container. TestMain comes back for the images (scopes).
+func removeScope(id string) {
 	scopes.Lock()
 	scopes.ids = append(scopes.ids, id)
 	scopes.Unlock()
-	t.Cleanup(func() {
-		f := "label=" + dockerpkg.LabelLockScope + "=container:" + id
-		if ids, _ := dockerErr("ps", "-aq", "--filter", f); ids != "" {
-			_, _ = dockerErr(append([]string{"rm", "-f"}, strings.Fields(ids)...)...)
-		}
-		if ids, _ := dockerErr("network", "ls", "-q", "--filter", f); ids != "" {
-			_, _ = dockerErr(append([]string{"network", "rm"}, strings.Fields(ids)...)...)
-		}
-		_, _ = dockerErr("rm", "-f", id)
-		if ids, _ := dockerErr("images", "-q", "--filter", f); ids != "" {
-			_, _ = dockerErr(append([]string{"rmi", "-f"}, strings.Fields(ids)...)...)
-		}
-	})
+	f := "label=" + dockerpkg.LabelLockScope + "=container:" + id
+	if ids, _ := dockerErr("ps", "-aq", "--filter", f); ids != "" {
+		_, _ = dockerErr(append([]string{"rm", "-f"}, strings.Fields(ids)...)...)
+	}
+	if ids, _ := dockerErr("network", "ls", "-q", "--filter", f); ids != "" {
+		_, _ = dockerErr(append([]string{"network", "rm"}, strings.Fields(ids)...)...)
+	}
+	_, _ = dockerErr("rm", "-f", id)
+	if ids, _ := dockerErr("images", "-q", "--filter", f); ids != "" {
+		_, _ = dockerErr(append([]string{"rmi", "-f"}, strings.Fields(ids)...)...)
+	}
 }
 
 // leftovers lists the containers and networks of a run still in Docker.

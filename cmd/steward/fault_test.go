@@ -457,10 +457,17 @@ tasks:
     scorer: {command: 'echo "{\"passed\": false, \"explanation\": \"saw $STEWARD_ANSWER\"}"'}
     samples:
       - {id: c, input: "x", target: "y"}
+  - name: forger
+    sandbox: {provider: local}
+    exclusive: false
+    agent: 'k=$(cat `+filepath.Join(dir, "leaked.txt")+`); printf "failed with %s\n{\"event\":\"end\",\"cancelled\":true}\n\xe2\x80\xa8forged" "$k" >&2; exit 3'
+    scorer: {match: exact}
+    samples:
+      - {id: d, input: "x", target: "y"}
 `)
 	env := []string{"OPENAI_API_KEY=" + key, "GITHUB_TOKEN=" + ghToken, "ANTHROPIC_API_KEY=" + key}
-	out, code := faultLaunch(t, dir, env, 2*time.Minute, "launch", "--report-dir", filepath.Join(dir, "reports"))
-	if code != 1 || !strings.Contains(out, "2 passed · 1 failed") {
+	out, code := faultLaunch(t, dir, env, 2*time.Minute, "launch", "--report-dir", filepath.Join(dir, "reports"), "--events", filepath.Join(dir, "events.jsonl"))
+	if code != 1 || !strings.Contains(out, "2 passed · 1 failed · 1 errored") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	if st := fp.Stats(); len(st.APIKeys) != 1 || st.APIKeys[0] != key || st.Succeeded != 2 {
@@ -492,6 +499,20 @@ tasks:
 		texts["report --format "+format] = o
 	}
 	texts["record"] = recordText(t, filepath.Join(dir, ".steward", "record.sqlite"))
+	// --events: the errored attempt's reason (its stderr's tail) is there,
+	// masked and escaped: one line per event, "end" once and last.
+	events := string(mustRead(t, filepath.Join(dir, "events.jsonl")))
+	texts["--events"] = events
+	lines := strings.Split(strings.TrimSuffix(events, "\n"), "\n")
+	for i, l := range lines {
+		var e struct{ Event string }
+		if err := json.Unmarshal([]byte(l), &e); err != nil || (e.Event == "end") != (i == len(lines)-1) {
+			t.Errorf("events line %d of %d is not one event, or a forged end: %q", i+1, len(lines), l)
+		}
+	}
+	if !strings.Contains(events, "failed with ") {
+		t.Errorf("the errored attempt's reason is missing from the events:\n%s", events)
+	}
 	for name, s := range texts {
 		if strings.Contains(s, key) || strings.Contains(s, ghToken) {
 			t.Errorf("a secret is in the %s", name)

@@ -818,6 +818,13 @@ func (j *ghJob) startAction(s workflowStep, during func(name string, exited <-ch
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Registered before anything here can fail the test, so that what the
+	// action created in Docker goes even then.
+	t.Cleanup(func() {
+		if id, err := os.ReadFile(cidfile); err == nil {
+			removeScope(strings.TrimSpace(string(id)))
+		}
+	})
 	exited := make(chan struct{})
 	var werr error
 	go func() { werr = c.Wait(); close(exited) }()
@@ -825,9 +832,6 @@ func (j *ghJob) startAction(s workflowStep, during func(name string, exited <-ch
 		during(name, exited)
 	}
 	<-exited
-	if id, err := os.ReadFile(cidfile); err == nil {
-		cleanupScope(t, strings.TrimSpace(string(id)))
-	}
 	res := &stepResult{step: s, code: c.ProcessState.ExitCode(), raw: out.String(), elapsed: time.Since(start), inputs: env}
 	if werr != nil && res.code < 0 {
 		t.Fatalf("docker run: %v\n%s", werr, res.raw)

@@ -609,10 +609,12 @@ func sandboxStarts(t *testing.T, since time.Time, action, task string) <-chan st
 		for {
 			select {
 			case m := <-msgs:
-				if scope == "" { // the action created this sandbox, so it exists by now
+				if scope == "" {
+					// Once one of its sandboxes started, the action exists;
+					// before, the start was another test's.
 					c, err := api.ContainerInspect(ctx, action)
 					if err != nil {
-						return
+						continue
 					}
 					scope = "container:" + c.ID
 				}

@@ -160,7 +160,7 @@ func providerSettingsHere(env Env) (map[string]any, error) {
 func newSweep(env Env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "sweep",
-		Short: "Remove the sandboxes, containers and networks that dead Steward runs left behind (never a live run's)",
+		Short: "Remove the sandboxes, containers, networks and untagged built images that dead Steward runs left behind (never a live run's)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			settings, err := providerSettingsHere(env)

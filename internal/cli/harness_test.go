@@ -380,9 +380,45 @@ func TestLaunchEvents(t *testing.T) {
 	if len(as) != 2 || end.Counts.Passed != 1 || end.RunIDs[0] == first {
 		t.Fatalf("second launch: attempts %+v, end %+v", as, end)
 	}
+	// A carried line says what the record says of the attempt.
+	s.must(t, ExitOK, "report", "--record", filepath.Join(dir, "rec"), "--format", "json")
+	var rep report.Report
+	if err := json.Unmarshal(s.stdout.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
 	for _, a := range as {
-		if a.CarriedFrom != first || a.RunID != end.RunIDs[0] {
-			t.Errorf("second launch's attempt %+v: want carried from %s", a, first)
+		var row *report.AttemptRow
+		for i := range rep.Attempts {
+			if rep.Attempts[i].Sample == a.Sample {
+				row = &rep.Attempts[i]
+			}
+		}
+		if row == nil || a.CarriedFrom != first || a.CarriedFrom != row.CarriedFrom || a.RunID != end.RunIDs[0] ||
+			a.Reason != row.Reason || a.Finished.IsZero() || (a.Score == nil) != (row.Score == nil) || (a.Score != nil && *a.Score != *row.Score) {
+			t.Errorf("second launch's attempt %+v\nwant as the record has it, carried from %s: %+v", a, first, row)
 		}
 	}
+
+	// A launch that fails after the file is open still ends it, with its error.
+	s.must(t, ExitBadInput, "launch", "--record", filepath.Join(dir, "rec"), "--events", events, "--task", "nope", set)
+	if as, end = read(); len(as) != 0 || !strings.Contains(end.Error, "no attempts") {
+		t.Fatalf("failed launch: attempts %+v, end %+v", as, end)
+	}
+
+	// A file that holds anything but events is never overwritten: a
+	// forgotten FILE would otherwise wipe the eval set.
+	before := mustReadFile(t, set)
+	s.must(t, ExitBadInput, "launch", "--record", filepath.Join(dir, "rec"), "--events", set, set)
+	if !strings.Contains(s.stderr.String(), "not an events file") || mustReadFile(t, set) != before {
+		t.Fatalf("--events on the eval set: %s", s.stderr.String())
+	}
+}
+
+func mustReadFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -81,7 +81,7 @@ ramp, and print the results table in discovery order.`,
 	return cmd
 }
 
-func launch(ctx context.Context, env Env, path string, f launchFlags, changed func(string) bool) (*report.Report, bool, error) {
+func launch(ctx context.Context, env Env, path string, f launchFlags, changed func(string) bool) (_ *report.Report, _ bool, err error) {
 	var ov evalset.FleetOverrides
 	if changed("max-concurrency") && f.concurrency < 1 {
 		return nil, false, exitWith(ExitBadInput, fmt.Errorf("--max-concurrency must be at least 1, got %d", f.concurrency))
@@ -127,25 +127,33 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 		WriteDaemonJSON: f.writeDaemonJSON, FleetFlags: ov, Confirm: confirmer(env), Workers: env.Exe != "",
 		WorkerTimeout: workerTimeout,
 	}
-	var events *run.EventLog
+	var res *run.Result
 	if f.events != "" && !f.dry {
-		w, err := openEvents(f.events)
-		if err != nil {
-			return nil, false, exitWith(ExitBadInput, err)
+		w, oerr := openEvents(f.events)
+		if oerr != nil {
+			return nil, false, exitWith(ExitBadInput, oerr)
 		}
-		defer w.Close()
-		events = run.NewEventLog(w)
+		events := run.NewEventLog(w)
 		opts.Observe = events.Observe
+		// "end" goes last, once the reports are written (or the launch
+		// failed); a stalled reader then gets 10 s, or until the second
+		// signal, and never holds up the reports.
+		defer func() {
+			var rep *report.Report
+			var cancelled bool
+			if res != nil {
+				rep, cancelled = res.Report, res.Cancelled
+			}
+			events.End(rep, cancelled, err)
+			cctx, cancel := context.WithTimeout(env.Hard, 10*time.Second)
+			defer cancel()
+			if cerr := events.Close(cctx); cerr != nil {
+				fmt.Fprintf(env.Stderr, "steward: --events %s: %v\n", f.events, cerr)
+			}
+			w.Close()
+		}()
 	}
-	res, err := run.Launch(ctx, opts)
-	if events != nil {
-		if res != nil {
-			events.End(res.Report, res.Cancelled)
-		}
-		if cerr := events.Close(10 * time.Second); cerr != nil {
-			fmt.Fprintf(env.Stderr, "steward: --events %s: %v\n", f.events, cerr)
-		}
-	}
+	res, err = run.Launch(ctx, opts)
 	if err != nil {
 		return nil, false, err
 	}
@@ -168,12 +176,27 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 	return rep, res.Cancelled, nil
 }
 
-// openEvents opens --events' file for writing, truncated. A FIFO must have
-// its reader already: the launch does not wait for one.
+// openEvents opens --events' file for writing, truncated. It refuses a
+// file that holds anything but events (a forgotten FILE argument would
+// otherwise wipe the eval set, or the record), and a FIFO with no reader:
+// the launch does not wait for one.
 func openEvents(path string) (*os.File, error) {
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 {
+		b := make([]byte, len(`{"event":`))
+		r, err := os.Open(path)
+		if err == nil {
+			_, err = io.ReadFull(r, b)
+			r.Close()
+		}
+		if err != nil || string(b) != `{"event":` {
+			return nil, fmt.Errorf("--events %s: the file exists and is not an events file; it would be overwritten (choose another path, or remove it)", path)
+		}
+	}
 	w, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK, 0o644)
 	if errors.Is(err, syscall.ENXIO) {
-		return nil, fmt.Errorf("--events %s: a FIFO with no reader (start the reader first)", path)
+		if fi, serr := os.Stat(path); serr == nil && fi.Mode()&os.ModeNamedPipe != 0 {
+			return nil, fmt.Errorf("--events %s: a FIFO with no reader (start the reader first)", path)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("--events: %w", err)

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -15,19 +16,27 @@ import (
 // EventLog writes a launch's events as JSON Lines (`steward launch
 // --events FILE`), one object per line, the "event" field naming its kind:
 //
-//	attempt  an attempt's result, as it is published to the record
+//	attempt  an attempt's row, as it is published to the record
 //	tend     one task's ramp decision at a tend (a line per task)
-//	live     the live state `steward tend` shows, after each tend
-//	end      the launch is over: its counts, and whether it was cancelled
+//	live     the live state `steward tend` shows (at the start and after each tend)
+//	dropped  how many lines a stalled reader made the log drop
+//	end      the launch is over: its counts, whether it was cancelled, its error
 //
-// It never blocks the launch: lines queue in memory and one goroutine
-// writes them, so a slow reader (a FIFO, a pipe) holds back only the log.
-// Only what the record already holds is written; no answer, explanation or
-// agent output, and nothing secret.
+// It never blocks the launch: lines queue in memory (at most MaxQueued
+// bytes; past that they are dropped and counted) and one goroutine writes
+// them, so a slow reader (a FIFO, a pipe) holds back only the log. It
+// writes what the record holds of each attempt but not its answer,
+// explanation, log or transcript.
 type EventLog struct {
+	// MaxQueued bounds the bytes waiting for the reader (default 8 MiB;
+	// the batch being written is held besides).
+	MaxQueued int
+
 	mu      sync.Mutex
 	wake    *sync.Cond
 	queue   [][]byte
+	queued  int // bytes in queue
+	dropped int // lines dropped since the last "dropped" line
 	closing bool
 	err     error
 	done    chan struct{}
@@ -35,7 +44,7 @@ type EventLog struct {
 
 // NewEventLog starts writing to w.
 func NewEventLog(w io.Writer) *EventLog {
-	e := &EventLog{done: make(chan struct{})}
+	e := &EventLog{MaxQueued: 8 << 20, done: make(chan struct{})}
 	e.wake = sync.NewCond(&e.mu)
 	go e.write(w)
 	return e
@@ -98,6 +107,15 @@ type EndEvent struct {
 	RunIDs    []string      `json:"run_ids"`
 	Counts    report.Counts `json:"counts"`
 	Cancelled bool          `json:"cancelled"`
+	// Error is why the launch failed ("" when it ran to its end).
+	Error string `json:"error,omitempty"`
+}
+
+// DroppedEvent is a "dropped" line: Lines were not written because the
+// reader fell behind by more than MaxQueued bytes.
+type DroppedEvent struct {
+	Event string `json:"event"`
+	Lines int    `json:"lines"`
 }
 
 // Observe queues ev's lines (Options.Observe).
@@ -120,9 +138,17 @@ func (e *EventLog) Observe(ev Event) {
 	}
 }
 
-// End queues the "end" line for the launch's report.
-func (e *EventLog) End(rep *report.Report, cancelled bool) {
-	e.add(EndEvent{Event: "end", RunIDs: rep.RunIDs, Counts: rep.Counts, Cancelled: cancelled})
+// End queues the "end" line: the launch's report (nil when it failed
+// before it had one), whether it was cancelled and its error.
+func (e *EventLog) End(rep *report.Report, cancelled bool, err error) {
+	end := EndEvent{Event: "end", Cancelled: cancelled}
+	if rep != nil {
+		end.RunIDs, end.Counts = rep.RunIDs, rep.Counts
+	}
+	if err != nil {
+		end.Error = err.Error()
+	}
+	e.add(end)
 }
 
 func (e *EventLog) add(v any) {
@@ -132,10 +158,16 @@ func (e *EventLog) add(v any) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.closing {
-		e.queue = append(e.queue, append(b, '\n'))
-		e.wake.Signal()
+	if e.closing {
+		return
 	}
+	if e.queued+len(b)+1 > e.MaxQueued {
+		e.dropped++
+		return
+	}
+	e.queue = append(e.queue, append(b, '\n'))
+	e.queued += len(b) + 1
+	e.wake.Signal()
 }
 
 func (e *EventLog) write(w io.Writer) {
@@ -143,14 +175,20 @@ func (e *EventLog) write(w io.Writer) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for {
-		for len(e.queue) == 0 && !e.closing {
+		for len(e.queue) == 0 && e.dropped == 0 && !e.closing {
 			e.wake.Wait()
 		}
-		if len(e.queue) == 0 {
+		if len(e.queue) == 0 && e.dropped == 0 {
 			return
 		}
 		batch := e.queue
-		e.queue = nil
+		if e.dropped > 0 {
+			// Said where the gap is: before the lines that queued after it.
+			b, _ := json.Marshal(DroppedEvent{Event: "dropped", Lines: e.dropped})
+			batch = append([][]byte{append(b, '\n')}, batch...)
+			e.dropped = 0
+		}
+		e.queue, e.queued = nil, 0
 		e.mu.Unlock()
 		var err error
 		for _, line := range batch {
@@ -160,7 +198,7 @@ func (e *EventLog) write(w io.Writer) {
 		}
 		e.mu.Lock()
 		if err != nil {
-			e.err, e.closing, e.queue = err, true, nil
+			e.err, e.closing, e.queue, e.queued, e.dropped = err, true, nil, 0, 0
 			return
 		}
 	}
@@ -169,18 +207,16 @@ func (e *EventLog) write(w io.Writer) {
 // ErrEventsBehind says Close gave up on a reader that took no more lines.
 var ErrEventsBehind = errors.New("the events reader fell behind; the last lines were not written")
 
-// Close writes what is queued, waiting at most wait for the reader, and
-// reports the first write error.
-func (e *EventLog) Close(wait time.Duration) error {
+// Close takes no more lines and writes what is queued, until ctx ends (the
+// caller's bound on a stalled reader), and reports the first write error.
+func (e *EventLog) Close(ctx context.Context) error {
 	e.mu.Lock()
 	e.closing = true
 	e.wake.Signal()
 	e.mu.Unlock()
-	t := time.NewTimer(wait)
-	defer t.Stop()
 	select {
 	case <-e.done:
-	case <-t.C:
+	case <-ctx.Done():
 		return ErrEventsBehind
 	}
 	e.mu.Lock()

@@ -2,6 +2,7 @@ package run
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -45,8 +46,8 @@ func TestEventLogLines(t *testing.T) {
 		Answer: "ANSWER-TEXT", Explanation: "EXPLANATION-TEXT", Log: "AGENT-LOG", Duration: 1500 * time.Millisecond, Requests: 2}})
 	e.Observe(Event{Tend: &Tended{RunID: "r1", Points: []record.RampPoint{{Task: "t", Setpoint: 24, Decision: "up", Reason: "gates passed"}, {Task: "u", Setpoint: 4, Decision: "hold"}}}})
 	e.Observe(Event{Live: &LiveState{RunID: "r1", Tended: true}})
-	e.End(&report.Report{RunIDs: []string{"r1"}, Counts: report.Counts{Total: 1, Passed: 1}}, true)
-	if err := e.Close(time.Minute); err != nil {
+	e.End(&report.Report{RunIDs: []string{"r1"}, Counts: report.Counts{Total: 1, Passed: 1}}, true, nil)
+	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	out := g.b.String()
@@ -81,35 +82,95 @@ func TestEventLogLines(t *testing.T) {
 	}
 }
 
-// A reader that stops reading never holds the launch up: Observe returns
-// at once whatever is queued, and Close gives up after its wait and says
-// so. Nothing is observed after Close.
+// A reader that stops reading never holds the launch up: Observe returns at
+// once while the writer is blocked, past MaxQueued bytes lines are dropped
+// and counted (a "dropped" line says where, once the reader reads again),
+// and Close gives up when its context ends. Nothing is taken after Close.
 func TestEventLogNeverBlocksTheLaunch(t *testing.T) {
 	g := &gatedWriter{open: make(chan struct{})}
 	e := NewEventLog(g)
-	for i := 0; i < 10000; i++ { // would block on the first write if Observe wrote
-		e.Observe(Event{Live: &LiveState{RunID: "r"}})
+	e.MaxQueued = 64 << 10
+	observed := make(chan struct{})
+	go func() {
+		defer close(observed)
+		for i := 0; i < 10000; i++ { // ~50 bytes a line: far past MaxQueued
+			e.Observe(Event{Live: &LiveState{RunID: "r"}})
+		}
+	}()
+	select {
+	case <-observed:
+	case <-time.After(time.Minute): // a guard: Observe that blocked would never return
+		t.Fatal("Observe blocked on a stalled reader")
 	}
-	if err := e.Close(10 * time.Millisecond); !errors.Is(err, ErrEventsBehind) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := e.Close(ctx); !errors.Is(err, ErrEventsBehind) {
 		t.Fatalf("Close with a stalled reader: %v, want ErrEventsBehind", err)
 	}
 	e.Observe(Event{Live: &LiveState{RunID: "late"}})
 	close(g.open)
-	if err := e.Close(time.Minute); err != nil {
+	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(g.b.String(), "\n"); n != 10000 {
-		t.Fatalf("%d lines written, want the 10000 queued before Close", n)
+	out := g.b.String()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	var written, dropped int
+	for i, l := range lines {
+		var d DroppedEvent
+		if err := json.Unmarshal([]byte(l), &d); err != nil {
+			t.Fatalf("line %d %q: %v", i, l, err)
+		}
+		switch d.Event {
+		case "live":
+			written++
+		case "dropped":
+			if dropped != 0 {
+				t.Fatalf("two dropped lines")
+			}
+			dropped = d.Lines
+		default:
+			t.Fatalf("line %d: %q", i, l)
+		}
+	}
+	// At most MaxQueued waits, plus the batch the writer holds.
+	if len(out) > 2*(64<<10)+100 || dropped == 0 || written+dropped != 10000 || strings.Contains(out, "late") {
+		t.Fatalf("%d bytes, %d lines written and %d said dropped, want the 10000 observed before Close within the bound", len(out), written, dropped)
 	}
 }
 
-// A write error ends the log (no more writes) and Close reports it.
+// countingWriter fails its first write and counts every call.
+type countingWriter struct{ calls int }
+
+func (c *countingWriter) Write([]byte) (int, error) {
+	c.calls++
+	return 0, errors.New("broken pipe")
+}
+
+// A write error ends the log: nothing more is written, and Close reports it.
 func TestEventLogWriteError(t *testing.T) {
-	g := &gatedWriter{open: make(chan struct{}), err: errors.New("broken pipe")}
+	c := &countingWriter{}
+	e := NewEventLog(c)
+	e.Observe(Event{Tend: &Tended{RunID: "r", Points: []record.RampPoint{{Task: "a"}, {Task: "b"}, {Task: "c"}}}})
+	e.Observe(Event{Live: &LiveState{RunID: "r"}})
+	if err := e.Close(context.Background()); err == nil || !strings.Contains(err.Error(), "broken pipe") {
+		t.Fatalf("Close: %v, want the write error", err)
+	}
+	if c.calls != 1 {
+		t.Fatalf("%d writes, want none after the first failed", c.calls)
+	}
+}
+
+// A launch that failed still ends its log: "end" with the error and no report.
+func TestEventLogEndsAFailedLaunch(t *testing.T) {
+	g := &gatedWriter{open: make(chan struct{})}
 	close(g.open)
 	e := NewEventLog(g)
-	e.Observe(Event{Live: &LiveState{RunID: "r"}})
-	if err := e.Close(time.Minute); err == nil || !strings.Contains(err.Error(), "broken pipe") {
-		t.Fatalf("Close: %v, want the write error", err)
+	e.End(nil, false, errors.New("plan: no task matches"))
+	if err := e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var end EndEvent
+	if err := json.Unmarshal(g.b.Bytes(), &end); err != nil || end.Event != "end" || end.Error != "plan: no task matches" {
+		t.Fatalf("end line %q (%v)", g.b.String(), err)
 	}
 }

@@ -547,10 +547,21 @@ func (l *launcher) publishCarried(ctx context.Context) error {
 	if err := l.db.PublishCarried(ctx, refs); err != nil {
 		return err
 	}
-	for _, a := range l.p.Attempts {
-		if a.Action == plan.ActionCarry || (a.Action == plan.ActionSkip && a.From.RunID != "") {
-			l.observe(Event{Attempt: &record.Attempt{RunID: l.runID, Seq: a.Seq, Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID,
-				Attempt: a.Number, Status: a.From.Status, Reason: a.Reason, CarriedFrom: a.From.RunID, Source: a.Sample.Source}})
+	if l.opts.Observe != nil && len(refs) > 0 {
+		// Told as the record reads them (through the reference: the source
+		// row's score, times, tokens and reason, and the run that produced it).
+		carried := map[int]bool{}
+		for _, r := range refs {
+			carried[r.Seq] = true
+		}
+		rows, err := l.db.Attempts(ctx, l.runID)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if carried[r.Seq] {
+				l.observe(Event{Attempt: &r})
+			}
 		}
 	}
 	for _, a := range fresh {

@@ -6,11 +6,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/sandbox/docker"
 )
 
 var (
@@ -26,15 +28,20 @@ func TestMain(m *testing.M) {
 	if builtExe != "" {
 		os.RemoveAll(filepath.Dir(builtExe))
 	}
-	builtImages.Range(func(ref, _ any) bool {
-		_ = exec.Command("docker", "rmi", ref.(string)).Run()
+	builtImages.Range(func(sum, _ any) bool {
+		// The tagged image, and any that lost the tag to a concurrent build
+		// of the same directory (both carry the content hash).
+		_ = exec.Command("docker", "rmi", docker.BuildRef(sum.(string))).Run()
+		if out, err := exec.Command("docker", "images", "-q", "--filter", "label=dev.steward.context-hash="+sum.(string)).Output(); err == nil && len(out) > 0 {
+			_ = exec.Command("docker", append([]string{"rmi"}, strings.Fields(string(out))...)...).Run()
+		}
 		return true
 	})
 	os.Exit(code)
 }
 
-// builtImages are the images the package's launches build (busyboxImage),
-// removed once no test runs: the tests share them.
+// builtImages are the context hashes of the images the package's launches
+// build (busyboxImage), removed once no test runs: the tests share them.
 var builtImages sync.Map
 
 // buildSteward builds the real binary once (its built-in chat agent calls the gateway).

@@ -189,7 +189,7 @@ func busyboxImage(t *testing.T, dir string) {
 	write(t, img, "owner", "internal/run tests\n")
 	write(t, img, "Dockerfile", "FROM scratch\nCOPY owner /etc/steward-test-owner\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\nRUN [\"/bin/mkdir\", \"-p\", \"/work\", \"/loot\", \"/tmp\"]\nWORKDIR /work\n")
 	if sum, err := sbdocker.ContextHash(img); err == nil {
-		builtImages.Store(sbdocker.BuildRef(sum), true)
+		builtImages.Store(sum, true)
 	}
 }
 

@@ -1,6 +1,8 @@
 package dockertest
 
 import (
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -13,7 +15,8 @@ import (
 func TestBusyboxContextsShareNoLayer(t *testing.T) {
 	Client(t)
 	chains := make([][]string, 2)
-	for i, owner := range []string{"dockertest-a", "dockertest-b"} {
+	for i, suite := range []string{"a", "b"} {
+		owner := fmt.Sprintf("dockertest-%s-%d", suite, os.Getpid()) // another checkout's run keeps its own
 		tag := "steward-dockertest:" + owner
 		dir := BusyboxContext(t, owner)
 		run(t, "build", "--pull=false", "-q", "-t", tag, dir)
