@@ -580,6 +580,69 @@ ln -s /tmp/steward-scorer/expected peek; ln -s /etc/hostname host; ln -s answer.
 // own works, the grader pod (bound too, for model-graded scorers) can use
 // its attempt's token, and a pod that sends a PROXY line of its own naming
 // another pod gains nothing (the gateway reads it as a bad request, 400).
+// A relay that listens seconds after its pod runs (a loaded node) still
+// carries every call: the supervisor waits for the pod's startup probe (the
+// control port accepts) before its port-forward reaches the port. Before,
+// the forward's first connections were refused and client-go's forward
+// stayed wedged: every later stream timed out, and every attempt errored
+// (seen in CI: TestKubernetesNamespacePerRun, all four attempts).
+func TestClusterRelayListensLate(t *testing.T) {
+	c := kubetest.Get(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const realKey = "sk-real-key-late-relay-0123456789"
+	fp := fakeprovider.New(fakeprovider.Config{APIKey: realKey})
+	upURL, err := fp.Start(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fp.Close()
+	gw, err := gateway.New(gateway.Config{Upstream: "openai", BaseURL: upURL + "/v1", APIKey: realKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := "steward.local/relay-late:" + randomID(3)
+	c.BinaryImage(t, kubetest.GoBinary(t, "build", "./internal/sandbox/kubernetes/testdata/relay"), img, true)
+	p := newProvider(t, c, "late-"+randomID(3), heldLock(t))
+	p.opts.RelayImage = img
+	p.opts.RelayCommand = []string{"/steward", "__late", "4s", kuberelay.Arg}
+	defer p.Finalize(context.Background())
+	ga, err := p.Gateway(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", ga.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gw.ServeProxied(ctx, ln)
+	_, port, _ := net.SplitHostPort(ga.Listen)
+	sb, err := p.Create(ctx, sandbox.Spec{Task: "late", Image: img, CPUs: 0.1, Memory: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(ctx)
+	ip, _ := sb.(*Sandbox).GatewayPeer()
+	tok := gw.Issue("attempt-late", nil)
+	if err := gw.Bind(tok, ip); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		res, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: `/steward __client "$ADDR" "$TOKEN"`,
+			Env: map[string]string{"ADDR": net.JoinHostPort(ga.Host, port), "TOKEN": tok}, Timeout: 2 * time.Minute})
+		if err != nil || res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "status 200") {
+			t.Fatalf("call %d through a relay that listened late: %v exit %d %s %s", i+1, err, res.ExitCode, res.Stdout, res.Stderr)
+		}
+	}
+	rp, err := c.Client.CoreV1().Pods(c.Namespace).Get(ctx, p.relay.pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr := rp.Spec.Containers[0].StartupProbe; pr == nil || pr.Exec == nil || len(pr.Exec.Command) < 2 || pr.Exec.Command[1] != kuberelay.ReadyArg {
+		t.Fatalf("the relay pod has no startup probe on its control port: %+v", rp.Spec.Containers[0].StartupProbe)
+	}
+}
+
 func TestClusterTokenBoundToPod(t *testing.T) {
 	c := kubetest.Get(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -107,7 +107,7 @@ func (p *Provider) probeRelay(ctx context.Context) (bool, string) {
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(g.Listen)
 	url := "http://" + net.JoinHostPort(g.Host, port) + "/"
-	pod := p.relayPod([]string{"/steward", ProbeArg, url})
+	pod := p.relayPod([]string{"/steward", ProbeArg, url}, nil)
 	pod.Name = podName(p.opts.RunID, "probe", randomID(3))
 	pod.Labels[labelRole] = "probe"
 	created, err := p.cs.CoreV1().Pods(p.ns).Create(ctx, pod, metav1.CreateOptions{})

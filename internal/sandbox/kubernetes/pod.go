@@ -194,6 +194,15 @@ var waitFailReasons = map[string]bool{
 // waitRunning watches the pod until its sandbox container runs, and returns
 // the pod as it was then.
 func (p *Provider) waitRunning(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	return p.waitPod(ctx, pod, false)
+}
+
+// waitStarted is waitRunning until the container's startup probe passed too.
+func (p *Provider) waitStarted(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	return p.waitPod(ctx, pod, true)
+}
+
+func (p *Provider) waitPod(ctx context.Context, pod *corev1.Pod, started bool) (*corev1.Pod, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.StartTimeout)
 	defer cancel()
 	check := func(pod *corev1.Pod) (bool, error) {
@@ -203,7 +212,7 @@ func (p *Provider) waitRunning(ctx context.Context, pod *corev1.Pod) (*corev1.Po
 		}
 		for _, cs := range pod.Status.ContainerStatuses {
 			if cs.State.Running != nil {
-				return true, nil
+				return !started || (cs.Started != nil && *cs.Started), nil
 			}
 			if w := cs.State.Waiting; w != nil && waitFailReasons[w.Reason] {
 				if strings.Contains(w.Reason, "Image") {

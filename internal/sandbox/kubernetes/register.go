@@ -61,6 +61,10 @@ func init() {
 				Run: func(ctx context.Context, args []string, stderr io.Writer) error {
 					return kuberelay.Run(ctx, args[0], args[1], stderr)
 				}},
+			{Name: kuberelay.ReadyArg, Usage: "CONTROL-ADDR", Short: "internal: the relay pod's startup probe", Args: 1,
+				Run: func(ctx context.Context, args []string, stderr io.Writer) error {
+					return kuberelay.Ready(ctx, args[0])
+				}},
 			{Name: ProbeArg, Usage: "URL", Short: "internal: fetch a URL through the kubernetes relay", Args: 1,
 				Run: func(ctx context.Context, args []string, stderr io.Writer) error {
 					return Probe(ctx, args[0])

@@ -58,8 +58,10 @@ func (p *Provider) startRelay(ctx context.Context) (*relay, error) {
 	// The control port only on the relay pod's loopback: the port-forward
 	// reaches it there (it dials inside the pod's network namespace), pods
 	// cannot; a pod on it would be handed other pods' connections.
-	cmd = append(append([]string(nil), cmd...), ":"+strconv.Itoa(port), "127.0.0.1:"+strconv.Itoa(kuberelay.ControlPort))
-	pod := p.relayPod(cmd)
+	control := "127.0.0.1:" + strconv.Itoa(kuberelay.ControlPort)
+	ready := []string{cmd[0], kuberelay.ReadyArg, control}
+	cmd = append(append([]string(nil), cmd...), ":"+strconv.Itoa(port), control)
+	pod := p.relayPod(cmd, ready)
 	created, err := p.cs.CoreV1().Pods(p.ns).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		return nil, sandbox.InfraError(fmt.Errorf("start gateway relay: create pod: %w", err))
@@ -70,7 +72,10 @@ func (p *Provider) startRelay(ctx context.Context) (*relay, error) {
 		cancel()
 		return nil, fmt.Errorf("start gateway relay: %w", err)
 	}
-	running, err := p.waitRunning(ctx, created)
+	// Started, not just running: the port-forward must not reach the
+	// control port before the relay listens there (a refused connection
+	// wedges client-go's port-forward: every later stream times out).
+	running, err := p.waitStarted(ctx, created)
 	if err != nil {
 		return fail(err)
 	}
@@ -80,14 +85,14 @@ func (p *Provider) startRelay(ctx context.Context) (*relay, error) {
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &relay{pod: created.Name, podIP: ip.String(), gatewayListen: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cancel: cancel, done: make(chan struct{})}
-	ready := make(chan struct{})
+	forwarding := make(chan struct{})
 	go func() {
 		defer close(r.done)
 		var wg sync.WaitGroup
 		wg.Add(1)
-		go func() { defer wg.Done(); p.keepForwarding(rctx, r, ready) }()
+		go func() { defer wg.Done(); p.keepForwarding(rctx, r, forwarding) }()
 		select {
-		case <-ready:
+		case <-forwarding:
 		case <-rctx.Done():
 		}
 		kuberelay.Feed(rctx, RelayIdle, r.dial, r.gatewayListen, p.log)
@@ -97,7 +102,7 @@ func (p *Provider) startRelay(ctx context.Context) (*relay, error) {
 		dcancel()
 	}()
 	select {
-	case <-ready:
+	case <-forwarding:
 	case <-ctx.Done():
 		r.stop()
 		return nil, ctx.Err()
@@ -184,8 +189,22 @@ func (p *Provider) forward(ctx context.Context, r *relay, onReady func()) error 
 	}
 }
 
-// relayPod is the relay's pod: FROM scratch, no secret, non-root, read-only.
-func (p *Provider) relayPod(cmd []string) *corev1.Pod {
+// relayPod is the relay's pod: FROM scratch, no secret, non-root,
+// read-only. With ready, the container counts as started once that command
+// succeeds (a startup probe: checked every second, for a minute at most,
+// and never again after).
+func (p *Provider) relayPod(cmd, ready []string) *corev1.Pod {
+	pod := p.relayPodSpec(cmd)
+	if ready != nil {
+		pod.Spec.Containers[0].StartupProbe = &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: ready}},
+			PeriodSeconds: 1, TimeoutSeconds: 3, FailureThreshold: 60,
+		}
+	}
+	return pod
+}
+
+func (p *Provider) relayPodSpec(cmd []string) *corev1.Pod {
 	no, yes := false, true
 	uid := int64(65534)
 	grace := int64(0)
@@ -208,6 +227,7 @@ func (p *Provider) relayPod(cmd []string) *corev1.Pod {
 				Name: "relay", Image: p.opts.RelayImage, ImagePullPolicy: p.opts.ImagePullPolicy,
 				Command:   cmd,
 				Resources: corev1.ResourceRequirements{Requests: res, Limits: res},
+
 				SecurityContext: &corev1.SecurityContext{
 					AllowPrivilegeEscalation: &no, Privileged: &no, ReadOnlyRootFilesystem: &yes,
 					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},

@@ -38,6 +38,25 @@ import (
 // ARG SANDBOX-LISTEN CONTROL-LISTEN.
 const Arg = "__kuberelay"
 
+// ReadyArg is the internal command the relay pod's startup probe runs
+// (`steward __kuberelay-ready ADDR`): it exits 0 once the relay's control
+// port at ADDR accepts a connection.
+const ReadyArg = "__kuberelay-ready"
+
+// Ready dials the control port once: nil when the relay listens there. The
+// connection is closed at once; the relay takes it for an idle control
+// connection that went away.
+func Ready(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("relay not listening on %s: %w", addr, err)
+	}
+	return c.Close()
+}
+
 // Protocol bytes on a control connection.
 const (
 	Call = 'C'

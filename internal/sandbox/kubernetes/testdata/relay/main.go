@@ -2,6 +2,8 @@
 // (the real one is the steward binary): /steward __kuberelay LISTEN CONTROL.
 // "/steward fetch URL" prints what URL answers within 3 s, or exits 1 (the
 // NetworkPolicy test's probe: busybox-static's wget cannot run FROM scratch).
+// "/steward __kuberelay-ready ADDR" is the relay pod's startup probe, and
+// "/steward __late DURATION __kuberelay ..." a relay that listens late.
 // The same binary is the tests' gateway client in sandbox pods:
 // /steward __client ADDR TOKEN [PROXY-LINE] sends GET /v1/models with the
 // token over a fresh connection to ADDR, first writing PROXY-LINE (a forged
@@ -22,6 +24,24 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == kuberelay.ReadyArg {
+		if err := kuberelay.Ready(context.Background(), os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 3 && os.Args[1] == "__late" {
+		// A relay that listens late, as one on a loaded node does: the
+		// behaviour under test (TestClusterRelayListensLate), not a wait.
+		d, err := time.ParseDuration(os.Args[2])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		time.Sleep(d)
+		os.Args = append(os.Args[:1], os.Args[3:]...)
+	}
 	if len(os.Args) == 3 && os.Args[1] == "fetch" {
 		resp, err := (&http.Client{Timeout: 3 * time.Second}).Get(os.Args[2])
 		if err != nil {
