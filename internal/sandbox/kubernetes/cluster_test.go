@@ -580,90 +580,35 @@ ln -s /tmp/steward-scorer/expected peek; ln -s /etc/hostname host; ln -s answer.
 // own works, the grader pod (bound too, for model-graded scorers) can use
 // its attempt's token, and a pod that sends a PROXY line of its own naming
 // another pod gains nothing (the gateway reads it as a bad request, 400).
-// A relay that listens seconds after its pod runs (a loaded node) still
-// carries every call: the supervisor waits for the pod's startup probe (the
-// control port accepts) before its port-forward reaches the port. Before,
-// the forward's first connections were refused and client-go's forward
-// stayed wedged: every later stream timed out, and every attempt errored
-// (seen in CI: TestKubernetesNamespacePerRun, all four attempts).
-func TestClusterRelayListensLate(t *testing.T) {
-	c := kubetest.Get(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	const realKey = "sk-real-key-late-relay-0123456789"
-	fp := fakeprovider.New(fakeprovider.Config{APIKey: realKey})
-	upURL, err := fp.Start(ctx, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fp.Close()
-	gw, err := gateway.New(gateway.Config{Upstream: "openai", BaseURL: upURL + "/v1", APIKey: realKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	img := "steward.local/relay-late:" + randomID(3)
-	c.BinaryImage(t, kubetest.GoBinary(t, "build", "./internal/sandbox/kubernetes/testdata/relay"), img, true)
-	p := newProvider(t, c, "late-"+randomID(3), heldLock(t))
-	p.opts.RelayImage = img
-	p.opts.RelayCommand = []string{"/steward", "__late", "4s", kuberelay.Arg}
-	defer p.Finalize(context.Background())
-	ga, err := p.Gateway(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", ga.Listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gw.ServeProxied(ctx, ln)
-	_, port, _ := net.SplitHostPort(ga.Listen)
-	sb, err := p.Create(ctx, sandbox.Spec{Task: "late", Image: img, CPUs: 0.1, Memory: 64 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close(ctx)
-	ip, _ := sb.(*Sandbox).GatewayPeer()
-	tok := gw.Issue("attempt-late", nil)
-	if err := gw.Bind(tok, ip); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 3; i++ {
-		res, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: `/steward __client "$ADDR" "$TOKEN"`,
-			Env: map[string]string{"ADDR": net.JoinHostPort(ga.Host, port), "TOKEN": tok}, Timeout: 2 * time.Minute})
-		if err != nil || res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "status 200") {
-			t.Fatalf("call %d through a relay that listened late: %v exit %d %s %s", i+1, err, res.ExitCode, res.Stdout, res.Stderr)
-		}
-	}
-	rp, err := c.Client.CoreV1().Pods(c.Namespace).Get(ctx, p.relay.pod, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pr := rp.Spec.Containers[0].StartupProbe; pr == nil || pr.Exec == nil || len(pr.Exec.Command) < 2 || pr.Exec.Command[1] != kuberelay.ReadyArg {
-		t.Fatalf("the relay pod has no startup probe on its control port: %+v", rp.Spec.Containers[0].StartupProbe)
-	}
+// relayedGateway is a run's provider with the test relay image (also the
+// sandboxes' gateway client, with busybox) and a real gateway behind its
+// relay, against the fake provider: the pod side of every relay test.
+type relayedGateway struct {
+	p    *Provider
+	gw   *gateway.Gateway
+	img  string
+	addr string // the gateway's address as pods dial it (the relay's)
 }
 
-func TestClusterTokenBoundToPod(t *testing.T) {
-	c := kubetest.Get(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	const realKey = "sk-real-key-bound-to-pods-0123456789"
+func newRelayedGateway(t *testing.T, ctx context.Context, c *kubetest.Cluster, name string, relayCommand []string) *relayedGateway {
+	t.Helper()
+	const realKey = "sk-real-key-behind-the-relay-0123456789"
 	fp := fakeprovider.New(fakeprovider.Config{APIKey: realKey})
 	upURL, err := fp.Start(ctx, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fp.Close()
+	t.Cleanup(func() { fp.Close() })
 	gw, err := gateway.New(gateway.Config{Upstream: "openai", BaseURL: upURL + "/v1", APIKey: realKey})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// One image: the relay, and in sandbox pods the test's gateway client (and busybox).
-	img := "steward.local/relay-client:" + randomID(3)
+	img := "steward.local/relay-" + name + ":" + randomID(3)
 	c.BinaryImage(t, kubetest.GoBinary(t, "build", "./internal/sandbox/kubernetes/testdata/relay"), img, true)
-	p := newProvider(t, c, "bind-"+randomID(3), heldLock(t))
+	p := newProvider(t, c, name+"-"+randomID(3), heldLock(t))
 	p.opts.RelayImage = img
-	defer p.Finalize(context.Background())
+	p.opts.RelayCommand = relayCommand
+	t.Cleanup(func() { p.Finalize(context.Background()) })
 	ga, err := p.Gateway(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -677,7 +622,53 @@ func TestClusterTokenBoundToPod(t *testing.T) {
 	}
 	go gw.ServeProxied(ctx, ln)
 	_, port, _ := net.SplitHostPort(ga.Listen)
-	addr := net.JoinHostPort(ga.Host, port)
+	return &relayedGateway{p: p, gw: gw, img: img, addr: net.JoinHostPort(ga.Host, port)}
+}
+
+// A relay that listens seconds after its pod runs (a loaded node) still
+// carries every call: the supervisor waits for the pod's startup probe (the
+// control port accepts) before its port-forward reaches the port. Before,
+// the forward's first connections were refused and client-go's forward
+// stayed wedged: every later stream timed out, and every attempt errored
+// (seen in CI: TestKubernetesNamespacePerRun, all four attempts).
+func TestClusterRelayListensLate(t *testing.T) {
+	c := kubetest.Get(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := newRelayedGateway(t, ctx, c, "late", []string{"/steward", "__late", "4s", kuberelay.Arg})
+	sb, err := r.p.Create(ctx, sandbox.Spec{Task: "late", Image: r.img, CPUs: 0.1, Memory: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(ctx)
+	ip, _ := sb.(*Sandbox).GatewayPeer()
+	tok := r.gw.Issue("attempt-late", nil)
+	if err := r.gw.Bind(tok, ip); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		res, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: `/steward __client "$ADDR" "$TOKEN"`,
+			Env: map[string]string{"ADDR": r.addr, "TOKEN": tok}, Timeout: 2 * time.Minute})
+		if err != nil || res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "status 200") {
+			t.Fatalf("call %d through a relay that listened late: %v exit %d %s %s", i+1, err, res.ExitCode, res.Stdout, res.Stderr)
+		}
+	}
+	rp, err := c.Client.CoreV1().Pods(c.Namespace).Get(ctx, r.p.relay.pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr := rp.Spec.Containers[0].StartupProbe; pr == nil || pr.Exec == nil || len(pr.Exec.Command) < 2 || pr.Exec.Command[1] != kuberelay.ReadyArg {
+		t.Fatalf("the relay pod has no startup probe on its control port: %+v", rp.Spec.Containers[0].StartupProbe)
+	}
+}
+
+func TestClusterTokenBoundToPod(t *testing.T) {
+	c := kubetest.Get(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := newRelayedGateway(t, ctx, c, "bind", nil)
+	p, gw, img, addr := r.p, r.gw, r.img, r.addr
+	host, port, _ := net.SplitHostPort(addr)
 
 	spec := sandbox.Spec{Task: "bind", Image: img, CPUs: 0.1, Memory: 64 << 20}
 	peer := func(sb sandbox.Sandbox) netip.Addr {
@@ -738,13 +729,13 @@ func TestClusterTokenBoundToPod(t *testing.T) {
 	// Nor can a pod pose as the supervisor: the relay's control port (where
 	// it hands out sandbox connections, PROXY line and token included)
 	// listens on the relay pod's loopback only, which the port-forward reaches.
-	ctl := net.JoinHostPort(ga.Host, strconv.Itoa(kuberelay.ControlPort))
+	ctl := net.JoinHostPort(host, strconv.Itoa(kuberelay.ControlPort))
 	if res, err := b.Exec(ctx, sandbox.ExecSpec{Shell: `/steward __client "$ADDR" x`, Env: map[string]string{"ADDR": ctl}, Timeout: time.Minute}); err != nil || res.ExitCode == 0 || !strings.Contains(string(res.Stdout), "refused") {
 		t.Fatalf("a pod dialled the relay's control port %s: %v exit %d %s", ctl, err, res.ExitCode, res.Stdout)
 	}
 	usedA, _ := gw.Usage(tokA)
 	// B forges a PROXY line naming A before its request with A's token.
-	forged := fmt.Sprintf("PROXY TCP4 %s %s 40000 %s", ipA, ga.Host, port)
+	forged := fmt.Sprintf("PROXY TCP4 %s %s 40000 %s", ipA, host, port)
 	if got := call(b, tokA, forged); got != "status 400" {
 		t.Fatalf("pod B with a forged PROXY line naming pod A and A's token: %s, want status 400", got)
 	}
