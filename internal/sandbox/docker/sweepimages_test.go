@@ -29,9 +29,18 @@ func TestSweepRemovesUntaggedImagesOfDeadRuns(t *testing.T) {
 	r := newRun(t, nil)
 	ctx := context.Background()
 	cli := r.P.cli
+	// The "dead" run lives while its images are built, as a real run does:
+	// a sweep beside this test (another test's, or a launch's) must not
+	// take an image between its build's commit and its tag. It dies (its
+	// lock released) before this test's sweep.
+	doomed, err := runlock.Acquire(filepath.Join(t.TempDir(), "doomed.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer doomed.Release()
 	deadLabels := map[string]string{
 		sandbox.LabelManaged: "true", sandbox.LabelRun: "dead-" + r.ID, labelRole: "image",
-		LabelLock: "/nonexistent/dead-" + r.ID + ".lock", LabelLockScope: r.P.scope, LabelOwner: runlock.Here().Encode(),
+		LabelLock: doomed.Path(), LabelLockScope: r.P.scope, LabelOwner: runlock.Here().Encode(),
 	}
 	liveLabels := r.P.labels("sweep-images", "image", nil)
 	n := 0
@@ -86,6 +95,9 @@ func TestSweepRemovesUntaggedImagesOfDeadRuns(t *testing.T) {
 	live := buildAs(tag("live"), liveLabels)
 	buildAs(tag("live"), liveLabels)
 
+	if err := doomed.Release(); err != nil {
+		t.Fatal(err)
+	}
 	var log strings.Builder
 	res, err := r.P.Sweep(ctx, &log)
 	if err != nil {
