@@ -348,11 +348,12 @@ func actionImage(t *testing.T) string {
 	return prebuilt.tag
 }
 
-// prebuilt serialises the builds of Dockerfile.prebuilt in this process
-// (actionImage and TestReleaseDryRun) with their removal: the legacy builder
-// shares the untagged layers of identical steps between builds, and removing
-// one image with its parents while another build is about to reuse such a
-// layer fails that build ("No such image").
+// prebuilt serialises the build of the action image with the removal of
+// any image built from Dockerfile.prebuilt in this process (TestReleaseDryRun's
+// cleanup, TestMain): the legacy builder shares the untagged layers of
+// identical steps between builds, and removing one image with its parents
+// while another build is about to reuse such a layer fails that build ("No
+// such image"). Two builds at once are safe.
 var prebuilt struct {
 	sync.Mutex
 	tag string
