@@ -123,11 +123,8 @@ func TestEventLogNeverBlocksTheLaunch(t *testing.T) {
 		switch d.Event {
 		case "live":
 			written++
-		case "dropped":
-			if dropped != 0 {
-				t.Fatalf("two dropped lines")
-			}
-			dropped = d.Lines
+		case "dropped": // one per gap: the writer may have met more than one
+			dropped += d.Lines
 		default:
 			t.Fatalf("line %d: %q", i, l)
 		}
