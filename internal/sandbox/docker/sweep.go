@@ -217,7 +217,7 @@ func sweepUntaggedImages(ctx context.Context, cli apiClient, dead func(map[strin
 			continue // tagged after all, or its run lives (or cannot be judged)
 		}
 		if _, err := cli.ImageRemove(ctx, im.ID, image.RemoveOptions{PruneChildren: true}); err != nil {
-			if !cerrdefs.IsConflict(err) && !cerrdefs.IsNotFound(err) {
+			if !cerrdefs.IsConflict(err) && !imageGone(err) {
 				errs = append(errs, fmt.Errorf("remove image %s: %w", shortID(im.ID), err))
 			}
 			continue
@@ -226,6 +226,15 @@ func sweepUntaggedImages(ctx context.Context, cli apiClient, dead func(map[strin
 		fmt.Fprintf(w, "sweep: removed untagged image %s (built by run %s)\n", shortID(im.ID), im.Labels[sandbox.LabelRun])
 	}
 	return n, errors.Join(errs...)
+}
+
+// imageGone says whether a removal failed because the image is gone
+// already: another sweeper (a launch's, `steward sweep`) removed it first.
+// Engines before 23 say so without a not-found status ("unrecognized image
+// ID", from a removal racing another).
+func imageGone(err error) bool {
+	msg := err.Error()
+	return cerrdefs.IsNotFound(err) || strings.Contains(msg, "No such image") || strings.Contains(msg, "unrecognized image ID")
 }
 
 // tagged says whether an image has a tag (the API lists an untagged one as

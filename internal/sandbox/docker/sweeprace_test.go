@@ -71,3 +71,39 @@ func TestSweepWaitsForAConcurrentSweepersRemoval(t *testing.T) {
 		t.Fatalf("sweep result %+v after %d volume removals", res, c.volumeTries)
 	}
 }
+
+// imageRaceClient lists a dead run's untagged image that another sweeper
+// removes first: the daemon's answer is the one engine 20.10 gave in CI.
+type imageRaceClient struct {
+	raceClient
+}
+
+func (c *imageRaceClient) ContainerList(context.Context, container.ListOptions) ([]container.Summary, error) {
+	return nil, nil
+}
+
+func (c *imageRaceClient) VolumeList(context.Context, volume.ListOptions) (volume.ListResponse, error) {
+	return volume.ListResponse{}, nil
+}
+
+func (c *imageRaceClient) ImageList(context.Context, image.ListOptions) ([]image.Summary, error) {
+	return []image.Summary{{ID: "sha256:c10fa9b668eff9639dbbcf68be86883487", RepoTags: []string{"<none>:<none>"}, Labels: c.labels}}, nil
+}
+
+func (c *imageRaceClient) ImageRemove(context.Context, string, image.RemoveOptions) ([]image.DeleteResponse, error) {
+	return nil, fmt.Errorf("Error response from daemon: unrecognized image ID sha256:c10fa9b668eff9639dbbcf68be86883487")
+}
+
+// Two sweepers meeting the same untagged image: the one that finds it gone
+// succeeds (seen as a sweep error when test packages ran side by side).
+func TestSweepImageRemovedByAnotherSweeper(t *testing.T) {
+	c := &imageRaceClient{raceClient{labels: map[string]string{sandbox.LabelManaged: "true", sandbox.LabelRun: "dead1", LabelLock: "/x/dead1.lock", labelRole: "image"}}}
+	var log strings.Builder
+	res, err := sweep(context.Background(), c, "host:here", deadJudge{}, &log, true)
+	if err != nil {
+		t.Fatalf("sweep: %v\n%s", err, log.String())
+	}
+	if res.Images != 0 {
+		t.Fatalf("counted %d images removed, want none (the other sweeper removed it)", res.Images)
+	}
+}
