@@ -396,23 +396,17 @@ func removeActionImage() {
 	}
 }
 
-// removeBuiltImage removes, when the test ends, the images Steward built
-// from the build directory dir: the one its tag names (BuildRef of the
-// content hash) and any that lost the tag to a concurrent build of the same
-// directory (both carry the hash as a label). The directory is a
-// dockertest.BusyboxContext whose owner is this test's own, so no other
-// test's build uses its layers.
-func removeBuiltImage(t *testing.T, dir string) {
+// builtBusybox is a dockertest.BusyboxContext for a `build:` of this
+// test's own (owner) whose images Steward builds are removed when the test
+// ends (dockertest.RemoveBuilt); no other test's build uses its layers.
+func builtBusybox(t *testing.T, owner string) string {
+	dir := dockertest.BusyboxContext(t, owner)
 	t.Cleanup(func() {
-		sum, err := dockerpkg.ContextHash(dir)
-		if err != nil {
-			return
-		}
-		_, _ = dockerErr("rmi", dockerpkg.BuildRef(sum))
-		if ids, _ := dockerErr("images", "-q", "--filter", "label=dev.steward.context-hash="+sum); ids != "" {
-			_, _ = dockerErr(append([]string{"rmi"}, strings.Fields(ids)...)...)
+		if sum, err := dockerpkg.ContextHash(dir); err == nil {
+			dockertest.RemoveBuilt(sum)
 		}
 	})
+	return dir
 }
 
 // scopes are the containers whose Steward's images cleanupScope removes;

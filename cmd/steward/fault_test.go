@@ -41,8 +41,7 @@ func faultDocker(t *testing.T, owner string) (*faultproxy.Proxy, string, string)
 		// Whatever a killed (hung) run left is swept, as the next launch would.
 		_ = exec.Command(exe, "sweep").Run()
 	})
-	img := dockertest.BusyboxContext(t, owner)
-	removeBuiltImage(t, img)
+	img := builtBusybox(t, owner)
 	return p, host, img
 }
 

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/steward-evals/steward/internal/sandbox/docker/dockertest"
 )
 
 // Scaffolding shared by the tests that kill a launch (crash_test.go) or its
@@ -43,8 +41,7 @@ func killSeed(t *testing.T, env string) uint64 {
 // that docker trials are killed while sandboxes live rather than during the
 // build, and removes it when the test ends. It returns the build context.
 func killImage(t *testing.T, what string) string {
-	imageDir := dockertest.BusyboxContext(t, what)
-	removeBuiltImage(t, imageDir)
+	imageDir := builtBusybox(t, what)
 	warm := t.TempDir()
 	writeFile(t, filepath.Join(warm, "steward.yaml"), `
 tasks:

@@ -23,10 +23,9 @@ import (
 func leakEvalSet(t *testing.T, agent string) string {
 	t.Helper()
 	dir := t.TempDir()
-	img := dockertest.BusyboxContext(t, "cmd-steward-leak")
-	// Remove only this test's image: other packages' tests run at the same
-	// time with images of their own.
-	removeBuiltImage(t, img)
+	// Only this test's images are removed: other packages' tests run at
+	// the same time with images of their own.
+	img := builtBusybox(t, "cmd-steward-leak")
 	writeFile(t, filepath.Join(dir, "steward.yaml"), `
 tasks:
   - name: box

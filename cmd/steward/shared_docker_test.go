@@ -27,12 +27,11 @@ func TestDockerRunSharesOneNetworkAndOneBuild(t *testing.T) {
 	t.Parallel()
 	cli := dockertest.Client(t)
 	ctx := context.Background()
-	img := dockertest.BusyboxContext(t, fmt.Sprintf("cmd-steward-shared-%d", time.Now().UnixNano()))
+	img := builtBusybox(t, fmt.Sprintf("cmd-steward-shared-%d", time.Now().UnixNano()))
 	sum, err := sbdocker.ContextHash(img)
 	if err != nil {
 		t.Fatal(err)
 	}
-	removeBuiltImage(t, img)
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "steward.yaml"), `
 tasks:

@@ -6,13 +6,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/steward-evals/steward/internal/record"
-	"github.com/steward-evals/steward/internal/sandbox/docker"
+	"github.com/steward-evals/steward/internal/sandbox/docker/dockertest"
 )
 
 var (
@@ -29,12 +28,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(filepath.Dir(builtExe))
 	}
 	builtImages.Range(func(sum, _ any) bool {
-		// The tagged image, and any that lost the tag to a concurrent build
-		// of the same directory (both carry the content hash).
-		_ = exec.Command("docker", "rmi", docker.BuildRef(sum.(string))).Run()
-		if out, err := exec.Command("docker", "images", "-q", "--filter", "label=dev.steward.context-hash="+sum.(string)).Output(); err == nil && len(out) > 0 {
-			_ = exec.Command("docker", append([]string{"rmi"}, strings.Fields(string(out))...)...).Run()
-		}
+		dockertest.RemoveBuilt(sum.(string))
 		return true
 	})
 	os.Exit(code)

@@ -87,6 +87,16 @@ func CLI(args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
+// RemoveBuilt removes every image Steward built from a build directory
+// whose context hash is sum: the one its tag names and any that lost the
+// tag to a concurrent build of the same directory. All carry the hash as a
+// label.
+func RemoveBuilt(sum string) {
+	if ids, _ := CLI("images", "-q", "--filter", "label=dev.steward.context-hash="+sum); ids != "" {
+		_, _ = CLI(append([]string{"rmi"}, strings.Fields(ids)...)...)
+	}
+}
+
 func repoRoot(t testing.TB) string {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
