@@ -47,9 +47,14 @@ type LaunchOptions struct {
 	BudgetUSD   float64 // 0: no budget
 	Rerun       bool
 	EarlyExit   bool
-	Shard       string // "i/n" or ""
-	Record      string // record root, "" for the default
-	Title       string
+	// Confirm runs this many more attempts of every selected sample,
+	// numbered after the highest the record holds at the sample's identity
+	// (`launch --confirm N`); ConfirmSamples ("task/sample") narrows them.
+	Confirm        int
+	ConfirmSamples []string
+	Shard          string // "i/n" or ""
+	Record         string // record root, "" for the default
+	Title          string
 	// Merge combines the shard records in Records (one record and one report)
 	// instead of running anything.
 	Merge   bool
