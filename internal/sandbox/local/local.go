@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/steward-evals/steward/internal/proctree"
 	"github.com/steward-evals/steward/internal/sandbox"
 )
@@ -298,6 +300,9 @@ func (b *box) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResu
 	}
 	done := make(chan error, 1)
 	go func() {
+		if testHookReap != nil {
+			testHookReap()
+		}
 		err := cmd.Wait()
 		liveMu.Lock()
 		delete(live, cmd.Process.Pid)
@@ -305,23 +310,29 @@ func (b *box) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResu
 		done <- err
 	}()
 	if testHookStarted != nil {
-		testHookStarted(ctx)
+		testHookStarted(ctx, cmd.Process.Pid)
 	}
 	exited := false
 	select {
 	case err = <-done:
 		exited = true
 	case <-ctx.Done():
-		select {
-		case err = <-done:
-			// It had ended already: this process noticed late (it was
-			// stopped or starved), which is not the command's timeout.
+		// The deadline passed on this process's clock, which stops when
+		// the process is stopped (SIGSTOP) or starved: the waiting
+		// goroutine may not have run yet although the command ended long
+		// before. The kernel knows: a command that has already exited
+		// ended by itself, it was only noticed late, which is not a
+		// timeout.
+		if hasExited(cmd.Process.Pid) {
 			exited = true
-		default:
+		} else {
 			// Kill the whole process group: an agent's children die with it.
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			err = <-done
 		}
+		if testHookDecided != nil {
+			testHookDecided()
+		}
+		err = <-done
 	}
 	// Whatever the outcome, nothing of the group, the session or what escaped
 	// them outlives the command.
@@ -381,6 +392,26 @@ func (b *box) Close(ctx context.Context) error {
 
 var _ io.Writer = (*capWriter)(nil)
 
-// testHookStarted, when set by a test, runs once a command has started (to
-// simulate a worker that notices late, e.g. while it was stopped).
-var testHookStarted func(ctx context.Context)
+// hasExited asks the kernel, without reaping it, whether the child pid has
+// exited (or was reaped already by the goroutine that waits for it).
+func hasExited(pid int) bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	if errors.Is(err, unix.ECHILD) {
+		return true // reaped: the waiting goroutine has it
+	}
+	// The kernel sets si_signo to SIGCHLD only when it found the child
+	// exited; with nothing to report (WNOHANG) it leaves it zero.
+	return err == nil && info.Signo == int32(unix.SIGCHLD)
+}
+
+// Test hooks, set only by tests (to simulate a worker that notices late,
+// e.g. because it was stopped): testHookStarted runs once a command has
+// started; testHookReap runs in the waiting goroutine before it waits;
+// testHookDecided runs once a passed deadline has been judged (killed or
+// found ended), before the command is reaped.
+var (
+	testHookStarted func(ctx context.Context, pid int)
+	testHookReap    func()
+	testHookDecided func()
+)

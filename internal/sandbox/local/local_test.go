@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/steward-evals/steward/internal/sandbox"
 )
 
@@ -72,7 +74,7 @@ func TestTimeoutKillsGroup(t *testing.T) {
 	// The timeout fires only after the child said it holds the FIFO: the
 	// open waits for its writer, the read for its first line.
 	var f *os.File
-	testHookStarted = func(context.Context) {
+	testHookStarted = func(context.Context, int) {
 		var err error
 		if f, err = os.Open(held); err != nil {
 			t.Fatal(err)
@@ -127,7 +129,7 @@ func TestOutputCap(t *testing.T) {
 // A command that ended within its timeout but was noticed only after it
 // (the worker was stopped or starved) did not time out: its own clock says so.
 func TestExecNoticedLateIsNotATimeout(t *testing.T) {
-	testHookStarted = func(ctx context.Context) { <-ctx.Done() }
+	testHookStarted = func(ctx context.Context, _ int) { <-ctx.Done() }
 	defer func() { testHookStarted = nil }()
 	p := New(Options{BaseDir: t.TempDir()})
 	sb, err := p.Create(context.Background(), sandbox.Spec{Task: "late"})
@@ -141,6 +143,47 @@ func TestExecNoticedLateIsNotATimeout(t *testing.T) {
 	}
 	if res.TimedOut || res.ExitCode != 0 || string(res.Stdout) != "done\n" {
 		t.Fatalf("a command that ended in time, noticed late: %+v", res)
+	}
+}
+
+// A worker stopped (SIGSTOP) while its command ends resumes with both the
+// deadline passed and the command's exit not yet reaped: which its select
+// sees first is a race. The command ended long before its deadline, so it
+// did not time out. The race is made certain: the waiting goroutine is held
+// until the deadline has been judged, and the deadline is judged only once
+// the kernel has the command's exit.
+func TestExecEndedBeforeAFrozenDeadlineIsNotATimeout(t *testing.T) {
+	decided := make(chan struct{})
+	testHookReap = func() { <-decided }
+	testHookDecided = func() { close(decided) }
+	testHookStarted = func(ctx context.Context, pid int) {
+		// The command has exited (a zombie, not reaped: WNOWAIT) ...
+		var info unix.Siginfo
+		if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+			t.Errorf("waitid: %v", err)
+		}
+		// ... and then the deadline passes.
+		<-ctx.Done()
+	}
+	defer func() { testHookStarted, testHookReap, testHookDecided = nil, nil, nil }()
+	p := New(Options{BaseDir: t.TempDir()})
+	sb, err := p.Create(context.Background(), sandbox.Spec{Task: "frozen"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	for _, tc := range []struct {
+		shell string
+		code  int
+	}{{"echo done", 0}, {"echo done; exit 3", 3}} {
+		res, err := sb.Exec(context.Background(), sandbox.ExecSpec{Shell: tc.shell, Timeout: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.TimedOut || res.ExitCode != tc.code || string(res.Stdout) != "done\n" {
+			t.Fatalf("%q: a command that ended before its deadline, noticed after it: %+v", tc.shell, res)
+		}
+		decided = make(chan struct{})
 	}
 }
 
