@@ -135,7 +135,7 @@ func TestCutStreamIsCharged(t *testing.T) {
 		in, out int64
 	}{
 		{"", 40, 300},
-		{"?hang=1", 25, 777}, // the estimate: the 98 bytes sent upstream (with the stream_options the gateway added) / 4, and max_tokens
+		{"?after=hang", 25, 777}, // the estimate: the 98 bytes sent upstream (with the stream_options the gateway added) / 4, and max_tokens
 	} {
 		cut = make(chan struct{})
 		tok := h.g.Issue("cut"+c.query, nil)

@@ -566,9 +566,9 @@ func (g *Gateway) charge(a *attempt, in, out int64, failed bool) {
 }
 
 // scrub removes the real key and the secrets from s.
-func (g *Gateway) scrub(s string) string { return g.scrub_.string(s) }
+func (g *Gateway) scrub(s string) string { return g.scrub_.String(s) }
 
-func (g *Gateway) scrubBytes(b []byte) []byte { return g.scrub_.bytes(b) }
+func (g *Gateway) scrubBytes(b []byte) []byte { return g.scrub_.Bytes(b) }
 
 func (g *Gateway) logf(format string, args ...any) {
 	if g.cfg.Logger == nil {

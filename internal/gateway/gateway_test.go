@@ -145,7 +145,7 @@ const chatOK = `{"id":"c1","object":"chat.completion","choices":[{"index":0,"mes
 
 func TestProxyOpenAIKeySwapAndUsage(t *testing.T) {
 	up := newUpstream(t, "openai", func(n int64, w http.ResponseWriter, r *http.Request, body []byte) {
-		if r.URL.Path != "/v1/chat/completions" || r.URL.RawQuery != "x=1" {
+		if r.URL.Path != "/v1/chat/completions" || r.URL.RawQuery != "beta=true" { // x is not a parameter the SDKs send
 			t.Errorf("upstream path %s?%s", r.URL.Path, r.URL.RawQuery)
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -159,7 +159,7 @@ func TestProxyOpenAIKeySwapAndUsage(t *testing.T) {
 	if strings.Contains(tok, realKey) {
 		t.Fatal("token contains the key")
 	}
-	resp, body := post(t, h.url, "/v1/chat/completions?x=1", tok, `{"model":"m","messages":[]}`, nil)
+	resp, body := post(t, h.url, "/v1/chat/completions?beta=true&x=1", tok, `{"model":"m","messages":[]}`, nil)
 	if resp.StatusCode != 200 || body != chatOK || resp.Header.Get("x-request-id") != "req-9" {
 		t.Fatalf("status %d body %s headers %v", resp.StatusCode, body, resp.Header)
 	}
@@ -175,7 +175,7 @@ func TestProxyOpenAIKeySwapAndUsage(t *testing.T) {
 		t.Fatalf("totals %+v spent %v", tot, h.g.Spent())
 	}
 	// x-api-key works as well as Bearer.
-	resp, _ = post(t, h.url, "/v1/chat/completions?x=1", "", `{"model":"m"}`, map[string]string{"x-api-key": tok})
+	resp, _ = post(t, h.url, "/v1/chat/completions?beta=true&x=1", "", `{"model":"m"}`, map[string]string{"x-api-key": tok})
 	if resp.StatusCode != 200 {
 		t.Fatalf("x-api-key auth: %d", resp.StatusCode)
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"runtime"
 	"strings"
 	"sync"
@@ -28,13 +29,14 @@ const otherSecret = "ghp_OTHERsecretVALUE0123456789"
 func TestHostileUpstreamKeyNeverReturns(t *testing.T) {
 	up := newUpstream(t, "openai", func(n int64, w http.ResponseWriter, r *http.Request, body []byte) {
 		fl := w.(http.Flusher)
-		switch r.URL.Query().Get("case") {
+		switch r.URL.Query().Get("after") { // a parameter the gateway forwards steers the case
 		case "body200":
 			fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"the key is %s and the token %s"}}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`, realKey, otherSecret)
 		case "header":
 			w.Header().Set("X-Echo-Key", realKey)
 			w.Header().Add("X-Echo-Other", "Bearer "+otherSecret)
 			w.Header().Set("X-"+realKey, "1")
+			w.Header()["x-upper-"+strings.ToUpper(otherSecret)] = []string{"1"} // sent as is, not canonicalised
 			w.Header().Set("Set-Cookie", "k="+realKey)
 			io.WriteString(w, chatOK)
 		case "redirect":
@@ -95,7 +97,7 @@ func TestHostileUpstreamKeyNeverReturns(t *testing.T) {
 		{"404", 404, "no model for [redacted]"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			req, _ := http.NewRequest("POST", h.url+"/v1/chat/completions?case="+c.name, strings.NewReader(`{"model":"m","stream":true,"stream_options":{"include_usage":true}}`))
+			req, _ := http.NewRequest("POST", h.url+"/v1/chat/completions?after="+c.name, strings.NewReader(`{"model":"m","stream":true,"stream_options":{"include_usage":true}}`))
 			req.Header.Set("Authorization", "Bearer "+tok)
 			resp, err := client.Do(req)
 			if err != nil {
@@ -109,7 +111,9 @@ func TestHostileUpstreamKeyNeverReturns(t *testing.T) {
 			}
 			seen.Write(b)
 			all := seen.String()
-			if strings.Contains(all, realKey) || strings.Contains(all, otherSecret) {
+			// Header names arrive case-folded (canonicalised by Go, folded on
+			// the wire by HTTP/2): a secret in a name is caught in any case.
+			if low := strings.ToLower(all); strings.Contains(low, strings.ToLower(realKey)) || strings.Contains(low, strings.ToLower(otherSecret)) {
 				t.Fatalf("a secret reached the sandbox:\n%s", all)
 			}
 			if resp.StatusCode != c.status || !strings.Contains(string(b), c.want) {
@@ -634,5 +638,66 @@ func TestSandboxCannotRedirectTheKey(t *testing.T) {
 	}
 	if got.Get("X-Stainless-Lang") != "python" {
 		t.Error("an SDK's own header was dropped")
+	}
+}
+
+// TestGatewayForwardsAllowlistOnly plays a sandbox that sends, with its
+// token, the headers a proxy or framework in front of the upstream trusts
+// (X-Forwarded-*, Forwarded, X-Original-URL, X-Rewrite-URL, X-Real-IP),
+// headers of its own invention, and query parameters the SDKs never send.
+// None reaches the upstream with the real key; what the SDKs send does.
+func TestGatewayForwardsAllowlistOnly(t *testing.T) {
+	type seenReq struct {
+		h http.Header
+		q url.Values
+	}
+	seen := make(chan seenReq, 1)
+	up := newUpstream(t, "openai", func(n int64, w http.ResponseWriter, r *http.Request, body []byte) {
+		seen <- seenReq{r.Header.Clone(), r.URL.Query()}
+		io.WriteString(w, chatOK)
+	})
+	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey})
+	tok := h.g.Issue("att-allow", nil)
+	req, err := http.NewRequest("POST", h.url+"/v1/chat/completions?beta=true&api-version=2024-06-01&admin=1&redirect_uri=https://evil.invalid&key="+tok,
+		strings.NewReader(`{"model":"m","messages":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	dropped := []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Prefix", "Forwarded",
+		"X-Original-URL", "X-Rewrite-URL", "X-Real-IP", "X-Envoy-Original-Path", "X-Anything-Else", "Api-Key", "Cookie"}
+	for _, k := range dropped {
+		req.Header.Set(k, "evil.invalid")
+	}
+	kept := map[string]string{"X-Stainless-Lang": "python", "X-Stainless-Retry-Count": "0", "User-Agent": "OpenAI/Python 1.0",
+		"Openai-Beta": "assistants=v2", "Idempotency-Key": "stainless-retry-1", "Anthropic-Beta": "tools-2024"}
+	for k, v := range kept {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	got := <-seen
+	for _, k := range dropped {
+		if v := got.h.Get(k); v != "" {
+			t.Errorf("the upstream got %s: %s from the sandbox", k, v)
+		}
+	}
+	for k, v := range kept {
+		if got.h.Get(k) != v {
+			t.Errorf("the SDKs' %s was not passed on: %q", k, got.h.Get(k))
+		}
+	}
+	if got.h.Get("Authorization") != "Bearer "+realKey {
+		t.Errorf("the upstream's Authorization is %q", got.h.Get("Authorization"))
+	}
+	want := url.Values{"beta": {"true"}, "api-version": {"2024-06-01"}}
+	if got.q.Encode() != want.Encode() {
+		t.Errorf("the upstream's query is %q, want %q", got.q.Encode(), want.Encode())
 	}
 }

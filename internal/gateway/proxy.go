@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -321,10 +322,48 @@ func (g *Gateway) upstreamURL(r *http.Request) string {
 		p = strings.TrimPrefix(p, "/v1")
 	}
 	u := base + p
-	if r.URL.RawQuery != "" {
-		u += "?" + r.URL.RawQuery
+	if q := forwardQuery(r.URL.Query()); q != "" {
+		u += "?" + q
 	}
 	return u
+}
+
+// forwardQuery are the query parameters the SDKs send on the allowed
+// routes (Anthropic's beta flag, list paging, Azure's api-version); any
+// other parameter never reaches the upstream with the real key.
+func forwardQuery(q url.Values) string {
+	out := url.Values{}
+	for k, vs := range q {
+		if queryAllowed[k] {
+			out[k] = vs
+		}
+	}
+	return out.Encode()
+}
+
+var queryAllowed = map[string]bool{
+	"beta": true, "api-version": true,
+	"limit": true, "after": true, "before": true, "after_id": true, "before_id": true, "order": true,
+}
+
+// forwardHeader reports whether a sandbox's request header goes on to the
+// upstream: an allowlist of what the OpenAI and Anthropic SDKs send
+// (content negotiation, their version and beta flags, idempotency, their
+// X-Stainless-* telemetry). Anything else (X-Forwarded-*, Forwarded,
+// X-Original-URL, a method override, another organization or project,
+// cookies, the sandbox's own credentials) never reaches the upstream with
+// the real key. k is canonical (net/http's form).
+func forwardHeader(k string) bool {
+	if headerAllowed[k] {
+		return true
+	}
+	return strings.HasPrefix(k, "X-Stainless-")
+}
+
+var headerAllowed = map[string]bool{
+	"Accept": true, "Content-Type": true, "User-Agent": true, "Idempotency-Key": true,
+	"Openai-Beta": true, "X-Client-Request-Id": true,
+	"Anthropic-Version": true, "Anthropic-Beta": true, "Anthropic-Dangerous-Direct-Browser-Access": true,
 }
 
 func (g *Gateway) newUpstreamRequest(ctx context.Context, r *http.Request, body []byte) (*http.Request, error) {
@@ -337,14 +376,7 @@ func (g *Gateway) newUpstreamRequest(ctx context.Context, r *http.Request, body 
 		return nil, fmt.Errorf("build upstream request: %w", err)
 	}
 	for k, vs := range r.Header {
-		if hopHeaders[k] {
-			continue
-		}
-		switch k {
-		case "Authorization", "X-Api-Key", "Host", "Content-Length", "Accept-Encoding", "Cookie":
-			continue
-		}
-		if sandboxOnly[k] {
+		if !forwardHeader(k) || hopHeaders[k] || sandboxOnly[k] {
 			continue
 		}
 		req.Header[k] = vs
@@ -564,7 +596,7 @@ var dropResponse = map[string]bool{
 // key and the secrets scrubbed from every value.
 func (g *Gateway) copyHeaders(dst, src http.Header) {
 	for k, vs := range src {
-		if hopHeaders[k] || dropResponse[k] || g.scrub_.contains(k) {
+		if hopHeaders[k] || dropResponse[k] || g.scrub_.ContainsFold(k) {
 			continue
 		}
 		out := make([]string, len(vs))
