@@ -334,7 +334,7 @@ func (l *launcher) drain(d *dispatched) {
 // finish records the run's final status and builds its report from the record.
 func (l *launcher) finish(ctx context.Context, sess *session) (*Result, error) {
 	runStatus := status.Finished
-	if ctx.Err() != nil || l.opts.Hard.Err() != nil {
+	if l.cutShort(ctx) {
 		runStatus = status.Cancelled
 	}
 	if l.recordErr != nil {
@@ -410,6 +410,12 @@ func (l *launcher) newState() (*sched.State, error) {
 		return nil, err
 	}
 	st.SetBudget(l.budget)
+	// Every task starts pending: its share is kept for it until it is ready
+	// or has to wait (taskLifecycle), so the first dispatch cannot hand the
+	// budget to whichever task is ready first (C4, C7).
+	for i := range l.p.Tasks {
+		st.SetPending(i, true)
+	}
 	return st, nil
 }
 
@@ -594,6 +600,9 @@ func (l *launcher) cancelQueued(reason string) {
 	l.publishSkipped(ids, reason)
 	if len(ids) > 0 {
 		l.mu.Lock()
+		if reason == stoppedReason {
+			l.stopSkips += len(ids)
+		}
 		l.left = append(l.left, fmt.Sprintf("%d attempts not started (%s)", len(ids), reason))
 		l.mu.Unlock()
 	}
@@ -620,6 +629,9 @@ func (l *launcher) publishSkipped(ids []int, reason string) {
 // sandbox teardown → host teardown → lease release (S1, C6, C9).
 func (l *launcher) taskLifecycle(ctx, actx context.Context, ti int, slots chan struct{}, done chan struct{}) {
 	t := l.p.Tasks[ti].Task
+	// waits gives the task's share back: it waits for something (C6).
+	waits := func() { l.disp.With(func(s *sched.State) { s.SetPending(ti, false) }) }
+	defer waits()
 	select {
 	case <-done:
 		return // nothing to run (all carried, filtered or cancelled)
@@ -629,8 +641,14 @@ func (l *launcher) taskLifecycle(ctx, actx context.Context, ti int, slots chan s
 		select {
 		case slots <- struct{}{}:
 			defer func() { <-slots }()
-		case <-done:
-			return
+		default:
+			waits()
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+			case <-done:
+				return
+			}
 		}
 	}
 	var token string
@@ -659,6 +677,7 @@ func (l *launcher) taskLifecycle(ctx, actx context.Context, ti int, slots chan s
 		}
 	}()
 	if t.Host.Setup != "" {
+		waits() // a task in its host setup holds no share (C6)
 		if out, err := l.hostCommand(actx, t.Host.Setup); err != nil {
 			l.failTask(ti, status.Errored, fmt.Sprintf("task setup failed: %v: %s", err, tail(out, 400)))
 			teardownOK = l.taskTeardown(ti)
@@ -718,6 +737,7 @@ func (l *launcher) acquireLease(ctx context.Context, ti int, key string, done ch
 			return "", err
 		}
 		if !said {
+			l.disp.With(func(s *sched.State) { s.SetPending(ti, false) }) // it waits: no share (C6)
 			h, _, _ := l.db.Holder(ctx, key)
 			fmt.Fprintf(l.opts.Stderr, "steward: task %s waits for lease %q, held by run %s (task %s, pid %d on %s) since %s; it holds no slot while it waits. Inspect with `steward lease inspect %s`.\n",
 				t.Name, key, h.RunID, h.Task, h.PID, h.Host, h.Acquired.Format(time.RFC3339), key)

@@ -233,3 +233,82 @@ func TestDispatcherConcurrentBackoffs(t *testing.T) {
 		t.Fatal(fmt.Sprint("restarted ", id))
 	}
 }
+
+// Issue 23 item 6: the first dispatch must not hand the budget to the task
+// that happened to be ready first. Every task that can run is pending from
+// the start: its share is kept for it, so with a budget of 60 and three
+// tasks of 40 attempts the first ready task starts 20, not 40, and every
+// task gets 20 from its first attempt — the 20/20/20 the PLAN line says.
+// Table: the order tasks become ready, and what each has started once all
+// are ready (the old scheduler, without pending, gave 40/20/0).
+func TestPendingTasksKeepTheirShareFromTheFirstDispatch(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		n      []int // attempts per task
+		caps   []int
+		budget int
+		order  []int // the order tasks become ready
+		want   []int // started per task once every task is ready
+	}{
+		{"three equal tasks, budget 60", []int{40, 40, 40}, []int{50, 50, 50}, 60, []int{0, 1, 2}, []int{20, 20, 20}},
+		{"readiness in reverse", []int{40, 40, 40}, []int{50, 50, 50}, 60, []int{2, 1, 0}, []int{20, 20, 20}},
+		// The seed schedule with fast listed first and ready first: slow
+		// (max_samples 1) still takes its lane at once (C7).
+		{"fast listed and ready first, slow capped at 1", []int{6, 3}, []int{50, 1}, 3, []int{0, 1}, []int{2, 1}},
+		{"slow ready last of three", []int{6, 6, 3}, []int{50, 50, 1}, 5, []int{0, 1, 2}, []int{2, 2, 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, _ := New(makeItems(c.n...), len(c.n), nil)
+			s.SetBudget(c.budget)
+			for i, cp := range c.caps {
+				s.SetCap(i, cp)
+				s.SetPending(i, true)
+			}
+			started := make([]int, len(c.n))
+			for _, ti := range c.order {
+				s.SetReady(ti, true)
+				for _, id := range drain(s) {
+					started[s.items[id].Task]++
+				}
+			}
+			if !reflect.DeepEqual(started, c.want) {
+				t.Fatalf("started %v, want %v (setpoints %v)", started, c.want, setpoints(s))
+			}
+			if got := setpoints(s); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("setpoints %v, want %v: what the panel says and what runs disagree", got, c.want)
+			}
+		})
+	}
+}
+
+// A pending task that turns out to wait (a lease held elsewhere, a full
+// max_tasks, host setup) gives its share back at once; one that becomes
+// ready is no longer pending.
+func TestPendingTaskThatWaitsGivesItsShareBack(t *testing.T) {
+	s, _ := New(makeItems(10, 10), 2, nil)
+	s.SetBudget(4)
+	s.SetCap(0, 50)
+	s.SetCap(1, 50)
+	s.SetPending(0, true)
+	s.SetPending(1, true)
+	if got := setpoints(s); !reflect.DeepEqual(got, []int{2, 2}) {
+		t.Fatalf("both pending: setpoints %v, want [2 2]", got)
+	}
+	if got := drain(s); len(got) != 0 {
+		t.Fatalf("a pending task dispatched %v", got)
+	}
+	s.SetReady(0, true)
+	if s.Pending(0) {
+		t.Fatal("a ready task is still pending")
+	}
+	if got := drain(s); len(got) != 2 {
+		t.Fatalf("the ready task started %d while the other is pending, want its share 2", len(got))
+	}
+	s.SetPending(1, false) // it has to wait for a lease
+	if got := drain(s); len(got) != 2 {
+		t.Fatalf("once the other waits, the ready task started %d more, want 2", len(got))
+	}
+	if got := setpoints(s); !reflect.DeepEqual(got, []int{4, 0}) {
+		t.Fatalf("setpoints %v, want [4 0]", got)
+	}
+}

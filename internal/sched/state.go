@@ -46,12 +46,17 @@ type task struct {
 	// split whenever what decides it changes (see split).
 	setpoint int
 	ready    bool
-	running  int   // Running + Backoff + Resuming items
-	backoff  int   // Backoff items (hold no budget slot and want none)
-	started  int   // in-flight items whose sandbox exists and that execute (MarkStarted)
-	queue    []int // queued item ids in dispatch order
-	head     int   // queue[head:] are the live entries (cancelled ones are skipped lazily)
-	queued   int   // number of Queued items in queue
+	// pending: the task is about to be ready (its lifecycle has met nothing
+	// to wait for yet): it holds its share of the budget but dispatches
+	// nothing, so the first dispatch cannot hand its share to a task that
+	// was ready a moment earlier (C4, C7).
+	pending bool
+	running int   // Running + Backoff + Resuming items
+	backoff int   // Backoff items (hold no budget slot and want none)
+	started int   // in-flight items whose sandbox exists and that execute (MarkStarted)
+	queue   []int // queued item ids in dispatch order
+	head    int   // queue[head:] are the live entries (cancelled ones are skipped lazily)
+	queued  int   // number of Queued items in queue
 
 	ungrouped int            // unfinished items without a lane
 	lanes     map[string]int // lane -> unfinished items of the task in it
@@ -152,8 +157,9 @@ func (s *State) SetCap(t, n int) { s.tasks[t].cap, s.dirty = n, true }
 func (s *State) Cap(t int) int { return s.tasks[t].cap }
 
 // Setpoint returns a task's setpoint: its share of the sandbox budget now
-// (see split). It is 0 while the task cannot run (not ready, or finished),
-// and the setpoints of all tasks never add up to more than the budget.
+// (see split). It is 0 while the task cannot run (waiting, or finished; a
+// pending task holds its share, see SetPending), and the setpoints of all
+// tasks never add up to more than the budget.
 func (s *State) Setpoint(t int) int {
 	s.resplit()
 	return s.tasks[t].setpoint
@@ -161,8 +167,33 @@ func (s *State) Setpoint(t int) int {
 
 // SetReady marks a task as set up (max_tasks slot, lease held, host setup
 // done). Items of a task that is not ready stay queued and hold nothing, and
-// the task holds no share of the budget (C6).
-func (s *State) SetReady(t int, ready bool) { s.tasks[t].ready, s.dirty = ready, true }
+// the task holds no share of the budget (C6) unless it is pending. A ready
+// task is no longer pending.
+func (s *State) SetReady(t int, ready bool) {
+	s.tasks[t].ready, s.dirty = ready, true
+	if ready {
+		s.tasks[t].pending = false
+	}
+}
+
+// SetPending marks a task that is not ready yet as about to be: it has
+// started towards ready and met nothing to wait for (no max_tasks slot to
+// wait for, no lease held elsewhere, no host setup). A pending task's share
+// of the budget is kept for it — the setpoints are computed as if it were
+// ready — but none of its items is dispatched until SetReady. The runner
+// marks every task pending before the first dispatch and clears the mark
+// the moment a task has to wait, so the first shares are the ones computed
+// over every task that can run, and what runs from the first attempt is
+// what the PLAN line and `steward tend` say.
+func (s *State) SetPending(t int, pending bool) {
+	if s.tasks[t].ready {
+		pending = false
+	}
+	s.tasks[t].pending, s.dirty = pending, true
+}
+
+// Pending reports whether a task is marked pending.
+func (s *State) Pending(t int) bool { return s.tasks[t].pending }
 
 // Ready reports whether a task is marked ready.
 func (s *State) Ready(t int) bool { return s.tasks[t].ready }
@@ -463,12 +494,13 @@ func (s *State) resplit() {
 }
 
 // want is how many budget slots task i can use now: nothing while it cannot
-// run (not ready, or finished); else up to its cap (backoff items keep their
+// run (waiting, or finished; a pending task wants what it would once
+// ready); else up to its cap (backoff items keep their
 // task slot but want no budget slot) and no more than it could have in
 // flight (one per lane, and one at a time on an exclusive provider).
 func (s *State) want(i int) int {
 	t := &s.tasks[i]
-	if !t.ready || t.queued+t.running == 0 {
+	if !(t.ready || t.pending) || t.queued+t.running == 0 {
 		return 0
 	}
 	u := min(t.cap, t.usable())

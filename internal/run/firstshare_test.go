@@ -1,0 +1,77 @@
+package run
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// firstRound is an agent that marks itself in dir, waits until n attempts
+// are marked (giving up after ~10 s) and answers with the marks it saw: the
+// attempts of the first dispatch round, when the budget is n.
+func firstRound(dir string, n int) string {
+	return `touch "` + dir + `/$STEWARD_SAMPLE_ID"; i=0; while [ "$(ls "` + dir + `" | wc -l)" -lt ` + itoa(n) + ` ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; ls "` + dir + `" | tr "\n" " "`
+}
+
+// Issue 23 item 6: the first dispatch follows the shares the PLAN line
+// states, not the order tasks happen to become ready. With 3 slots, fast
+// (6 attempts, listed first, ready at once) and slow (max_samples: 1, its
+// lease taken first, so ready a moment later), slow holds one lane from
+// the first round and fast two. (The old dispatcher gave fast all three
+// slots before slow was ready: the first round was f1 f2 f3, in about
+// half the launches; eight launches make that a near certainty.)
+func TestFirstDispatchFollowsTheShares(t *testing.T) {
+	for range 8 {
+		firstDispatch(t)
+	}
+}
+
+func firstDispatch(t *testing.T) {
+	t.Helper()
+	dir := t.TempDir()
+	sync := filepath.Join(dir, "sync")
+	if err := os.Mkdir(sync, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	agent := firstRound(sync, 3)
+	path := write(t, dir, "steward.yaml", `
+tasks:
+  - name: fast
+    sandbox: {provider: local}
+    exclusive: false
+    agent: '`+agent+`'
+    scorer: {match: includes}
+    samples:
+      - {id: f1, input: "", target: f}
+      - {id: f2, input: "", target: f}
+      - {id: f3, input: "", target: f}
+      - {id: f4, input: "", target: f}
+      - {id: f5, input: "", target: f}
+      - {id: f6, input: "", target: f}
+  - name: slow
+    sandbox: {provider: local}
+    exclusive: false
+    max_samples: 1
+    shared_state: {key: slow-state}
+    agent: '`+agent+`'
+    scorer: {match: includes}
+    samples:
+      - {id: s1, input: "", target: s}
+      - {id: s2, input: "", target: s}
+      - {id: s3, input: "", target: s}
+`)
+	r := launchSet(t, path, func(o *Options) { o.Concurrency = 3 })
+	if !strings.Contains(r.stderr, "setpoints fast 2, slow 1") {
+		t.Fatalf("PLAN line does not say fast 2, slow 1:\n%s", r.stderr)
+	}
+	for _, a := range r.rep.Attempts {
+		if a.Sample == "f1" {
+			if !strings.Contains(a.Answer, "s1") {
+				t.Fatalf("the first round was %q: fast took slow's share before slow was ready\n%s", a.Answer, r.stderr)
+			}
+			return
+		}
+	}
+	t.Fatalf("no attempt f1 in %s", statuses(r.rep))
+}
