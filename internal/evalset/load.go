@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -156,6 +157,11 @@ var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // errors with the line yaml.v3 gives.
 func parseYAML(display string, data []byte, errs *Errors) *yaml.Node {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	if e, bad := invalidUTF8(display, data); bad && !utf16BOM(data) {
+		// yaml.v3 says only "invalid leading UTF-8 octet", with no line.
+		errs.add(e)
+		return nil
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -172,6 +178,34 @@ func parseYAML(display string, data []byte, errs *Errors) *yaml.Node {
 		errs.add(yamlError(display, data, err))
 	}
 	return &doc
+}
+
+// utf16BOM: a UTF-16 file with its byte-order mark, which yaml.v3 decodes.
+func utf16BOM(data []byte) bool {
+	return bytes.HasPrefix(data, []byte{0xfe, 0xff}) || bytes.HasPrefix(data, []byte{0xff, 0xfe})
+}
+
+// invalidUTF8 finds the first byte of data that is not valid UTF-8 and
+// names its line and column (1-based, in bytes), or reports false.
+func invalidUTF8(file string, data []byte) (Error, bool) {
+	if utf8.Valid(data) {
+		return Error{}, false
+	}
+	line, col := 1, 1
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return Error{File: file, Line: line, Column: col, Msg: fmt.Sprintf(
+				"not valid UTF-8 (byte 0x%02x at column %d): save the file as UTF-8 (in a string, write the character itself or a \\u escape)", data[i], col)}, true
+		}
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col += n
+		}
+		i += n
+	}
+	return Error{}, false
 }
 
 var anchorRE = regexp.MustCompile(`unknown anchor '(.*)' referenced`)
@@ -270,6 +304,12 @@ func (d *decoder) decodeJSONL(data []byte, prefix string) []*Sample {
 			line, data = data[:i], data[i+1:]
 		} else {
 			line, data = data, nil
+		}
+		if e, bad := invalidUTF8(d.file, line); bad {
+			// encoding/json would replace the byte with U+FFFD and go on.
+			e.Line = lineNo
+			d.errs.add(e)
+			continue
 		}
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
