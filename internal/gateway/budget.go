@@ -79,6 +79,7 @@ func (g *Gateway) refuseBudget(w http.ResponseWriter, f wireFormat, a *attempt, 
 	}
 	a.mu.Lock()
 	a.usage.Errors++
+	a.usage.BudgetRefused++
 	a.mu.Unlock()
 	g.writeError(w, f, http.StatusPaymentRequired, typ, "budget_exhausted", msg)
 }

@@ -101,6 +101,13 @@ type Usage struct {
 	CostUSD      float64 `json:"cost_usd"`
 	Requests     int64   `json:"requests"`
 	Errors       int64   `json:"errors"`
+	// UpstreamFailed counts calls the gateway answered with the upstream's
+	// failure after its retries (5xx, connection errors, pushback that
+	// outlasted them, a redirect, the account's spend limit): the provider's
+	// doing, so the supervisor never judges such an attempt failed.
+	UpstreamFailed int64 `json:"upstream_failed"`
+	// BudgetRefused counts calls the run's --budget refused.
+	BudgetRefused int64 `json:"budget_refused"`
 }
 
 type attempt struct {
@@ -536,6 +543,13 @@ func Env(baseURL, token string) []string {
 		"ANTHROPIC_BASE_URL=" + baseURL,
 		"ANTHROPIC_API_KEY=" + token,
 	}
+}
+
+// upstreamFailed counts a call the upstream failed for the attempt.
+func (a *attempt) upstreamFailed() {
+	a.mu.Lock()
+	a.usage.UpstreamFailed++
+	a.mu.Unlock()
 }
 
 func (g *Gateway) charge(a *attempt, in, out int64, failed bool) {

@@ -507,6 +507,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 			upDone()
 			g.ctl.Done(t, OutcomeError, info)
 			g.logf("attempt %s: upstream answered a redirect (%d); not followed", a.id, resp.StatusCode)
+			a.upstreamFailed()
 			g.writeError(w, f, http.StatusBadGateway, "api_error", "upstream_redirect",
 				fmt.Sprintf("steward gateway: the upstream answered with a redirect (%d), which the gateway does not follow", resp.StatusCode))
 			return 0, 0, true
@@ -516,6 +517,9 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 			in, out, failed, retry = g.relay(w, resp, f, t, info, injected, ctx, est)
 			upDone()
 			if !retry {
+				if resp.StatusCode >= 500 {
+					a.upstreamFailed()
+				}
 				return in, out, failed
 			}
 			if ctx.Err() != nil {
@@ -531,6 +535,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 				if why, spend := spendLimit(resp.Header, lastBody); spend {
 					g.ctl.Done(t, OutcomeError, info)
 					g.logf("attempt %s: upstream refused for its spend limit (%s); not retried", a.id, why)
+					a.upstreamFailed()
 					typ := "insufficient_quota"
 					if f == formatAnthropic {
 						typ = "rate_limit_error"
@@ -549,6 +554,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 		d := g.backoff(try, info.RetryAfter)
 		if try >= g.cfg.RetryLimit || g.cfg.RetryLimit < 0 || waited+d > g.cfg.RetryBudget {
 			g.logf("attempt %s: %s; retries exhausted after %d tries", a.id, reason, try+1)
+			a.upstreamFailed()
 			if lastHdr != nil {
 				g.copyHeaders(w.Header(), lastHdr)
 				w.Header().Del("Content-Length")
