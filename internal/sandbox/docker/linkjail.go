@@ -19,12 +19,36 @@ import (
 // at ScorerDir, "c -> ." then "c/../opt/…") would let the agent's files read
 // the grader's secrets when the scorer opens them; such links are dropped
 // and their names returned, with FIFOs and devices. Links are written after every other entry (a
-// link may point at an entry that comes later).
-func confineLinks(r io.Reader, w io.Writer, workdir string) (dropped []string, err error) {
+// link may point at an entry that comes later). A hard link to an entry
+// that was dropped is dropped with it (a hard link to a FIFO would make the
+// grader's extraction fail: issue 23 item 2).
+//
+// limit bounds the workdir's logical size (the sum of its files' sizes,
+// sparse files counted in full: what the archive would stream); a workdir
+// over it ends the copy at once with an error marked
+// sandbox.ErrAgentWorkdir: the agent's outcome, not the infrastructure's
+// (issue 23 item 3). 0 = no bound.
+func confineLinks(r io.Reader, w io.Writer, workdir string, limit int64) (dropped []string, err error) {
 	tr, tw := tar.NewReader(r), tar.NewWriter(w)
 	links := map[string]string{} // name (clean, relative to workdir) -> target
+	gone := map[string]bool{}    // entries not written (hard links to them go too)
 	var linkHdrs, hardToLinks []*tar.Header
 	held := 0
+	var size int64
+	goneBytes, goneFull := 0, false
+	// drop leaves name out and remembers it, up to maxLinkBytes of names:
+	// past that (an agent's millions of FIFOs), every hard link to anything
+	// but a held symlink is dropped too, so none can name a missing entry.
+	drop := func(name string) {
+		if len(dropped) < maxDroppedNames {
+			dropped = append(dropped, name)
+		}
+		if goneBytes += len(name) + 64; goneBytes > maxLinkBytes {
+			goneFull = true
+			return
+		}
+		gone[name] = true
+	}
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -40,9 +64,7 @@ func confineLinks(r io.Reader, w io.Writer, workdir string) (dropped []string, e
 			// agent can make millions of links in a few bytes of quota each).
 			held += len(name) + len(h.Linkname) + 256
 			if held > maxLinkBytes {
-				if len(dropped) < maxDroppedNames {
-					dropped = append(dropped, name)
-				}
+				drop(name)
 				continue
 			}
 			links[name] = h.Linkname
@@ -51,17 +73,24 @@ func confineLinks(r io.Reader, w io.Writer, workdir string) (dropped []string, e
 		case h.Typeflag == tar.TypeFifo || h.Typeflag == tar.TypeChar || h.Typeflag == tar.TypeBlock:
 			// A FIFO would hang a scorer that reads it (an error instead of
 			// a failure); a device is never evidence.
-			if len(dropped) < maxDroppedNames {
-				dropped = append(dropped, name)
-			}
+			drop(name)
 			continue
 		case h.Typeflag == tar.TypeLink:
-			if _, ok := links[path.Clean(strings.TrimPrefix(h.Linkname, "./"))]; ok {
+			target := path.Clean(strings.TrimPrefix(h.Linkname, "./"))
+			_, isLink := links[target]
+			if gone[target] || (goneFull && !isLink) {
+				drop(name)
+				continue
+			}
+			if _, ok := links[target]; ok {
 				if held += len(name) + len(h.Linkname) + 256; held <= maxLinkBytes {
 					hardToLinks = append(hardToLinks, h)
 				}
 				continue
 			}
+		}
+		if size += max(h.Size, 0); limit > 0 && size > limit {
+			return dropped, sandbox.AgentWorkdirError(fmt.Errorf("the workdir's files add up to more than the sandbox's disk quota of %s (at %s, %s; sparse files count at their full size): not handed to the scorer", sizeOf(limit), name, sizeOf(h.Size)))
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			return nil, fmt.Errorf("write the workdir's archive: %w", err)
@@ -71,7 +100,6 @@ func confineLinks(r io.Reader, w io.Writer, workdir string) (dropped []string, e
 		}
 	}
 	root := splitPath(workdir)
-	gone := map[string]bool{}
 	for _, h := range linkHdrs {
 		name := path.Clean(strings.TrimPrefix(h.Name, "./"))
 		if !linkInside(links, root, name) {
@@ -97,6 +125,19 @@ func confineLinks(r io.Reader, w io.Writer, workdir string) (dropped []string, e
 		return nil, fmt.Errorf("write the workdir's archive: %w", err)
 	}
 	return dropped, nil
+}
+
+// sizeOf shows a byte count in the largest binary unit that keeps it whole-ish.
+func sizeOf(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // The links confineLinks holds (names and targets), and the dropped names

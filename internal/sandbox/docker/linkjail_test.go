@@ -71,7 +71,7 @@ func TestConfineLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	dropped, err := confineLinks(&in, &out, "/work")
+	dropped, err := confineLinks(&in, &out, "/work", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestConfineLinksBounded(t *testing.T) {
 		}
 		_, _ = io.Copy(io.Discard, r)
 	}()
-	dropped, err := confineLinks(pr, w, "/work")
+	dropped, err := confineLinks(pr, w, "/work", 0)
 	w.Close()
 	if err != nil {
 		t.Fatal(err)

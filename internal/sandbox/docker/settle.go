@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -249,15 +250,29 @@ func (s *Sandbox) copyWorkdir(ctx context.Context, g *Sandbox) error {
 	}
 	defer rc.Close()
 	// The archive holds the workdir's contents ("./…"); it lands in g's
-	// workdir, without the links that lead out of it (confineLinks).
+	// workdir, without the links that lead out of it (confineLinks), and
+	// never more of it than the disk quota lets a sandbox hold: a sparse
+	// file's logical size counts (issue 23 item 3).
 	pr, pw := io.Pipe()
+	confined := make(chan error, 1)
 	go func() {
-		_, err := confineLinks(rc, pw, s.workdir)
+		_, err := confineLinks(rc, pw, s.workdir, s.disk)
 		pw.CloseWithError(err)
+		confined <- err
 	}()
-	defer pr.Close()
-	if err := s.p.cli.CopyToContainer(ctx, g.id, g.workdir, pr, container.CopyToContainerOptions{}); err != nil {
+	err = s.p.cli.CopyToContainer(ctx, g.id, g.workdir, pr, container.CopyToContainerOptions{})
+	pr.Close()
+	rc.Close() // the daemon stops streaming what is left
+	cerr := <-confined
+	if errors.Is(cerr, sandbox.ErrAgentWorkdir) {
+		// What the agent left is why: its outcome, never a retry.
+		return cerr
+	}
+	if err != nil {
 		return sandbox.InfraError(fmt.Errorf("copy the workdir into the scorer's sandbox %s: %w", g.name, err))
+	}
+	if cerr != nil {
+		return sandbox.InfraError(fmt.Errorf("copy the workdir into the scorer's sandbox %s: %w", g.name, cerr))
 	}
 	return nil
 }
