@@ -196,9 +196,9 @@ const carriedCols = `c.run_id, c.seq, a.task, a.sample, a.attempt, a.status, a.s
 
 func (r *DB) attemptsQuery(ctx context.Context, runID string) (*sql.Rows, error) {
 	if !hasCarries(r.version) {
-		return r.db.QueryContext(ctx, `SELECT `+attemptCols+` FROM attempts WHERE run_id=? ORDER BY seq`, runID)
+		return r.db.QueryContext(ctx, `SELECT `+r.selectCols()+` FROM attempts WHERE run_id=? ORDER BY seq`, runID)
 	}
-	return r.db.QueryContext(ctx, `SELECT `+attemptCols+` FROM attempts WHERE run_id=?
-		UNION ALL SELECT `+carriedCols+` FROM carries c JOIN attempts a ON a.run_id=c.src_run AND a.seq=c.src_seq WHERE c.run_id=?
+	return r.db.QueryContext(ctx, `SELECT `+r.selectCols()+` FROM attempts WHERE run_id=?
+		UNION ALL SELECT `+r.carriedSelect()+` FROM carries c JOIN attempts a ON a.run_id=c.src_run AND a.seq=c.src_seq WHERE c.run_id=?
 		ORDER BY 2`, runID, runID)
 }

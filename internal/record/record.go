@@ -114,6 +114,7 @@ var migrations = []string{
 	migrationCarries,     // carry.go (#14.5)
 	migrationTranscripts, // transcripts.go (#16)
 	migrationArtifacts,   // artifacts.go (#16)
+	migrationTries,       // tries.go (#23.2, #30.1)
 }
 
 // SQL exposes the handle for packages that build reports.
@@ -211,15 +212,32 @@ type Attempt struct {
 	Log          string
 	Sandbox      string
 	Source       string
+	// Tries is how many times the attempt ran (1 + its infrastructure
+	// retries); RetryReasons says why each earlier try was retried.
+	Tries        int
+	RetryReasons []string
+	// AgentExit and AgentOutput are the agent's exit status and output tail
+	// when it exited non-zero and the scorer judged what it left (0, "" else).
+	AgentExit   int
+	AgentOutput string
+	// ReachedJudging (not stored): the try got as far as judging, so it is
+	// never retried for another verdict (issue 23 item 2).
+	ReachedJudging bool
 }
 
-const attemptCols = `run_id, seq, task, sample, attempt, status, score, answer, explanation, reason, carried_from, fingerprint, parts, started_at, finished_at, duration_ns, input_tokens, output_tokens, cost_usd, requests, log, sandbox, source`
+// baseAttemptCols are the attempts columns of schema version 1;
+// attemptCols adds those of later migrations (tries.go).
+const baseAttemptCols = `run_id, seq, task, sample, attempt, status, score, answer, explanation, reason, carried_from, fingerprint, parts, started_at, finished_at, duration_ns, input_tokens, output_tokens, cost_usd, requests, log, sandbox, source`
+
+const attemptCols = baseAttemptCols + `, ` + triesCols
 
 // Publish commits one attempt at once (S6: readable as soon as published).
 func (r *DB) Publish(ctx context.Context, a Attempt) error {
-	_, err := r.db.ExecContext(ctx, `INSERT OR REPLACE INTO attempts(`+attemptCols+`) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	tries := max(a.Tries, 1)
+	_, err := r.db.ExecContext(ctx, `INSERT OR REPLACE INTO attempts(`+attemptCols+`) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		a.RunID, a.Seq, a.Task, a.Sample, a.Attempt, a.Status, a.Score, a.Answer, a.Explanation, a.Reason, a.CarriedFrom, a.Fingerprint, a.Parts,
-		unix(a.Started), unix(a.Finished), int64(a.Duration), a.InputTokens, a.OutputTokens, a.CostUSD, a.Requests, a.Log, a.Sandbox, a.Source)
+		unix(a.Started), unix(a.Finished), int64(a.Duration), a.InputTokens, a.OutputTokens, a.CostUSD, a.Requests, a.Log, a.Sandbox, a.Source,
+		tries, encodeReasons(a.RetryReasons), a.AgentExit, a.AgentOutput)
 	if err != nil {
 		return fmt.Errorf("publish attempt %s/%s#%d: %w", a.Task, a.Sample, a.Attempt, err)
 	}
@@ -240,10 +258,13 @@ func scanAttempts(rows *sql.Rows) ([]Attempt, error) {
 		var a Attempt
 		var s, f, d int64
 		var score sql.NullFloat64
+		var reasons string
 		if err := rows.Scan(&a.RunID, &a.Seq, &a.Task, &a.Sample, &a.Attempt, &a.Status, &score, &a.Answer, &a.Explanation, &a.Reason, &a.CarriedFrom, &a.Fingerprint, &a.Parts,
-			&s, &f, &d, &a.InputTokens, &a.OutputTokens, &a.CostUSD, &a.Requests, &a.Log, &a.Sandbox, &a.Source); err != nil {
+			&s, &f, &d, &a.InputTokens, &a.OutputTokens, &a.CostUSD, &a.Requests, &a.Log, &a.Sandbox, &a.Source,
+			&a.Tries, &reasons, &a.AgentExit, &a.AgentOutput); err != nil {
 			return nil, err
 		}
+		a.RetryReasons = decodeReasons(reasons)
 		if score.Valid {
 			v := score.Float64
 			a.Score = &v
