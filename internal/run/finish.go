@@ -13,7 +13,33 @@ import (
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/status"
 )
+
+// stoppedReason is the reason of the attempts a stop (a signal) left not started.
+const stoppedReason = "cancelled before it started"
+
+// cutShort says whether a stop (the first or second signal) cut the run
+// short: it left an attempt not started or interrupted one. Only then is the
+// run cancelled (exit 130, the report's PARTIAL line). A signal that lands
+// once every attempt has ended, as the run ends, cuts nothing short: the run
+// is finished and its results give the exit code (docs/guide.md, exit codes).
+func (l *launcher) cutShort(ctx context.Context) bool {
+	if ctx.Err() == nil && l.opts.Hard.Err() == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopSkips > 0 {
+		return true
+	}
+	for _, st := range l.published {
+		if st == status.Interrupted {
+			return true
+		}
+	}
+	return false
+}
 
 func (l *launcher) buildReport(ctx context.Context) (*report.Report, error) {
 	rep, err := report.FromRecord(ctx, l.db, []string{l.runID}, l.opts.Title)

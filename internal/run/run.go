@@ -174,6 +174,7 @@ type launcher struct {
 	hold      string
 	reused    int
 	recordErr error
+	stopSkips int // attempts a stop (signal) left not started
 
 	// panelLast is the last panel line printed: the panel loop's alone
 	// (panelFinal runs after the loop has stopped).
