@@ -67,6 +67,12 @@ type Policy struct {
 	LowFraction, CriticalFraction float64
 	// GentleCut multiplies the limit when remaining quota is critical.
 	GentleCut float64
+	// ShareKey paces at this gateway's share of the key, inferred from how
+	// the provider's remaining counts move against what this gateway
+	// itself sent (share.go), so several gateways on one key (matrix
+	// shards, parallel invocations) add up to the key's rate. Off, every
+	// gateway paces at the whole key's rate (Little only).
+	ShareKey bool
 }
 
 // StewardPolicy is the default adaptive controller. With the provider's rate
@@ -77,7 +83,7 @@ type Policy struct {
 // hold on new requests while the provider asked to wait.
 func StewardPolicy() Policy {
 	return Policy{
-		Name: "steward", Start: 20, Min: 1, Cut: 0.75, Little: true,
+		Name: "steward", Start: 20, Min: 1, Cut: 0.75, Little: true, ShareKey: true,
 		GrowOnlySaturated: true, CutFromInFlight: true, ReadHeaders: true, Hold: true, Pace: true,
 		MinCooldown: 500 * time.Millisecond, LowFraction: 0.10, CriticalFraction: 0.03, GentleCut: 0.9,
 	}
@@ -117,6 +123,9 @@ type RateInfo struct {
 	// from the remaining counts and the reset times); -1 when unknown or
 	// the interval is short.
 	RequestsBank, TokensBank float64
+	// Buckets are the requests [0] and tokens [1] buckets as the headers
+	// describe them (limit, remaining, reset), for the key's share.
+	Buckets [2]Bucket
 }
 
 // Outcome classifies a finished upstream request for the controller.
@@ -201,6 +210,8 @@ type Controller struct {
 	history          []LimitChange
 	// waiters queue for admission in arrival order; only the head tries.
 	waiters *list.List
+	// share is this gateway's share of the key (Policy.ShareKey).
+	share keyShare
 }
 
 const historyCap = 2000
@@ -333,10 +344,12 @@ func (c *Controller) tryLocked() (*Ticket, time.Duration) {
 	}
 	if c.inflight >= c.limitLocked() {
 		c.saturated, c.win.saturated = true, true
+		c.share.held(now)
 		return nil, 0
 	}
 	if c.p.Pace && c.pacing {
 		if now.Before(c.nextAdmit) {
+			c.share.held(now)
 			return nil, c.nextAdmit.Sub(now)
 		}
 		// The pace is a schedule, not a gap after each admission: a
@@ -351,6 +364,9 @@ func (c *Controller) tryLocked() (*Ticket, time.Duration) {
 	}
 	c.inflight++
 	c.win.admitted++
+	if c.p.ShareKey {
+		c.share.sent(now)
+	}
 	if c.inflight > c.win.peak {
 		c.win.peak = c.inflight
 	}
@@ -385,10 +401,39 @@ func (c *Controller) announcedRate() (rate float64, complete bool) {
 // rate (PaceFactor of it, to absorb jitter between here and the provider),
 // or, with no rate announced, one Retry-After.
 func (c *Controller) paceGap() time.Duration {
-	if rate, _ := c.announcedRate(); rate > 0 {
-		return time.Duration(float64(time.Second) / (c.paceFactor*rate + c.bankRate()))
+	if p := c.paceRate(); p > 0 {
+		return time.Duration(float64(time.Second) / p)
 	}
 	return c.lastRetryAfter
+}
+
+// fullPace is what a lone gateway paces at, in requests a second:
+// PaceFactor of the announced rate plus the bank it may spend (0: no rate).
+func (c *Controller) fullPace() float64 {
+	rate, _ := c.announcedRate()
+	if rate <= 0 {
+		return 0
+	}
+	return c.paceFactor*rate + c.bankRate()
+}
+
+// paceRate is the pace in requests a second: the lone gateway's, or this
+// gateway's share of the key once the readings told it (ShareKey).
+func (c *Controller) paceRate() float64 {
+	p := c.fullPace()
+	if c.p.ShareKey && c.share.frac > 0 {
+		p *= c.share.frac
+	}
+	return p
+}
+
+// SharePace is the pace this gateway holds as its share of the key, in
+// requests a second, and the key's use and this gateway's as shares of the
+// limit at the last update (0s before the first).
+func (c *Controller) SharePace() (pace, key, own float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.paceRate(), c.share.lastRho, c.share.lastOwn
 }
 
 // bankRate is how fast, on top of the pace, the quota a long-interval
@@ -423,7 +468,9 @@ func (c *Controller) littleTarget() float64 {
 	if !complete || rate <= 0 || c.latency <= 0 {
 		return 0
 	}
-	return math.Ceil(c.p.Headroom*(c.paceFactor*rate+c.bankRate())*c.latency.Seconds()) + 2
+	// The whole key's pace, not this gateway's share of it: the share moves
+	// with the others' use, and the pace, not the limit, holds it.
+	return math.Ceil(c.p.Headroom*c.fullPace()*c.latency.Seconds()) + 2
 }
 
 // Pacing reports whether admissions are being spaced at the provider's rate.
@@ -519,6 +566,19 @@ func (c *Controller) Done(t *Ticket, o Outcome, info RateInfo) {
 		if rate, _ := c.announcedRate(); rate > 0 {
 			c.pacing = true
 			c.record(c.limitLocked(), "pacing on (rate announced)")
+		}
+	}
+	if c.p.ShareKey && c.p.Little && c.p.Fixed == 0 && (o == OutcomeOK || o == OutcomeRateLimited) {
+		if o == OutcomeRateLimited {
+			c.share.refuse(t.start)
+		}
+		if rate, complete := c.announcedRate(); rate > 0 && complete {
+			from := c.paceRate()
+			if c.share.reading(t.start, info.Buckets, o == OutcomeRateLimited, shareInput{full: c.fullPace(), rate: rate, latency: c.latency}) {
+				if to := c.paceRate(); math.Abs(to-from) >= 0.1*from {
+					c.record(c.limitLocked(), fmt.Sprintf("pacing share of the key (%.0f %% of its rate)", 100*to/rate))
+				}
+			}
 		}
 	}
 	switch o {
@@ -829,7 +889,7 @@ func (c *Controller) rateBoundLocked(now time.Time) bool {
 	}
 	rate, _ := c.announcedRate()
 	el := now.Sub(c.win.start).Seconds()
-	return rate > 0 && el > 0 && float64(c.win.admitted) >= 0.9*c.paceFactor*rate*el
+	return rate > 0 && el > 0 && float64(c.win.admitted) >= 0.9*c.paceRate()*el
 }
 
 // Episodes is the number of rate-limit episodes since start.

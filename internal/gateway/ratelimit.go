@@ -48,6 +48,7 @@ func ParseRateInfo(h http.Header, now time.Time) RateInfo {
 		}
 	}
 	info.RetryAfter = retryAfter(h, now)
+	info.Buckets = parseBuckets(h, now)
 	info.RequestsPerMinute = headerMin(h, "x-ratelimit-limit-requests", "anthropic-ratelimit-requests-limit")
 	info.TokensPerMinute = headerMin(h, "x-ratelimit-limit-tokens", "anthropic-ratelimit-tokens-limit")
 	info.RequestsBank = bank(h, "x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests",

@@ -1,0 +1,318 @@
+package gateway
+
+import (
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// One key, many gateways (issue 25). Matrix shards and parallel
+// invocations each run a gateway of their own, and every one of them talks
+// to the provider with the same key: paced at 97 % of the whole key's rate,
+// N gateways ask for N times what the key allows. There is no service
+// between them (shards run on different machines); what they share is what
+// the provider tells every client of the key. Its remaining counts fall
+// with everyone's use, not just this gateway's, so the difference between
+// how far the bucket fell and what this gateway itself sent in the same
+// span is the others' use. The rule, per answer:
+//
+//   - Every answer with limit, remaining and reset headers is a reading of
+//     the key's bucket at the moment the request reached the provider (its
+//     send time here): the level as a fraction of the bucket, and, from the
+//     reset time, the bucket's interval (so the fraction's drift converts
+//     into requests or tokens a second).
+//   - Between two readings at least a span apart (2 s, or half a call's
+//     latency if longer; 250 ms when the newer one is a 429, which comes
+//     back at once), the key's use ρ is the refill minus the drift, as a
+//     share of the limit; this gateway's own use u is what it sent in the
+//     span that was not refused.
+//   - Alone (its own use is at least 0.8 of the key's): the lone gateway's
+//     pace, 97 % of the rate plus what a long bucket has banked, exactly as
+//     before.
+//   - Shared, and over the target τ (the lone gateway's share of the rate,
+//     × 0.97 to leave the others room for jitter and for the burst a
+//     joining gateway sends before it knows the rate): the pace becomes
+//     what the provider admitted from this gateway in the span, scaled by
+//     1 + β(τ/ρ − 1) (β = 0.5). Every gateway of the key does the same, so
+//     the key's total moves by β × (τ − ρ) whatever their number, each
+//     keeping its share of it: no gateway needs to know how many others
+//     there are. After a 429 (the bucket empty, so ρ reads 1 whatever the
+//     demand) this is what the provider let through, at once.
+//   - Room (ρ under τ): the same proportional step up (at most × 1.5),
+//     plus an additive 0.5 % of the key's rate a second, the same for every
+//     gateway: additive increase and multiplicative decrease make the
+//     shares fairer each cycle.
+//   - At the bucket's top (85 % full or more) the refill it cannot hold is
+//     lost, ρ reads high and says nothing of the room: the pace probes up
+//     5 % a second (and the additive step), until the bucket leaves its top
+//     or a 429 answers. This is how a shard that ended early is noticed by
+//     the others when their buckets refill to the top.
+//   - A gateway whose requests neither waited for the limit or the pace
+//     nor filled it (demand-bound) keeps its pace, but no more than a
+//     quarter above what it sent.
+//   - A 429 still lowers the pace factor as before (short-interval
+//     enforcement, tokens above the average). The pace is kept as a share
+//     of the lone gateway's, so it follows the announced rate and the
+//     tokens a request uses between readings. The connection limit still
+//     aims at the whole key's rate × latency: the pace, not the limit,
+//     holds the share.
+
+// Bucket is one of the provider's rate-limit buckets as one answer's
+// headers describe it.
+type Bucket struct {
+	// Limit is the per-minute limit; Remaining what is left, in the same
+	// per-minute unit; Reset how long until the bucket is full again.
+	Limit, Remaining float64
+	Reset            time.Duration
+	// OK: all three were read.
+	OK bool
+}
+
+// fraction is how full the bucket is (0–1).
+func (b Bucket) fraction() float64 { return math.Min(1, math.Max(0, b.Remaining/b.Limit)) }
+
+// interval is the bucket's refill interval in seconds (the time it takes
+// to refill from empty) as the reset time tells it; 0 when the bucket is
+// too full to tell (the reset's rounding then dominates).
+func (b Bucket) interval() float64 {
+	f := b.fraction()
+	if !b.OK || f > 0.9 || b.Reset <= 0 {
+		return 0
+	}
+	return b.Reset.Seconds() / (1 - f)
+}
+
+// parseBuckets reads the requests and tokens buckets (OpenAI's
+// x-ratelimit-*, or Anthropic's anthropic-ratelimit-*; Anthropic's reset is
+// a time, to the second).
+func parseBuckets(h http.Header, now time.Time) [2]Bucket {
+	var out [2]Bucket
+	names := [2][2][3]string{
+		{{"x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"},
+			{"anthropic-ratelimit-requests-limit", "anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset"}},
+		{{"x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"},
+			{"anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset"}},
+	}
+	for k := range names {
+		for _, n := range names[k] {
+			ls, rs, ts := h.Get(n[0]), h.Get(n[1]), strings.TrimSpace(h.Get(n[2]))
+			if ls == "" || rs == "" || ts == "" {
+				continue
+			}
+			l, err1 := strconv.ParseFloat(strings.TrimSpace(ls), 64)
+			r, err2 := strconv.ParseFloat(strings.TrimSpace(rs), 64)
+			if err1 != nil || err2 != nil || l <= 0 || r < 0 || math.IsNaN(l) || math.IsNaN(r) {
+				continue
+			}
+			var reset time.Duration
+			if d, err := time.ParseDuration(ts); err == nil {
+				reset = d
+			} else if t, err := time.Parse(time.RFC3339, ts); err == nil {
+				reset = max(t.Sub(now), 0)
+			} else {
+				continue
+			}
+			out[k] = Bucket{Limit: l, Remaining: math.Min(r, l), Reset: reset, OK: true}
+			break
+		}
+	}
+	return out
+}
+
+// Constants of the shared-key rule.
+const (
+	shareSpan      = 2 * time.Second        // least span between readings for an update
+	shareSpan429   = 250 * time.Millisecond // … when the newer reading is a 429
+	shareGain      = 0.5                    // β
+	shareAdditive  = 0.005                  // additive climb, a share of the key's rate a second
+	shareAlone     = 0.8                    // a gateway with less of the key's use than this shares it
+	shareSlack     = 0.94                   // … and aims at this much of the lone gateway's target
+	shareProbe     = 0.05                   // climb at the bucket's top, a share of the pace a second
+	shareAtTop     = 0.85                   // a bucket this full is "at its top": ρ reads high
+	shareFloor     = 0.02                   // the pace never falls below this share of the key's rate
+	shareDemandCap = 1.25                   // a demand-bound pace is at most this × what was sent
+)
+
+type shareReading struct {
+	at time.Time
+	f  [2]float64
+	ok [2]bool
+}
+
+// keyShare is a gateway's estimate of its share of the key (its own pace),
+// from the provider's readings of the key's buckets.
+type keyShare struct {
+	// pace is the own pace in requests a second at the last update, and
+	// frac that pace as a share of the lone gateway's pace then (0: none
+	// yet, or alone: the lone gateway's pace). The controller paces at
+	// frac × its lone pace, so the pace follows the announced rate and the
+	// tokens a request uses between updates.
+	pace, frac float64
+	// ivl is each bucket's interval in seconds, as last learned.
+	ivl [2]float64
+	// anchor is the reading the next update measures from.
+	anchor     shareReading
+	haveAnchor bool
+	// sends are this gateway's admissions in time order; refused the send
+	// times of those answered 429, in time order.
+	sends, refused []time.Time
+	// heldAt is the last time an admission waited (for the limit or the
+	// pace): a gateway that waited is not demand-bound.
+	heldAt time.Time
+	// updates counts the updates (for tests and history).
+	updates int
+	// last is what the last update measured.
+	lastRho, lastOwn float64
+}
+
+func (s *keyShare) sent(at time.Time) {
+	s.sends = append(s.sends, at)
+}
+
+// held notes that an admission waited at now.
+func (s *keyShare) held(now time.Time) { s.heldAt = now }
+
+func (s *keyShare) refuse(at time.Time) {
+	i := sort.Search(len(s.refused), func(i int) bool { return s.refused[i].After(at) })
+	s.refused = append(s.refused, time.Time{})
+	copy(s.refused[i+1:], s.refused[i:])
+	s.refused[i] = at
+}
+
+// count is how many of ts fall in (a, b].
+func count(ts []time.Time, a, b time.Time) int {
+	lo := sort.Search(len(ts), func(i int) bool { return ts[i].After(a) })
+	hi := sort.Search(len(ts), func(i int) bool { return ts[i].After(b) })
+	return hi - lo
+}
+
+// trim forgets sends and refusals before the anchor.
+func (s *keyShare) trim() {
+	if !s.haveAnchor {
+		return
+	}
+	cut := func(ts []time.Time) []time.Time {
+		i := sort.Search(len(ts), func(i int) bool { return ts[i].After(s.anchor.at) })
+		if i > len(ts)/2 {
+			return append(ts[:0:0], ts[i:]...)
+		}
+		return ts
+	}
+	s.sends, s.refused = cut(s.sends), cut(s.refused)
+}
+
+// shareInput is what the controller knows when a reading arrives.
+type shareInput struct {
+	// full is the lone gateway's pace (requests a second): PaceFactor of
+	// the key's rate plus the bank it may spend; rate the key's rate in
+	// requests a second (the binding limit).
+	full, rate float64
+	// latency is the smoothed call latency.
+	latency time.Duration
+}
+
+// reading takes one answer's buckets, sent at at, and returns true when it
+// moved the pace.
+func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in shareInput) bool {
+	if in.full <= 0 || in.rate <= 0 {
+		return false
+	}
+	r := shareReading{at: at}
+	for k := range b {
+		if b[k].OK {
+			r.f[k], r.ok[k] = b[k].fraction(), true
+			if iv := b[k].interval(); iv > 0 {
+				s.ivl[k] = iv
+			}
+		}
+	}
+	if !r.ok[0] && !r.ok[1] {
+		return false
+	}
+	if !s.haveAnchor {
+		s.anchor, s.haveAnchor = r, true
+		return false
+	}
+	span := max(shareSpan, in.latency/2)
+	if rateLimited {
+		span = shareSpan429
+	}
+	dt := at.Sub(s.anchor.at)
+	if dt < span {
+		return false
+	}
+	// The key's use of each bucket (ρ), and whether it is at its top.
+	rho, atTop, have := 0.0, false, false
+	for k := range b {
+		if !r.ok[k] || !s.anchor.ok[k] || s.ivl[k] <= 0 {
+			continue
+		}
+		u := 1 - (r.f[k]-s.anchor.f[k])*s.ivl[k]/dt.Seconds()
+		top := r.f[k] >= shareAtTop
+		if !have || u > rho {
+			rho, atTop = u, top
+		}
+		have = true
+	}
+	waited := s.heldAt.After(s.anchor.at)
+	own := float64(count(s.sends, s.anchor.at, at) - count(s.refused, s.anchor.at, at))
+	sentN := float64(count(s.sends, s.anchor.at, at))
+	s.anchor = r
+	s.trim()
+	if !have {
+		return false
+	}
+	sec := dt.Seconds()
+	ownRate, sentRate := math.Max(own, 0)/sec, sentN/sec
+	if s.frac <= 0 {
+		s.pace = in.full
+	} else {
+		s.pace = s.frac * in.full
+	}
+	tau := in.full / in.rate
+	before := s.pace
+	if ownRate/in.rate >= shareAlone*rho {
+		// Alone on the key (what it used is what the key used): the lone
+		// gateway's pace.
+		s.pace, s.frac = in.full, 0
+		s.updates++
+		s.lastRho, s.lastOwn = rho, ownRate/in.rate
+		return s.pace != before
+	}
+	// Others use the key too: leave them room for jitter and for the
+	// burst a gateway that joins sends before it knows the rate.
+	tau *= shareSlack
+	paceBound := waited || sentRate >= 0.85*s.pace
+	// The additive climb, the same for every gateway of the key: what
+	// makes shares fair over time.
+	add := shareAdditive * in.rate * sec
+	switch {
+	case rho > tau && !atTop:
+		// Over: to what the provider admitted from this gateway, scaled.
+		target := ownRate * (1 + shareGain*(tau/rho-1))
+		if paceBound {
+			s.pace = target
+		} else {
+			s.pace = math.Min(s.pace, math.Max(target, shareDemandCap*sentRate))
+		}
+	case !paceBound:
+		// Demand-bound: the pace is not what holds this gateway back.
+		s.pace = math.Min(s.pace, math.Max(shareDemandCap*sentRate, shareFloor*in.rate))
+	case rho <= tau:
+		// Room, and ρ is exact (or, at the top, an upper bound): the
+		// proportional step up, at most ×1.5.
+		s.pace = math.Max(s.pace, ownRate) + ownRate*shareGain*math.Min(tau/rho-1, 1) + add
+	default:
+		// At the bucket's top the refill it cannot hold is lost, so ρ
+		// reads high and says nothing of the room: probe, 2 % a second.
+		s.pace = math.Max(s.pace, ownRate)*(1+shareProbe*sec) + add
+	}
+	s.pace = math.Min(math.Max(s.pace, shareFloor*in.rate), in.full)
+	s.frac = s.pace / in.full
+	s.updates++
+	s.lastRho, s.lastOwn = rho, ownRate/in.rate
+	return s.pace != before
+}
