@@ -70,6 +70,13 @@ type Options struct {
 	// FleetFlags are the fleet settings given as flags; they keep winning
 	// when the live run re-reads _steward.yaml.
 	FleetFlags evalset.FleetOverrides
+	// ConfirmAttempts is --confirm: this many more attempts of every
+	// selected sample, numbered after the highest attempt number the
+	// record holds at the sample's identity (plan.Confirm); ConfirmSamples
+	// ("task/sample", --confirm-samples) selects the samples, none = every
+	// sample of the plan.
+	ConfirmAttempts int
+	ConfirmSamples  []string
 	// Observe, when set, is told of each thing the launch writes to the
 	// record as it writes it (an attempt's row, the live state), so a
 	// caller waits for these instead of polling the record. It runs on
@@ -140,6 +147,7 @@ type launcher struct {
 	es        *evalset.EvalSet // es.Fleet.SamplesRamp is written by tendLoop only, which alone reads it afterwards
 	p         *plan.Plan
 	seqIndex  map[int]*plan.Attempt
+	extras    []plan.Extra // --confirm's attempts (workers add them too)
 	db        *record.DB
 	runID     string
 	start     time.Time
@@ -275,6 +283,9 @@ func (l *launcher) planStage(ctx context.Context) error {
 		return err
 	}
 	if err := l.resolveImages(ctx); err != nil {
+		return err
+	}
+	if err := l.confirm(ctx); err != nil {
 		return err
 	}
 	if l.opts.Shard != "" {
@@ -443,6 +454,9 @@ func (l *launcher) makePlanLine() string {
 	}
 	if carry > 0 {
 		parts = append(parts, fmt.Sprintf("%d carried", carry))
+	}
+	if len(l.extras) > 0 {
+		parts = append(parts, fmt.Sprintf("%d confirming", len(l.extras)))
 	}
 	if l.budgetSrc == "" {
 		// Dry runs and launches before providers report: say what is known.

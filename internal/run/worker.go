@@ -49,6 +49,8 @@ type workerInit struct {
 	Images     []string                   `json:"images,omitempty"`
 	GatewayURL map[string]string          `json:"gateway_url,omitempty"`
 	Shared     map[string]json.RawMessage `json:"shared,omitempty"`
+	// Extras are --confirm's attempts, added to the rebuilt plan.
+	Extras []plan.Extra `json:"extras,omitempty"`
 }
 
 // sharer is a provider whose run-wide resources (networks) one process
@@ -207,7 +209,7 @@ func (l *launcher) startWorker(ctx context.Context, k int, tasks []int) (*worker
 	init := &workerInit{
 		EvalSet: l.es.File, Flags: l.opts.FleetFlags, TaskGlobs: l.opts.TaskGlobs, SampleGlobs: l.opts.SampleGlobs,
 		RunID: l.runID, LockPath: l.lockPath(), Exe: l.opts.Exe, Model: l.es.Model.Name, Tasks: tasks, TaskProv: l.taskProv,
-		GatewayURL: l.gwURL, Shared: map[string]json.RawMessage{},
+		GatewayURL: l.gwURL, Shared: map[string]json.RawMessage{}, Extras: l.extras,
 	}
 	for _, sp := range l.specs {
 		init.Images = append(init.Images, sp.Image)
@@ -861,6 +863,9 @@ func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, provide
 	p, err := plan.Build(es, plan.Options{TaskGlobs: ini.TaskGlobs, SampleGlobs: ini.SampleGlobs})
 	if err != nil {
 		return nil, finalize, badInput("%v", err)
+	}
+	if err := p.AddExtras(ini.Extras); err != nil {
+		return nil, finalize, fmt.Errorf("worker: the eval set changed since the supervisor planned it: %w", err)
 	}
 	if len(p.Tasks) != len(ini.TaskProv) {
 		return nil, finalize, fmt.Errorf("worker: the eval set changed since the supervisor planned it (%d tasks, want %d)", len(p.Tasks), len(ini.TaskProv))
