@@ -28,6 +28,9 @@ type launchFlags struct {
 	events                                          string
 	kubeconfig                                      string
 	tendInterval, grace                             time.Duration
+	// --confirm N and --confirm-samples: more attempts of the selected samples.
+	confirm        int
+	confirmSamples []string
 }
 
 func newLaunch(env Env) *cobra.Command {
@@ -65,6 +68,8 @@ ramp, and print the results table in discovery order.`,
 	fl.Float64Var(&f.budget, "budget", 0, "stop starting attempts once this many USD are spent")
 	fl.BoolVar(&f.rerun, "rerun", false, "carry only passed results; run failed ones again")
 	fl.BoolVar(&f.earlyExit, "early-exit", false, "after an attempt passes, do not dispatch the sample's remaining attempts")
+	fl.IntVar(&f.confirm, "confirm", 0, "also run N more attempts of every selected sample, numbered after the highest the record holds at the sample's definition (new observations for `steward flaky`, never carried from the night before)")
+	fl.StringSliceVar(&f.confirmSamples, "confirm-samples", nil, "with --confirm: only these samples, as task/sample (comma-separated or repeated)")
 	fl.StringVar(&f.shard, "shard", "", "run one slice of the eval set, e.g. 2/4")
 	fl.StringVar(&f.title, "title", "", "report title")
 	fl.StringVar(&f.record, "record", "", "record directory (default .steward beside the eval set)")
@@ -122,6 +127,7 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 	opts := run.Options{
 		EvalSet: es, TaskGlobs: f.tasks, SampleGlobs: f.samples, Concurrency: f.concurrency, BudgetUSD: f.budget,
 		Rerun: f.rerun, EarlyExit: f.earlyExit, Dry: f.dry, Shard: f.shard, Title: f.title,
+		ConfirmAttempts: f.confirm, ConfirmSamples: f.confirmSamples,
 		Stdout: env.Stdout, Stderr: env.Stderr, TTY: env.StderrTTY, Color: env.StderrTTY && env.Getenv("NO_COLOR") == "",
 		Getenv: env.Getenv, Exe: env.Exe, Providers: run.Registry{Getenv: env.Getenv}, Grace: f.grace, Hard: env.Hard,
 		WriteDaemonJSON: f.writeDaemonJSON, FleetFlags: ov, Confirm: confirmer(env), Workers: env.Exe != "",

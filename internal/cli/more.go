@@ -409,6 +409,7 @@ func newAction(env Env) *cobra.Command {
 					lenv.Stderr = o.Log
 				}
 				f := launchFlags{concurrency: o.Concurrency, budget: o.BudgetUSD, rerun: o.Rerun, earlyExit: o.EarlyExit,
+					confirm: o.Confirm, confirmSamples: o.ConfirmSamples,
 					shard: o.Shard, title: o.Title, record: o.Record, samplesRamp: o.SamplesRamp, grace: 4 * time.Second}
 				changed := func(name string) bool {
 					switch name {
