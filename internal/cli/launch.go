@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -31,7 +33,22 @@ type launchFlags struct {
 	// --confirm N and --confirm-samples: more attempts of the selected samples.
 	confirm        int
 	confirmSamples []string
+	// The numeric flags as typed (set by the command line; the action sets
+	// the numbers above directly): parsed in launch, so a bad one is
+	// reported with every other flag, environment and eval set problem.
+	rawConcurrency, rawBudget, rawWorkers, rawTasks string
 }
+
+// rawFlag keeps a flag's text for launch to parse (pflag would stop at the
+// first bad number and hide every other problem).
+type rawFlag struct {
+	s   *string
+	typ string
+}
+
+func (r rawFlag) String() string     { return *r.s }
+func (r rawFlag) Set(v string) error { *r.s = v; return nil }
+func (r rawFlag) Type() string       { return r.typ }
 
 func newLaunch(env Env) *cobra.Command {
 	var f launchFlags
@@ -64,8 +81,8 @@ ramp, and print the results table in discovery order.`,
 	fl.BoolVar(&f.dry, "dry", false, "print the plan (what would run, what is carried and why) and exit")
 	fl.StringSliceVar(&f.tasks, "task", nil, "run only tasks matching these globs")
 	fl.StringSliceVar(&f.samples, "sample", nil, "run only samples whose id matches these globs")
-	fl.IntVar(&f.concurrency, "max-concurrency", 0, "sandbox budget: live sandboxes machine-wide (wins over max_sandboxes)")
-	fl.Float64Var(&f.budget, "budget", 0, "stop starting attempts once this many USD are spent")
+	fl.Var(rawFlag{&f.rawConcurrency, "int"}, "max-concurrency", "sandbox budget: live sandboxes machine-wide (wins over max_sandboxes)")
+	fl.Var(rawFlag{&f.rawBudget, "float"}, "budget", "stop starting attempts once this many USD are spent")
 	fl.BoolVar(&f.rerun, "rerun", false, "carry only passed results; run failed ones again")
 	fl.BoolVar(&f.earlyExit, "early-exit", false, "after an attempt passes, do not dispatch the sample's remaining attempts")
 	fl.IntVar(&f.confirm, "confirm", 0, "also run N more attempts of every selected sample, numbered after the highest the record holds at the sample's definition (new observations for `steward flaky`, never carried from the night before)")
@@ -74,8 +91,8 @@ ramp, and print the results table in discovery order.`,
 	fl.StringVar(&f.title, "title", "", "report title")
 	fl.StringVar(&f.record, "record", "", "record directory (default .steward beside the eval set)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for provider: kubernetes (wins over KUBECONFIG and _steward.yaml)")
-	fl.IntVar(&f.maxWorkers, "max-workers", 0, "worker processes to pack tasks into")
-	fl.IntVar(&f.maxTasks, "max-tasks", 0, "tasks running at once (default all)")
+	fl.Var(rawFlag{&f.rawWorkers, "int"}, "max-workers", "worker processes to pack tasks into")
+	fl.Var(rawFlag{&f.rawTasks, "int"}, "max-tasks", "tasks running at once (default all)")
 	fl.StringVar(&f.samplesRamp, "samples-ramp", "", `sample ramp range "40,300", or "false"`)
 	fl.DurationVar(&f.tendInterval, "tend-interval", 0, "ramp control window")
 	fl.StringVar(&f.reportDir, "report-dir", "", "also write report.md, report.json, junit.xml and report.html here")
@@ -88,16 +105,42 @@ ramp, and print the results table in discovery order.`,
 
 func launch(ctx context.Context, env Env, path string, f launchFlags, changed func(string) bool) (_ *report.Report, _ bool, err error) {
 	var ov evalset.FleetOverrides
-	if changed("max-concurrency") && f.concurrency < 1 {
-		return nil, false, exitWith(ExitBadInput, fmt.Errorf("--max-concurrency must be at least 1, got %d", f.concurrency))
+	// Every flag and environment problem is reported together with the
+	// eval set's and _steward.yaml's (one per line, exit 2).
+	var probs []evalset.Error
+	bad := func(file, field, format string, args ...any) {
+		probs = append(probs, evalset.Error{File: file, Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	whole := func(name, raw string, n *int) bool {
+		if raw == "" {
+			return true
+		}
+		v, err := strconv.Atoi(strings.TrimSpace(raw))
+		if err != nil {
+			bad("flag", "--"+name, "invalid argument %q: want a whole number", raw)
+			return false
+		}
+		*n = v
+		return true
+	}
+	if changed("max-concurrency") && whole("max-concurrency", f.rawConcurrency, &f.concurrency) && f.concurrency < 1 {
+		bad("flag", "--max-concurrency", "must be at least 1, got %d", f.concurrency)
+	}
+	if f.rawBudget != "" {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f.rawBudget), 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			bad("flag", "--budget", "invalid argument %q: want an amount in USD, e.g. 2.50", f.rawBudget)
+		} else {
+			f.budget = v
+		}
 	}
 	if f.budget < 0 {
-		return nil, false, exitWith(ExitBadInput, fmt.Errorf("--budget must not be negative, got %g", f.budget))
+		bad("flag", "--budget", "must not be negative, got %g", f.budget)
 	}
-	if changed("max-workers") {
+	if changed("max-workers") && whole("max-workers", f.rawWorkers, &f.maxWorkers) {
 		ov.MaxWorkers = &f.maxWorkers
 	}
-	if changed("max-tasks") {
+	if changed("max-tasks") && whole("max-tasks", f.rawTasks, &f.maxTasks) {
 		ov.MaxTasks = &f.maxTasks
 	}
 	if changed("samples-ramp") {
@@ -112,17 +155,27 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 	if changed("kubeconfig") {
 		ov.Kubeconfig = &f.kubeconfig
 	}
-	es, err := evalset.Load(path, evalset.LoadOptions{Getenv: env.Getenv, Flags: ov})
-	if err != nil {
-		return nil, false, err
-	}
 	var workerTimeout time.Duration
 	if v := env.Getenv("STEWARD_WORKER_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < time.Second {
-			return nil, false, exitWith(ExitBadInput, fmt.Errorf("STEWARD_WORKER_TIMEOUT=%q: want a duration of at least 1s, e.g. 20s", v))
+			bad("env", "STEWARD_WORKER_TIMEOUT", "%q: want a duration of at least 1s, e.g. 20s", v)
 		}
 		workerTimeout = d
+	}
+	es, err := evalset.Load(path, evalset.LoadOptions{Getenv: env.Getenv, Flags: ov})
+	if len(probs) > 0 {
+		var verrs *evalset.Errors
+		switch {
+		case err == nil:
+			return nil, false, &evalset.Errors{List: probs}
+		case errors.As(err, &verrs):
+			verrs.List = append(verrs.List, probs...)
+			return nil, false, verrs
+		}
+	}
+	if err != nil {
+		return nil, false, err
 	}
 	opts := run.Options{
 		EvalSet: es, TaskGlobs: f.tasks, SampleGlobs: f.samples, Concurrency: f.concurrency, BudgetUSD: f.budget,
