@@ -33,6 +33,7 @@ var forbidden = []struct{ from, to, why string }{
 	{"internal/record", "internal/report", "reports are built from the record, not the reverse"},
 	{"internal/record", "internal/run", "the record is storage"},
 	{"internal/run", "internal/cli", "the supervisor does not know the CLI"},
+	{"internal/evalset", "internal/run", "validation reads the judging vocabulary from internal/score, not the supervisor"},
 	{"internal/sandbox/...", "internal/runlock", "run liveness is injected into providers (sandbox/docker.Liveness, local.Judge)"},
 	{"internal/sandbox/...", "internal/run", "providers know nothing of the supervisor"},
 	{"internal/sandbox/...", "internal/sched", "providers know nothing of the scheduler"},
@@ -43,6 +44,16 @@ var forbidden = []struct{ from, to, why string }{
 	{"internal/report", "internal/sandbox/...", "reports are built from the record"},
 	{"internal/...", "internal/cli", "only cmd/ wires the CLI"},
 	{"internal/...", "internal/archtest", "test-only"},
+}
+
+// onlyImports lists packages that may import nothing of Steward's but the
+// packages named: the pure ones that sit below the supervisor.
+var onlyImports = []struct {
+	from string
+	may  []string
+	why  string
+}{
+	{"internal/score", []string{"internal/status", "internal/stats"}, "judging is pure: matching, verdicts and reducers run nothing (issue 26 item 1)"},
 }
 
 // allowedExceptions are edges a broad rule above would forbid but that are by design.
@@ -125,6 +136,17 @@ func violations(graph map[string]map[string]bool) []string {
 			}
 		}
 	}
+	for _, r := range onlyImports {
+		for to := range graph[r.from] {
+			ok := to == r.from
+			for _, m := range r.may {
+				ok = ok || to == m
+			}
+			if !ok {
+				out = append(out, r.from+" imports "+to+": "+r.why)
+			}
+		}
+	}
 	sort.Strings(out)
 	return out
 }
@@ -148,6 +170,7 @@ func TestImportRulesCatch(t *testing.T) {
 		"internal/sandbox/docker": {"internal/runlock": true, "internal/sandbox": true},
 		"internal/sandbox/local":  {"internal/runlock": true},
 		"internal/sched":          {"internal/status": true},
+		"internal/score":          {"internal/status": true, "internal/evalset": true},
 	}
 	got := violations(old)
 	want := []string{
@@ -155,6 +178,7 @@ func TestImportRulesCatch(t *testing.T) {
 		"internal/record imports internal/sandbox",
 		"internal/sandbox/docker imports internal/runlock",
 		"internal/sched imports internal/status",
+		"internal/score imports internal/evalset",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("violations:\n%s\nwant %d: %v", strings.Join(got, "\n"), len(want), want)
