@@ -1,6 +1,8 @@
 package report
 
 import (
+	"strings"
+
 	"github.com/steward-evals/steward/internal/status"
 )
 
@@ -9,7 +11,9 @@ import (
 func (c *Counts) Tally(rows []AttemptRow) {
 	for _, a := range rows {
 		c.Total++
-		if a.Carried {
+		// Reused counts carried judged results, as the live panel does: an
+		// early-exit skip that refers to the skip recorded before is skipped.
+		if a.Carried && a.Status != status.Skipped {
 			c.Reused++
 		}
 		switch a.Status {
@@ -27,6 +31,31 @@ func (c *Counts) Tally(rows []AttemptRow) {
 			c.Interrupted++
 		}
 	}
+}
+
+// EarlyExitSaving is what early exit saved (S4): how many attempts it
+// skipped (this run's skips and the ones a re-run refers to) and their
+// estimated cost, each at the mean cost of its sample's attempts that ran
+// (carried ones included; 0 when none of them cost anything).
+func (r *Report) EarlyExitSaving() (n int, usd float64) {
+	type key struct{ task, sample string }
+	cost, ran := map[key]float64{}, map[key]int{}
+	for _, a := range r.Attempts {
+		if a.Status != status.Skipped {
+			k := key{a.Task, a.Sample}
+			cost[k] += a.CostUSD
+			ran[k]++
+		}
+	}
+	for _, a := range r.Attempts {
+		if a.Status == status.Skipped && strings.HasPrefix(a.Reason, "early exit") {
+			n++
+			if k := (key{a.Task, a.Sample}); ran[k] > 0 {
+				usd += cost[k] / float64(ran[k])
+			}
+		}
+	}
+	return n, usd
 }
 
 // Recount recomputes Counts and Tasks from Attempts, so that every renderer

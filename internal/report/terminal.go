@@ -191,6 +191,15 @@ func Terminal(w io.Writer, r *Report, opts TerminalOptions) error {
 			return fmt.Errorf("write spend: %w", err)
 		}
 	}
+	if n, usd := r.EarlyExitSaving(); n > 0 {
+		line := fmt.Sprintf("saved by early exit: %d attempts not run", n)
+		if usd > 0 {
+			line += " (about " + formatUSD(usd) + " at their samples' mean cost)"
+		}
+		if _, err := io.WriteString(w, line+"\n"); err != nil {
+			return fmt.Errorf("write early exit saving: %w", err)
+		}
+	}
 	return nil
 }
 
