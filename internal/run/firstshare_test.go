@@ -75,3 +75,47 @@ tasks:
 	}
 	t.Fatalf("no attempt f1 in %s", statuses(r.rep))
 }
+
+// Issue 23 item 8: with a long tend_interval the live state `steward tend`
+// shows follows the run between tends (it said "0 running", written once
+// before anything started, until the first tend an hour later).
+func TestLiveStateFollowsTheRunBetweenTends(t *testing.T) {
+	dir := t.TempDir()
+	gofile := filepath.Join(dir, "go")
+	write(t, dir, "_steward.yaml", "tend_interval: 1h\n")
+	agent := `i=0; while [ ! -e ` + gofile + ` ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; echo ok`
+	path := write(t, dir, "steward.yaml", `
+tasks:
+  - name: w
+    sandbox: {provider: local}
+    exclusive: false
+    agent: '`+agent+`'
+    scorer: {match: exact}
+    samples: [{id: a, input: "", target: ok}, {id: b, input: "", target: ok}, {id: c, input: "", target: ok}]
+`)
+	release := func() { _ = os.WriteFile(gofile, nil, 0o644) }
+	defer release()
+	done := make(chan launched, 1)
+	w := newWatch()
+	go func() { done <- launchSet(t, path, func(o *Options) { o.Concurrency = 3; o.Observe = w.observe }) }()
+	evs := w.until(t, "a live state with 3 running before the first tend (tend_interval 1h)", func(evs []Event) bool {
+		for _, lv := range lives(evs, false) {
+			if lv.Counts.Running == 3 {
+				return true
+			}
+		}
+		return false
+	})
+	for _, lv := range lives(evs, false) {
+		if lv.Tended {
+			t.Fatal("tended within a 1h window")
+		}
+		if lv.Counts.Running == 3 && (len(lv.Running) != 1 || lv.Running[0] != 3) {
+			t.Fatalf("the task rows %v disagree with the counts %+v", lv.Running, lv.Counts)
+		}
+	}
+	release()
+	if r := <-done; r.rep.Counts.Passed != 3 {
+		t.Fatalf("counts %+v\n%s", r.rep.Counts, r.stderr)
+	}
+}

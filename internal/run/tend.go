@@ -60,9 +60,25 @@ type LiveState struct {
 	Tended bool `json:"tended"`
 }
 
-// publishLive writes what `steward tend` shows, from one snapshot.
-func (l *launcher) publishLive(ctx context.Context, ctl *ramp.Controller, d ramp.Decision, tended bool, now time.Time) {
-	c, rows := l.snapshot()
+// LiveRefresh is how often, at most, the live state `steward tend` shows
+// is rewritten between tends when its counts changed: a long tend_interval
+// no longer leaves it at "0 running" while hundreds run.
+const LiveRefresh = time.Second
+
+// refreshLive rewrites the live state with the last decision when the
+// counts or the task rows changed since it was last written.
+func (t *tender) refreshLive(ctx context.Context, now time.Time) {
+	c, rows := t.l.snapshot()
+	key := fmt.Sprint(c, rows)
+	if key == t.liveKey {
+		return
+	}
+	t.liveKey = key
+	t.l.writeLive(ctx, t.ctl, t.last, t.tended, now, c, rows)
+}
+
+// writeLive writes what `steward tend` shows, from one snapshot.
+func (l *launcher) writeLive(ctx context.Context, ctl *ramp.Controller, d ramp.Decision, tended bool, now time.Time, c report.Counts, rows []taskLive) {
 	names := make([]string, len(l.p.Tasks))
 	for i, t := range l.p.Tasks {
 		names[i] = t.Task.Name
@@ -99,10 +115,13 @@ func (l *launcher) tendLoop(ctx context.Context, ctl *ramp.Controller, stop chan
 		l.gw.SetCeiling(c)
 		t.rampCeiling = true
 	}
-	// The starting setpoints are visible before the first tend (`steward tend`).
-	l.publishLive(ctx, ctl, ramp.Decision{}, false, time.Now())
+	// The starting setpoints are visible before the first tend (`steward tend`),
+	// and the counts follow the run between tends.
+	t.refreshLive(ctx, time.Now())
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	live := time.NewTicker(min(interval, LiveRefresh))
+	defer live.Stop()
 	// Saturation is sampled often within the window (tender.sample).
 	sample := time.NewTicker(max(interval/20, 10*time.Millisecond))
 	defer sample.Stop()
@@ -114,6 +133,8 @@ func (l *launcher) tendLoop(ctx context.Context, ctl *ramp.Controller, stop chan
 			return
 		case <-sample.C:
 			t.sample()
+		case <-live.C:
+			t.refreshLive(ctx, time.Now())
 		case <-tick.C:
 			t.tend(ctx, time.Now())
 		}
@@ -128,6 +149,11 @@ type tender struct {
 	budgetBound []bool // per task, this window
 	badRange    string // the last refused _steward.yaml, said once
 	rampCeiling bool   // the ramp set the gateway's ceiling
+	// The last decision and whether there was one (what the live state
+	// shows between tends), and what the live state last showed.
+	last    ramp.Decision
+	tended  bool
+	liveKey string
 }
 
 // sample notes, per task, whether at this moment its setpoint (cap) was full
@@ -198,7 +224,10 @@ func (t *tender) tend(ctx context.Context, now time.Time) {
 	} else {
 		l.observe(Event{Tend: &Tended{RunID: l.runID, Points: pts}})
 	}
-	l.publishLive(ctx, ctl, d, true, now)
+	t.last, t.tended = d, true
+	c, rows := l.snapshot()
+	t.liveKey = fmt.Sprint(c, rows)
+	l.writeLive(ctx, ctl, d, true, now, c, rows)
 }
 
 // rereadFleet follows _steward.yaml's samples_ramp on a live run (R4); a
