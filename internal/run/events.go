@@ -18,7 +18,8 @@ import (
 //
 //	attempt  an attempt's row, as it is published to the record
 //	tend     one task's ramp decision at a tend (a line per task)
-//	live     the live state `steward tend` shows (at the start and after each tend)
+//	live     the live state `steward tend` shows (at the start, after each tend, and
+//	         between tends when its counts change, at most once a second)
 //	dropped  how many lines a stalled reader made the log drop
 //	end      the launch is over: its counts, whether it was cancelled, its error
 //
