@@ -120,6 +120,11 @@ type Signals struct {
 	ConnLimit int `json:"conn_limit"`
 	// ConnFixed: max_connections is set, the gateway's limit is not ours to move.
 	ConnFixed bool `json:"conn_fixed"`
+	// ConnNeed is how many calls in flight the provider's announced rate
+	// keeps busy at the measured latency (the gateway's pace × latency; 0:
+	// unknown). While the setpoints add up to less, the provider has room
+	// the samples do not use, and a passing tend comes sooner (Next).
+	ConnNeed int `json:"conn_need,omitempty"`
 }
 
 // TaskSignals are one task's signals for one window (from the scheduler).
@@ -531,6 +536,47 @@ func (c *Controller) Tend(now time.Time, g Signals, ts []TaskSignals) Decision {
 	d.Reason = c.summary(d, notes, reverse)
 	c.last = &d
 	return d
+}
+
+// EarlyDivisor is how much sooner than the window a tend comes while the
+// provider has room (Next).
+const EarlyDivisor = 4
+
+// Next is how long until the next tend, for a window of window: the window
+// itself, or a quarter of it (at least 100 ms) when the last tend climbed
+// with every gate passing — some task saturated, no pushback, no errored
+// sample, no retry surge, not held — and the gateway said the provider
+// keeps more calls busy than the setpoints add up to (Signals.ConnNeed).
+// The gates and the step are the seed's (R1); only the wait between two
+// tends that pass them shortens, while a known-idle provider waits for the
+// samples. A provider that is already full says no room (its need is what
+// the samples already fill), so the ramp keeps its window there; and the
+// tend after a shortened window judges its own, shorter window, through
+// the same gates.
+func (c *Controller) Next(window time.Duration) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.early() {
+		return max(window/EarlyDivisor, 100*time.Millisecond)
+	}
+	return window
+}
+
+// early reports whether the last decision lets the next tend come sooner.
+func (c *Controller) early() bool {
+	d := c.last
+	if d == nil || c.held || d.Held != "" || d.Surge || d.Signals.Pushback || d.Streak > 0 || !c.active() {
+		return false
+	}
+	if d.Signals.ConnNeed <= 0 || d.Total() >= d.Signals.ConnNeed {
+		return false
+	}
+	for _, t := range d.Tasks {
+		if t.Action == ActionUp {
+			return true
+		}
+	}
+	return false
 }
 
 // stepDown moves the listed ramped tasks down by the configured policy: at
