@@ -183,6 +183,12 @@ func (r *DB) PublishCarried(ctx context.Context, refs []Ref) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("publish carried attempts: %w", err)
 	}
+	rows := make([]Attempt, len(refs))
+	for i, c := range refs {
+		rows[i] = Attempt{RunID: c.RunID, Seq: c.Seq}
+	}
+	r.published(rows...)
+	r.boundWAL(ctx)
 	return nil
 }
 

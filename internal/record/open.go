@@ -47,7 +47,7 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 		return nil, err
 	}
 	ro.Close()
-	dsn := "file:" + escapePath(path) + "?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)&_txlock=immediate"
+	dsn := "file:" + escapePath(path) + "?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)" + walPragmas + "&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open record %s: %w", path, err)
@@ -218,7 +218,9 @@ func (r *DB) check(ctx context.Context) error {
 		return unusable(r.Path, "fails SQLite's integrity check ("+strings.Join(problems, "; ")+")")
 	}
 	r.version = v
-	return nil
+	// What SQLite dropped from a damaged log passes its checks: the
+	// published-attempt counts kept apart from the log see it.
+	return r.checkCounts(ctx)
 }
 
 // readErr names damage SQLite reports while reading (SQLITE_CORRUPT,
@@ -290,18 +292,34 @@ func (r *DB) migrate(ctx context.Context) error {
 
 // Close closes the record. A writer first checkpoints the WAL into the main
 // file (so the file can be copied, S6); a reader changes nothing.
+// Once the whole log is in the file, the published-attempt counts that the
+// file now holds in full are removed (published.go).
 func (r *DB) Close() error {
 	if !r.ReadOnly {
-		_, _ = r.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+		if r.checkpoint(context.Background()) == nil {
+			r.pruneCounts(context.Background())
+		}
 	}
 	return r.db.Close()
 }
 
-// Checkpoint folds the WAL into the database file.
+// Checkpoint folds the WAL into the database file and truncates it.
 func (r *DB) Checkpoint(ctx context.Context) error {
 	if r.ReadOnly {
 		return nil
 	}
-	_, err := r.db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
-	return err
+	return r.checkpoint(ctx)
+}
+
+// checkpoint is a TRUNCATE checkpoint; it fails when it could not fold the
+// whole log (a reader or writer kept it busy).
+func (r *DB) checkpoint(ctx context.Context) error {
+	var busy, logPages, done int
+	if err := r.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logPages, &done); err != nil {
+		return Classify(r.Dir, fmt.Errorf("checkpoint the record: %w", err))
+	}
+	if busy != 0 {
+		return fmt.Errorf("checkpoint the record: busy (%d of %d log pages folded)", done, logPages)
+	}
+	return nil
 }

@@ -31,6 +31,8 @@ type DB struct {
 	ReadOnly bool
 	// version is the record's schema version (readers may see an older one).
 	version int
+	// pub counts what this writer published, outside the log (published.go).
+	pub pubCounts
 }
 
 // migrations are applied in order; each index is a schema version.
@@ -151,6 +153,7 @@ func (r *DB) StartRun(ctx context.Context, run Run) error {
 	if err != nil {
 		return fmt.Errorf("record run: %w", err)
 	}
+	r.startCount(run.ID)
 	return nil
 }
 
@@ -233,8 +236,20 @@ const attemptCols = baseAttemptCols + `, ` + triesCols
 
 // Publish commits one attempt at once (S6: readable as soon as published).
 func (r *DB) Publish(ctx context.Context, a Attempt) error {
+	if err := insertAttempt(ctx, r.db, a); err != nil {
+		return err
+	}
+	r.published(a)
+	r.boundWAL(ctx)
+	return nil
+}
+
+// insertAttempt writes one attempt's row with ex (the record, or a transaction).
+func insertAttempt(ctx context.Context, ex interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, a Attempt) error {
 	tries := max(a.Tries, 1)
-	_, err := r.db.ExecContext(ctx, `INSERT OR REPLACE INTO attempts(`+attemptCols+`) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	_, err := ex.ExecContext(ctx, `INSERT OR REPLACE INTO attempts(`+attemptCols+`) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		a.RunID, a.Seq, a.Task, a.Sample, a.Attempt, a.Status, a.Score, a.Answer, a.Explanation, a.Reason, a.CarriedFrom, a.Fingerprint, a.Parts,
 		unix(a.Started), unix(a.Finished), int64(a.Duration), a.InputTokens, a.OutputTokens, a.CostUSD, a.Requests, a.Log, a.Sandbox, a.Source,
 		tries, encodeReasons(a.RetryReasons), a.AgentExit, a.AgentOutput)
