@@ -21,6 +21,8 @@ import (
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/secret"
+	"github.com/steward-evals/steward/internal/secret"
 	"github.com/steward-evals/steward/internal/shard"
 	"github.com/steward-evals/steward/internal/status"
 )
@@ -464,11 +466,43 @@ func readBaseline(ctx context.Context, path string) (*report.Report, error) {
 		return nil, fmt.Errorf("read baseline: %w", err)
 	}
 	for _, r := range runs {
-		if r.Status == status.Finished {
-			return report.FromRecord(ctx, db, []string{r.ID}, "")
+		if r.Status != status.Finished {
+			continue
 		}
+		rep, err := report.FromRecord(ctx, db, []string{r.ID}, "")
+		if err != nil {
+			return nil, err
+		}
+		if err := knownFlaky(ctx, db, rep); err != nil {
+			return nil, fmt.Errorf("read baseline: %w", err)
+		}
+		return rep, nil
 	}
 	return nil, fmt.Errorf("read baseline: the record at %s holds no finished run", path)
+}
+
+// knownFlaky marks the samples the record's ledger holds mixed outcomes of
+// at the identity rep's attempts have (the nightly --confirm runs build that
+// evidence): the comparison lists their flips apart.
+func knownFlaky(ctx context.Context, db *record.DB, rep *report.Report) error {
+	rows, err := db.Ledger(ctx, "")
+	if err != nil {
+		return err
+	}
+	ids := map[string]string{}
+	for _, a := range rep.Attempts {
+		ids[a.Task+"\x00"+a.Sample] = a.Identity
+	}
+	for _, l := range rows {
+		k := l.Task + "\x00" + l.Sample
+		if id, ok := ids[k]; ok && id == l.Identity && l.Flaky() {
+			if rep.KnownFlaky == nil {
+				rep.KnownFlaky = map[string]report.FlakyInfo{}
+			}
+			rep.KnownFlaky[k] = report.FlakyInfo{Passed: l.Passed, Judged: l.Passed + l.Failed}
+		}
+	}
+	return nil
 }
 
 // modelSecrets are the values the action masks before a run of the eval set
@@ -476,19 +510,9 @@ func readBaseline(ctx context.Context, path string) (*report.Report, error) {
 // the loaded eval set, or from the file's text when it does not load), the
 // variables its secret_env lists, and the providers' usual key variables.
 func modelSecrets(path string, env Env) []string {
-	var out []string
-	for _, name := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY"} {
-		if v := env.Getenv(name); v != "" {
-			out = append(out, v)
-		}
-	}
+	out := secret.Values(env.Getenv, secret.EnvNames)
 	if es, err := evalset.Load(path, evalset.LoadOptions{Getenv: env.Getenv}); err == nil {
-		for _, name := range append(append([]string{es.Model.APIKeyEnv}, es.SecretEnv...), es.Fleet.Secrets...) {
-			if v := env.Getenv(name); name != "" && v != "" {
-				out = append(out, v)
-			}
-		}
-		return out
+		return append(out, secret.Values(env.Getenv, append(append([]string{es.Model.APIKeyEnv}, es.SecretEnv...), es.Fleet.Secrets...))...)
 	}
 	if b, err := os.ReadFile(path); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/steward-evals/steward/internal/score"
 )
 
 // Limits that stop huge or recursive input (issue 8: bad input).
@@ -282,6 +284,7 @@ var (
 	typeDuration  = reflect.TypeOf(Duration(0))
 	typeBytes     = reflect.TypeOf(Bytes(0))
 	typeRamp      = reflect.TypeOf(RampRange{})
+	typeReducer   = reflect.TypeOf(score.Reducer{})
 	typeTask      = reflect.TypeOf(Task{})
 	typeSample    = reflect.TypeOf(Sample{})
 	typeStringMap = reflect.TypeOf(map[string]string{})
@@ -365,6 +368,14 @@ func (d *decoder) decodeValue(at, n *yaml.Node, v reflect.Value, path string) {
 		return
 	case typeRamp:
 		x, err := rampFromNode(n)
+		if err != nil {
+			d.errNode(n, shown, "%v", err)
+			return
+		}
+		v.Set(reflect.ValueOf(x))
+		return
+	case typeReducer:
+		x, err := reducerFromNode(n)
 		if err != nil {
 			d.errNode(n, shown, "%v", err)
 			return
@@ -715,4 +726,23 @@ func countNodes(n *yaml.Node) int {
 		c += countNodes(k)
 	}
 	return c
+}
+
+// reducerFromNode reads reducer: mean, reducer: "at_least: 2" or the
+// mapping form reducer: {at_least: 2}.
+func reducerFromNode(n *yaml.Node) (score.Reducer, error) {
+	const want = "a reducer: mean, all, any, majority, at_least: K or pass_at: K"
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if n.Tag != "!!str" {
+			return score.Reducer{}, fmt.Errorf("expected %s, got %s", want, describe(n))
+		}
+		return score.Parse(n.Value)
+	case yaml.MappingNode:
+		if len(n.Content) != 2 || n.Content[1].Kind != yaml.ScalarNode {
+			return score.Reducer{}, fmt.Errorf("expected %s, got a mapping of %d keys", want, len(n.Content)/2)
+		}
+		return score.Parse(n.Content[0].Value + ": " + n.Content[1].Value)
+	}
+	return score.Reducer{}, fmt.Errorf("expected %s, got %s", want, describe(n))
 }

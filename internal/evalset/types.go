@@ -5,6 +5,8 @@ package evalset
 import (
 	"time"
 
+	"github.com/steward-evals/steward/internal/score"
+
 	"github.com/steward-evals/steward/internal/sandbox/kubernetes/kubeconf"
 )
 
@@ -89,6 +91,10 @@ type Task struct {
 
 	// Attempts per sample (alias: epochs). Default 1.
 	Attempts int `yaml:"attempts" json:"attempts"`
+	// Reducer turns a sample's judged attempts into its score: mean (the
+	// default), all, any, majority, at_least: K or pass_at: K
+	// (docs/judging.md). Reports, the comparison and the fail policy use it.
+	Reducer score.Reducer `yaml:"reducer" json:"reducer"`
 	// Timeout per attempt (agent + scorer). Default 10m.
 	Timeout Duration `yaml:"timeout" json:"timeout"`
 	// MaxSamples fixes the task's setpoint and keeps it out of the ramp (C5). 0 = unset.
@@ -118,6 +124,12 @@ type Task struct {
 	Files map[string]string `yaml:"files" json:"files"`
 	// Retries is how many times an attempt that hit an infrastructure error is retried. Default 1.
 	Retries *int `yaml:"retries" json:"retries"`
+	// JudgeFailedAgents: a scorer.command judges what the agent left even
+	// when the agent exited non-zero (Harbor's rule; the agent's exit status
+	// and output tail are kept beside the verdict). Default true; false
+	// makes such an attempt errored without scoring. A match: scorer never
+	// judges a failed agent (there is no answer).
+	JudgeFailedAgents *bool `yaml:"judge_failed_agents" json:"judge_failed_agents"`
 	// Artifacts are shell globs, relative to the workdir, of files the
 	// agent leaves that are copied out after the attempt and shown beside
 	// its transcript (regular files only: symlinks are refused; size-capped).
@@ -125,6 +137,12 @@ type Task struct {
 
 	// Line is the line of the task in File (for messages).
 	Line int `yaml:"-" json:"-"`
+}
+
+// JudgesFailedAgents says whether an agent's non-zero exit still goes to
+// the scorer: with a scorer.command unless judge_failed_agents is false.
+func (t *Task) JudgesFailedAgents() bool {
+	return t.Scorer.Command != "" && (t.JudgeFailedAgents == nil || *t.JudgeFailedAgents)
 }
 
 // Sandbox is a task's sandbox spec.
@@ -166,8 +184,9 @@ type Scorer struct {
 	// Task.Files. Scripts that grade belong here, not in Task.Files, which
 	// the agent can rewrite.
 	Files map[string]string `yaml:"files" json:"files"`
-	// Match compares the answer with the sample's target: exact, includes, regex, numeric.
-	Match string `yaml:"match" json:"match"`
+	// Match compares the answer with the sample's target: exact, includes,
+	// regex, numeric (the vocabulary is score.Matches).
+	Match score.Match `yaml:"match" json:"match"`
 	// IgnoreCase applies to exact and includes.
 	IgnoreCase bool `yaml:"ignore_case" json:"ignore_case"`
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/score"
 )
 
 // Defaults filled in by Load.
@@ -24,7 +25,7 @@ const (
 	DefaultNetwork  = "gateway"
 	DefaultRetries  = 1
 	DefaultUpstream = "mock"
-	DefaultMatch    = "exact"
+	DefaultMatch    = score.DefaultMatch
 	// ReservedEnvPrefix starts the names of the variables Steward sets
 	// (STEWARD_SAMPLE_ID, STEWARD_INPUT, …); task env may not use it.
 	ReservedEnvPrefix = "STEWARD_"
@@ -37,7 +38,7 @@ const (
 // Allowed values of the enumerated settings.
 var (
 	Networks  = []string{"gateway", "bridge", "isolated"}
-	Matches   = []string{"exact", "includes", "regex", "numeric"}
+	Matches   = score.MatchNames()
 	Upstreams = []string{"mock", "openai", "anthropic"}
 	// ReservedEnv are set by Steward in every sandbox; a task may not set
 	// them, nor any other name starting with ReservedEnvPrefix.
@@ -272,6 +273,10 @@ func (v *validator) task(i int, t *Task) {
 		}
 	} else {
 		t.Attempts = DefaultAttempts
+	}
+	t.Reducer = t.Reducer.Norm()
+	if err := t.Reducer.Check(t.Attempts); err != nil && t.Attempts >= 1 {
+		v.errf(tp+".reducer", "%v", err)
 	}
 	if v.has(tp + ".timeout") {
 		if t.Timeout <= 0 {
@@ -588,9 +593,12 @@ func (v *validator) scorer(i int, t *Task) {
 		v.errf(tp+".scorer", "set command or match, not both")
 		return
 	}
-	if sc.Match != "" && !oneOf(sc.Match, Matches) {
-		v.errf(tp+".scorer.match", "%s", badEnum("match", sc.Match, Matches))
+	if sc.Match != "" && !sc.Match.Valid() {
+		v.errf(tp+".scorer.match", "%s", badEnum("match", string(sc.Match), Matches))
 		return
+	}
+	if !cmd && t.JudgeFailedAgents != nil && *t.JudgeFailedAgents {
+		v.errf(tp+".judge_failed_agents", "applies to scorer.command only: a match scorer has no answer to judge when the agent exits non-zero")
 	}
 	if cmd && sc.IgnoreCase {
 		v.errf(tp+".scorer.ignore_case", "applies to scorer.match only; a scorer command decides for itself")
@@ -629,19 +637,8 @@ func (v *validator) scorer(i int, t *Task) {
 			continue
 		}
 		for _, tg := range s.Targets() {
-			switch sc.Match {
-			case "regex":
-				expr := tg
-				if sc.IgnoreCase {
-					expr = "(?i)" + expr
-				}
-				if _, err := regexp.Compile(expr); err != nil {
-					v.errf(sp+".target", "target %q is not a valid regular expression: %v", tg, err)
-				}
-			case "numeric":
-				if _, err := strconv.ParseFloat(strings.TrimSpace(tg), 64); err != nil {
-					v.errf(sp+".target", "target %q is not a number (scorer.match is numeric)", tg)
-				}
+			if err := score.CheckTarget(sc.Match, sc.IgnoreCase, tg); err != nil {
+				v.errf(sp+".target", "%v", err)
 			}
 		}
 	}

@@ -27,6 +27,8 @@ import (
 
 	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/secret"
+	"github.com/steward-evals/steward/internal/stats"
 	"github.com/steward-evals/steward/internal/status"
 )
 
@@ -171,14 +173,12 @@ const (
 	OutHTMLPath    = "html-path"
 	OutCommentURL  = "comment-url"
 	OutPartial     = "partial"
+	// OutVerdict is the comparison's verdict (regressed, improved,
+	// unchanged, inconclusive; "" without a baseline) and OutVerdictSummary
+	// its sentence.
+	OutVerdict        = "verdict"
+	OutVerdictSummary = "verdict-summary"
 )
-
-// secretEnv are variables whose values are masked in the job log whenever
-// they are set, in case anything ever prints them.
-var secretEnv = []string{
-	"GITHUB_TOKEN", "ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
-	"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "STEWARD_API_KEY",
-}
 
 // Run is the action's entry point (`steward action`). It returns the exit
 // code; it never exits the process.
@@ -197,7 +197,9 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 
 	in, err := ParseInputs(env.Getenv)
 	a.mask(in.Token)
-	for _, name := range secretEnv {
+	// secret.EnvNames: the variables whose values are masked in the job log
+	// whenever they are set, in case anything ever prints them.
+	for _, name := range secret.EnvNames {
 		a.mask(env.Getenv(name))
 	}
 	a.workspace = env.Getenv("GITHUB_WORKSPACE")
@@ -273,6 +275,7 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 	}
 	a.relativize(rep)
 	a.compare(ctx, rep)
+	rep, code = a.decide(ctx, opts, launch, rep, code)
 
 	// Reporting goes on after a cancellation, on a context of its own, short
 	// enough to finish before the runner's kill.
@@ -319,7 +322,114 @@ func (a *action) compare(ctx context.Context, rep *report.Report) {
 		return
 	}
 	a.relativize(base)
-	rep.Comparison = report.Compare(rep, base, a.in.Baseline)
+	a.base = base
+	rep.Comparison = report.Compare(rep, base, a.in.Baseline, a.compareOptions(1))
+}
+
+// compareOptions are the verdict's settings at look (1 = the planned run;
+// each decide round is one more look of the Rounds+1 fixed in advance).
+func (a *action) compareOptions(look int) report.CompareOptions {
+	j := a.in.Judge
+	o := report.CompareOptions{Confidence: j.Confidence, MinEffect: j.MinEffect, MinEffectSet: true, Look: look, Looks: 1}
+	if a.in.Decide.Rounds > 0 {
+		o.Looks = a.in.Decide.Rounds + 1
+	}
+	if a.base != nil {
+		o.Flaky = a.base.KnownFlaky
+	}
+	return o
+}
+
+// decide spends extra attempts on an inconclusive verdict: each round runs
+// PerRound more attempts of every uncertain sample of the inconclusive
+// tasks (launch --confirm), then judges again at the next look, until the
+// verdict is decided or a limit (rounds, attempts, USD, time) is reached.
+// It returns the last round's report and exit code (the planned attempts
+// carried, the extra ones beside them).
+func (a *action) decide(ctx context.Context, opts LaunchOptions, launch LaunchFunc, rep *report.Report, code int) (*report.Report, int) {
+	d := a.in.Decide
+	if d.Rounds == 0 || rep.Comparison == nil || rep.Partial || ctx.Err() != nil || opts.Merge {
+		return rep, code
+	}
+	start := a.env.Clock.Now()
+	var rounds []report.DecideRound
+	stop := ""
+	spentAttempts, spentUSD := 0, 0.0
+	for round := 1; rep.Comparison.Verdict == stats.Inconclusive; round++ {
+		var samples []string
+		for _, t := range rep.Comparison.Tasks {
+			if t.Verdict != stats.Inconclusive || t.Test == nil {
+				continue
+			}
+			for _, s := range t.Uncertain {
+				samples = append(samples, t.Name+"/"+s)
+			}
+		}
+		left := d.Attempts - spentAttempts
+		switch {
+		case round > d.Rounds:
+			stop = fmt.Sprintf("all %d rounds spent", d.Rounds)
+		case len(samples) == 0:
+			stop = "no sample is uncertain: more attempts cannot move the verdict (more samples can)"
+		case left < d.PerRound:
+			stop = fmt.Sprintf("the %d extra attempts are spent", d.Attempts)
+		case d.USD > 0 && spentUSD >= d.USD:
+			stop = "the " + strconv.FormatFloat(d.USD, 'f', 2, 64) + " USD for extra attempts is spent"
+		case d.Time > 0 && clock.Since(a.env.Clock, start) >= d.Time:
+			stop = "the time for extra attempts is spent (" + d.Time.String() + ")"
+		case ctx.Err() != nil:
+			stop = "cancelled"
+		}
+		if stop != "" {
+			break
+		}
+		if len(samples)*d.PerRound > left {
+			samples = samples[:left/d.PerRound]
+		}
+		o := opts
+		o.Confirm, o.ConfirmSamples = d.PerRound, samples
+		if d.USD > 0 {
+			o.BudgetUSD = d.USD - spentUSD
+			if opts.BudgetUSD > 0 {
+				o.BudgetUSD = min(o.BudgetUSD, opts.BudgetUSD)
+			}
+		}
+		a.gh.Group(fmt.Sprintf("Steward: decide, round %d: %d more attempts on each of %d uncertain samples", round, d.PerRound, len(samples)))
+		resume := a.stopCommands()
+		next, ncode, err := launch(ctx, o)
+		resume()
+		a.gh.EndGroup()
+		if next == nil || err != nil {
+			msg := "no report"
+			if err != nil {
+				msg = err.Error()
+			}
+			a.gh.Warningf("Steward: decide round %d did not complete: %s", round, report.Plain(msg, 500))
+			stop = "a round did not complete"
+			break
+		}
+		if next.Title == "" {
+			next.Title = rep.Title
+		}
+		a.relativize(next)
+		next.Comparison = report.Compare(next, a.base, a.in.Baseline, a.compareOptions(round+1))
+		n := len(samples) * d.PerRound
+		spentAttempts += n
+		spentUSD += next.Spend.USD
+		rounds = append(rounds, report.DecideRound{Round: round, Samples: len(samples), Attempts: n, USD: next.Spend.USD, Verdict: next.Comparison.Verdict})
+		rep, code = next, ncode
+		if next.Partial {
+			stop = "the round was cut short"
+			break
+		}
+	}
+	if len(rounds) > 0 || stop != "" {
+		rep.Comparison.Rounds = rounds
+		if rep.Comparison.Verdict == stats.Inconclusive {
+			rep.Comparison.DecideStop = stop
+		}
+	}
+	return rep, code
 }
 
 // failOn decides the exit from the results and the fail-on input. Bad input,
@@ -334,15 +444,27 @@ func (a *action) failOn(rep *report.Report, code int) int {
 	case FailOnNever, FailOnErrors:
 		want = ExitOK
 	case FailOnRegression:
-		if rep.Comparison == nil {
+		c := rep.Comparison
+		if c == nil {
 			a.gh.Warningf("Steward: fail-on: regression needs a baseline record; failing on failures instead")
 			return code
 		}
-		if rep.Comparison.Regressed {
+		switch c.Verdict {
+		case stats.Regressed:
+			a.gh.Errorf("Steward: %s", report.Plain(c.Summary, 2000))
 			want = ExitFailed
+		case stats.Inconclusive:
+			what := "fail"
+			if !a.in.Judge.FailInconclusive {
+				what = "pass"
+			}
+			a.gh.Warningf("Steward: the verdict is inconclusive (on-inconclusive: %s). %s", what, report.Plain(c.Summary, 2000))
+			if a.in.Judge.FailInconclusive {
+				want = ExitFailed
+			}
 		}
 	case FailOnPassRate:
-		if rate := rep.Counts.PassRate(); rate < f.MinRate {
+		if rate := scoreOf(rep); rate < f.MinRate {
 			a.gh.Errorf("Steward: pass rate %.1f%% is below %.1f%% (fail-on: %s)", 100*rate, 100*f.MinRate, report.Plain(f.Original, 50))
 			want = ExitFailed
 		}
@@ -457,6 +579,8 @@ type action struct {
 	in        Inputs
 	workspace string
 	notes     []string // for the summary and the comment
+	// base is the baseline's report, once read (compare).
+	base *report.Report
 }
 
 func (a *action) mask(secret string) {
@@ -601,13 +725,17 @@ func (a *action) report(ctx context.Context, rep *report.Report) error {
 		return nil
 	}
 	c := rep.Counts
+	verdict, summary := "", ""
+	if rep.Comparison != nil {
+		verdict, summary = string(rep.Comparison.Verdict), report.Plain(rep.Comparison.Summary, 2000)
+	}
 	outputs := []struct{ k, v string }{
 		{OutTotal, strconv.Itoa(c.Total)},
 		{OutPassed, strconv.Itoa(c.Passed)},
 		{OutFailed, strconv.Itoa(c.Failed)},
 		{OutErrored, strconv.Itoa(c.Errored + c.Infra + c.Interrupted)},
 		{OutSkipped, strconv.Itoa(c.Skipped)},
-		{OutPassRate, strconv.FormatFloat(c.PassRate(), 'f', 4, 64)},
+		{OutPassRate, passRate(rep)},
 		{OutSpendUSD, strconv.FormatFloat(rep.Spend.USD, 'f', 4, 64)},
 		{OutSummaryPath, a.rel(summaryPath)},
 		{OutJUnitPath, a.rel(junitPath)},
@@ -616,6 +744,8 @@ func (a *action) report(ctx context.Context, rep *report.Report) error {
 		{OutHTMLPath, a.rel(htmlPath)},
 		{OutCommentURL, commentURL},
 		{OutPartial, strconv.FormatBool(rep.Partial)},
+		{OutVerdict, verdict},
+		{OutVerdictSummary, summary},
 	}
 	for _, o := range outputs {
 		gh.SetOutput(o.k, o.v)
@@ -704,4 +834,18 @@ func (a *action) annotate(rep *report.Report) {
 	if moreErrs+moreWarns > 0 {
 		a.gh.Noticef("%d more failed and %d more errored attempts are not annotated: see the job summary", moreErrs, moreWarns)
 	}
+}
+
+// scoreOf is the run's pass rate: the mean sample score under each task's
+// reducer (0 when nothing was judged).
+func scoreOf(rep *report.Report) float64 {
+	if rep.Score == nil {
+		return 0
+	}
+	return rep.Score.Mean
+}
+
+// passRate is the pass-rate output: the score, with 4 decimals.
+func passRate(rep *report.Report) string {
+	return strconv.FormatFloat(scoreOf(rep), 'f', 4, 64)
 }

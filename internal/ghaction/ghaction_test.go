@@ -64,6 +64,22 @@ func fixedReport(passed int) *report.Report {
 		}
 	}
 	r.Tasks = []report.TaskReport{{Name: "qa", Counts: r.Counts, PassRate: r.Counts.PassRate()}}
+	r.Rescore()
+	return r
+}
+
+// manyReport is a task of n samples, one attempt each, the first passed
+// passing: large enough for the paired test to decide.
+func manyReport(run string, n, passed int) *report.Report {
+	r := &report.Report{Title: "nightly", EvalSet: "evals/steward.yaml", RunIDs: []string{run}}
+	for i := 0; i < n; i++ {
+		st := status.Passed
+		if i >= passed {
+			st = status.Failed
+		}
+		r.Attempts = append(r.Attempts, report.AttemptRow{Task: "qa", Sample: fmt.Sprintf("q%d", i+1), Attempt: 1, Status: st, Run: run})
+	}
+	r.Recount()
 	return r
 }
 
@@ -769,30 +785,46 @@ func TestFailOnAndBaseline(t *testing.T) {
 		passed   int // head: fixedReport(passed)
 		code     int // the launch's
 		want     int
+		extra    map[string]string
 	}{
-		{"", false, 2, ghaction.ExitFailed, ghaction.ExitFailed},
-		{"failures", false, 4, ghaction.ExitOK, ghaction.ExitOK},
-		{"never", false, 2, ghaction.ExitFailed, ghaction.ExitOK},
-		{"never", false, 2, ghaction.ExitInfra, ghaction.ExitInfra},
-		{"never", false, 2, 130, 130},
-		{"errors", false, 2, ghaction.ExitFailed, ghaction.ExitOK},
-		{"errors", false, 2, ghaction.ExitInfra, ghaction.ExitInfra},
-		{"pass-rate<0.4", false, 2, ghaction.ExitFailed, ghaction.ExitOK},
-		{"pass-rate<60%", false, 2, ghaction.ExitFailed, ghaction.ExitFailed},
-		{"pass-rate<0.9", false, 4, ghaction.ExitOK, ghaction.ExitOK},
-		{"regression", true, 2, ghaction.ExitFailed, ghaction.ExitFailed}, // q3 passed on base
-		{"regression", false, 2, ghaction.ExitFailed, ghaction.ExitFailed},
-		{"regression-same", true, 2, ghaction.ExitFailed, ghaction.ExitOK}, // the same failures on base: not worse
+		{"", false, 2, ghaction.ExitFailed, ghaction.ExitFailed, nil},
+		{"failures", false, 4, ghaction.ExitOK, ghaction.ExitOK, nil},
+		{"never", false, 2, ghaction.ExitFailed, ghaction.ExitOK, nil},
+		{"never", false, 2, ghaction.ExitInfra, ghaction.ExitInfra, nil},
+		{"never", false, 2, 130, 130, nil},
+		{"errors", false, 2, ghaction.ExitFailed, ghaction.ExitOK, nil},
+		{"errors", false, 2, ghaction.ExitInfra, ghaction.ExitInfra, nil},
+		{"pass-rate<0.4", false, 2, ghaction.ExitFailed, ghaction.ExitOK, nil},
+		{"pass-rate<60%", false, 2, ghaction.ExitFailed, ghaction.ExitFailed, nil},
+		{"pass-rate<0.9", false, 4, ghaction.ExitOK, ghaction.ExitOK, nil},
+		// Two of four samples flipped: no evidence either way (p = 0.25), so
+		// the step passes with a warning, unless on-inconclusive says fail.
+		{"regression", true, 2, ghaction.ExitFailed, ghaction.ExitOK, nil},
+		{"regression", true, 2, ghaction.ExitFailed, ghaction.ExitFailed, map[string]string{"INPUT_ON-INCONCLUSIVE": "fail"}},
+		{"regression", false, 2, ghaction.ExitFailed, ghaction.ExitFailed, nil},
+		{"regression-same", true, 2, ghaction.ExitFailed, ghaction.ExitOK, nil}, // the same failures on base: not worse
+		{"regression-real", true, 2, ghaction.ExitFailed, ghaction.ExitFailed, nil},
+		{"regression-real", true, 2, ghaction.ExitFailed, ghaction.ExitOK, map[string]string{"INPUT_MIN-EFFECT": "60"}},
 	}
 	for _, tc := range cases {
-		t.Run(fmt.Sprintf("%s/%v/%d/%d", tc.failOn, tc.baseline, tc.passed, tc.code), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%v/%d/%d/%v", tc.failOn, tc.baseline, tc.passed, tc.code, tc.extra), func(t *testing.T) {
 			e := newActionEnv(t, "http://127.0.0.1:9", writeTok)
 			e.vars["INPUT_COMMENT"] = "false"
 			e.vars["INPUT_FAIL-ON"] = tc.failOn
+			for k, v := range tc.extra {
+				e.vars[k] = v
+			}
 			base := base
-			if tc.failOn == "regression-same" {
+			head := func() *report.Report { return fixedReport(tc.passed) }
+			switch tc.failOn {
+			case "regression-same":
 				e.vars["INPUT_FAIL-ON"] = "regression"
 				base = fixedReport(2)
+			case "regression-real":
+				// 40 of 40 on base, 20 of 40 on head: a real drop.
+				e.vars["INPUT_FAIL-ON"] = "regression"
+				base = manyReport("b", 40, 40)
+				head = func() *report.Report { return manyReport("h", 40, 20) }
 			}
 			env := e.env()
 			if tc.baseline {
@@ -804,14 +836,21 @@ func TestFailOnAndBaseline(t *testing.T) {
 					return base, nil
 				}
 			}
-			stub := &stubLaunch{rep: func() *report.Report { return fixedReport(tc.passed) }, code: tc.code}
+			stub := &stubLaunch{rep: head, code: tc.code}
 			if got := ghaction.Run(context.Background(), env, stub.launch); got != tc.want {
 				t.Fatalf("exit %d, want %d\n%s", got, tc.want, e.stdout.String())
 			}
 			if tc.baseline {
 				sum := e.read("GITHUB_STEP_SUMMARY")
-				if !strings.Contains(sum, "### Compared with base") || (tc.want == ghaction.ExitFailed) != strings.Contains(sum, "Newly failing") {
+				if !strings.Contains(sum, "### Compared with base") || (tc.failOn != "regression-same") != strings.Contains(sum, "Newly failing") {
 					t.Errorf("summary has no comparison:\n%s", sum)
+				}
+				out := e.read("GITHUB_OUTPUT")
+				if !strings.Contains(out, "verdict<<") && !strings.Contains(out, "verdict=") {
+					t.Errorf("no verdict output:\n%s\n%s\n%s", out, sum, e.stdout.String())
+				}
+				if tc.failOn == "regression" && tc.passed == 2 && !strings.Contains(e.stdout.String(), "::warning::Steward: the verdict is inconclusive") {
+					t.Errorf("no inconclusive warning:\n%s", e.stdout.String())
 				}
 			}
 		})

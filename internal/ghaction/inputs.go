@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/steward-evals/steward/internal/shard"
 )
@@ -30,6 +31,121 @@ type Inputs struct {
 	Shards      int // merge mode: shards expected; 0: from the records
 	Baseline    string
 	FailOn      FailOn
+	// Judge holds the verdict's settings (confidence, min-effect,
+	// on-inconclusive) and Decide the extra attempts an inconclusive
+	// verdict may spend (decide input; zero: off).
+	Judge  Judge
+	Decide Decide
+}
+
+// Judge is how the comparison with the base decides.
+type Judge struct {
+	Confidence float64 // 0.95
+	MinEffect  float64 // 0.05 (5 points)
+	// FailInconclusive: on-inconclusive: fail (default pass, with a warning).
+	FailInconclusive bool
+}
+
+// Decide bounds the extra attempts an inconclusive verdict may spend: at
+// most Rounds rounds of PerRound attempts on each uncertain sample, until
+// Attempts, USD or Time runs out. Rounds 0 is off.
+type Decide struct {
+	Rounds   int
+	PerRound int
+	Attempts int
+	USD      float64
+	Time     time.Duration
+}
+
+// parseDecide reads the decide input: "off", "on" (defaults), or
+// comma-separated settings: rounds=3, per-round=2, attempts=200, usd=2,
+// time=15m.
+func parseDecide(v string) (Decide, error) {
+	v = strings.TrimSpace(strings.ToLower(v))
+	def := Decide{Rounds: 3, PerRound: 2, Attempts: 200}
+	switch v {
+	case "", "off", "false", "no":
+		return Decide{}, nil
+	case "on", "true", "yes":
+		return def, nil
+	}
+	d := def
+	for _, kv := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		k, val = strings.TrimSpace(k), strings.TrimSpace(val)
+		bad := func(want string) error {
+			return fmt.Errorf("input decide: %s=%q is not %s (e.g. decide: rounds=3,per-round=2,attempts=200,usd=2,time=15m)", k, val, want)
+		}
+		if !ok {
+			return Decide{}, fmt.Errorf("input decide: %q is not key=value (rounds, per-round, attempts, usd, time), on or off", kv)
+		}
+		switch k {
+		case "rounds", "per-round", "attempts":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 1 || n > 1_000_000 {
+				return Decide{}, bad("a whole number ≥ 1")
+			}
+			switch k {
+			case "rounds":
+				if n > 10 {
+					return Decide{}, bad("at most 10 rounds")
+				}
+				d.Rounds = n
+			case "per-round":
+				d.PerRound = n
+			default:
+				d.Attempts = n
+			}
+		case "usd":
+			x, err := strconv.ParseFloat(strings.TrimPrefix(val, "$"), 64)
+			if err != nil || x <= 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+				return Decide{}, bad("an amount of USD above 0")
+			}
+			d.USD = x
+		case "time":
+			t, err := time.ParseDuration(val)
+			if err != nil || t <= 0 {
+				return Decide{}, bad("a duration such as 15m")
+			}
+			d.Time = t
+		default:
+			return Decide{}, fmt.Errorf("input decide: unknown setting %q (rounds, per-round, attempts, usd, time)", k)
+		}
+	}
+	return d, nil
+}
+
+// parseJudge reads confidence, min-effect and on-inconclusive.
+func parseJudge(getenv func(string) string) (Judge, []error) {
+	j := Judge{Confidence: 0.95, MinEffect: 0.05}
+	var errs []error
+	if v := input(getenv, "confidence"); v != "" {
+		x, err := strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64)
+		if strings.HasSuffix(v, "%") {
+			x /= 100
+		}
+		if err != nil || x < 0.5 || x >= 1 {
+			errs = append(errs, fmt.Errorf("input confidence: %q is not a level from 0.5 to below 1 (0.95, or 95%%)", v))
+		} else {
+			j.Confidence = x
+		}
+	}
+	if v := input(getenv, "min-effect"); v != "" {
+		x, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(v), "pts"), "%"), 64)
+		if err != nil || x < 0 || x > 100 || math.IsNaN(x) {
+			errs = append(errs, fmt.Errorf("input min-effect: %q is not a number of points from 0 to 100 (5 means five points of pass rate)", v))
+		} else {
+			j.MinEffect = x / 100
+		}
+	}
+	switch v := strings.ToLower(input(getenv, "on-inconclusive")); v {
+	case "", "pass":
+	case "fail":
+		j.FailInconclusive = true
+	default:
+		errs = append(errs, fmt.Errorf("input on-inconclusive: %q is not pass or fail", v))
+	}
+	return j, errs
 }
 
 // FailOn decides the step's exit from the results (fail-on input). Bad input
@@ -173,6 +289,15 @@ func ParseInputs(getenv func(string) string) (Inputs, error) {
 	in.Baseline = input(getenv, "baseline")
 	if in.FailOn, err = parseFailOn(input(getenv, "fail-on")); err != nil {
 		errs = append(errs, err)
+	}
+	var jerrs []error
+	in.Judge, jerrs = parseJudge(getenv)
+	errs = append(errs, jerrs...)
+	if in.Decide, err = parseDecide(input(getenv, "decide")); err != nil {
+		errs = append(errs, err)
+	}
+	if in.Decide.Rounds > 0 && in.Mode == ModeMerge {
+		errs = append(errs, errors.New("input decide: merge mode runs nothing, so it cannot decide; put decide on the shards' job, or judge the merged record without it"))
 	}
 	if v := input(getenv, "pr-number"); v != "" {
 		n, err := strconv.Atoi(v)

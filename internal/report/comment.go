@@ -112,6 +112,10 @@ func comment(r *Report, opts CommentOptions, failed []AttemptRow, n int) string 
 	var b strings.Builder
 	b.WriteString(CommentMarker(r) + "\n")
 	fmt.Fprintf(&b, "### %s %s\n\n", statusIcon(r.Counts), heading(r))
+	if r.Comparison != nil {
+		// The verdict leads: one sentence a reviewer can act on.
+		fmt.Fprintf(&b, "%s · %s\n\n", verdictBadge[r.Comparison.Verdict], MD(r.Comparison.Summary, 2000))
+	}
 	if r.Partial {
 		b.WriteString(partialBanner(r))
 	}
@@ -128,7 +132,7 @@ func comment(r *Report, opts CommentOptions, failed []AttemptRow, n int) string 
 	if r.Spend.SavedUSD > 0 {
 		saved = " (" + formatUSD(r.Spend.SavedUSD) + " saved by carry)"
 	}
-	fmt.Fprintf(&b, " · %d reused of %d · pass rate %s · spend %s%s\n\n", c.Reused, c.Total, formatRate(c), MD(formatUSD(r.Spend.USD), 0), MD(saved, 0))
+	fmt.Fprintf(&b, " · %d reused of %d · pass rate %s · spend %s%s\n\n", c.Reused, c.Total, formatScoreRate(r.Score), MD(formatUSD(r.Spend.USD), 0), MD(saved, 0))
 	if r.EvalSet != "" || r.Shard != "" {
 		b.WriteString("Eval set: " + MD(r.EvalSet, 200))
 		if r.Shard != "" {
@@ -140,7 +144,7 @@ func comment(r *Report, opts CommentOptions, failed []AttemptRow, n int) string 
 		fmt.Fprintf(&b, "**Ramp held:** %s\n\n", MD(r.Hold, opts.ReasonWidth))
 	}
 	if r.Comparison != nil {
-		b.WriteString(comparisonMarkdown(r.Comparison, "", min(n, 10), opts.ReasonWidth))
+		b.WriteString(comparisonMarkdown(r.Comparison, "", min(n, 10), opts.ReasonWidth, false))
 	} else if len(r.Tasks) > 0 {
 		b.WriteString(taskTable(r, false))
 		b.WriteString("\n")
@@ -153,6 +157,7 @@ func comment(r *Report, opts CommentOptions, failed []AttemptRow, n int) string 
 		}
 		b.WriteString("\n</details>\n\n")
 	}
+	b.WriteString(retriedMarkdown(r, min(n, 10), opts.ReasonWidth))
 	for _, note := range opts.Notes {
 		b.WriteString(note + "\n\n")
 	}

@@ -73,6 +73,7 @@ func fixture() *Report {
 	for i := range r.Tasks {
 		r.Tasks[i].PassRate = r.Tasks[i].Counts.PassRate()
 	}
+	r.Rescore()
 	return r
 }
 

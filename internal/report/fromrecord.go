@@ -27,6 +27,7 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 	hold, _ := db.Control(ctx, "ramp.hold")
 	rep.Hold = hold
 	var shards []string
+	reducers := map[string]string{}
 	for _, id := range runIDs {
 		run, ok := byID[id]
 		if !ok {
@@ -79,7 +80,9 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 				Answer: a.Answer, Explanation: a.Explanation, Reason: a.Reason, Carried: a.CarriedFrom != "", CarriedFrom: a.CarriedFrom,
 				Duration: a.Duration, InputTokens: a.InputTokens, OutputTokens: a.OutputTokens, CostUSD: a.CostUSD,
 				Fingerprint: a.Fingerprint, Log: a.Log, Source: a.Source, Details: detailsOf(a),
+				Run: id, Identity: record.Identity(a.Task, a.Sample, a.Parts),
 			}
+			fillTries(&row, a)
 			rep.Attempts = append(rep.Attempts, row)
 			if row.Carried {
 				// Carried rows keep what the producing run spent; this run saved it.
@@ -96,6 +99,15 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 			rep.Spend.OutputTokens += a.OutputTokens
 			rep.Spend.Requests += a.Requests
 		}
+		settings, err := db.TasksOf(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		for name, ts := range settings {
+			if _, seen := reducers[name]; !seen && ts.Reducer != "" {
+				reducers[name] = ts.Reducer
+			}
+		}
 		pts, err := db.Ramp(ctx, id)
 		if err != nil {
 			return nil, err
@@ -109,6 +121,10 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 	}
 	rep.Shard = strings.Join(shards, ", ")
 	rep.Recount()
+	for i := range rep.Tasks {
+		rep.Tasks[i].Reducer = reducers[rep.Tasks[i].Name]
+	}
+	rep.Rescore()
 	// The last setpoint per task, from the ramp history.
 	last := map[string]int{}
 	for _, p := range rep.Ramp {

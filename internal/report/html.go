@@ -89,11 +89,14 @@ type htmlChart struct {
 }
 
 type htmlTask struct {
-	Name  string
-	C     Counts
-	Rate  string
-	Bar   float64 // 0..100
-	Limit string
+	Name    string
+	C       Counts
+	Rate    string
+	Reducer string
+	Bar     float64 // 0..100
+	// Lo and Width place the 95 % interval on the bar (0..100).
+	Lo, Width float64
+	Limit     string
 }
 
 type htmlCount struct {
@@ -196,14 +199,19 @@ func HTML(w io.Writer, r *Report, opts HTMLOptions) error {
 	if c.Running > 0 || c.Queued > 0 {
 		p.Counts = append(p.Counts, htmlCount{"running", c.Running, ""}, htmlCount{"queued", c.Queued, ""})
 	}
-	p.Rate = formatRate(c)
+	p.Rate = formatScoreRate(r.Score)
 	for _, t := range r.Tasks {
 		limit := t.Limit
 		if limit == "" && t.Setpoint > 0 {
 			limit = fmt.Sprint(t.Setpoint)
 		}
-		p.Tasks = append(p.Tasks, htmlTask{Name: t.Name, C: t.Counts, Rate: formatRate(t.Counts),
-			Bar: math.Round(t.Counts.PassRate()*1000) / 10, Limit: limit})
+		ht := htmlTask{Name: t.Name, C: t.Counts, Rate: formatScoreRate(t.Score), Reducer: reducerName(t.Reducer), Limit: limit}
+		if t.Score != nil {
+			ht.Bar = math.Round(t.Score.Mean*1000) / 10
+			ht.Lo = math.Round(t.Score.Interval.Lo*1000) / 10
+			ht.Width = math.Round((t.Score.Interval.Hi-t.Score.Interval.Lo)*1000) / 10
+		}
+		p.Tasks = append(p.Tasks, ht)
 	}
 	p.Chart = rampSVG(r.Ramp)
 	p.Spend = formatSpend(r.Spend)

@@ -35,7 +35,54 @@ type junitSuite struct {
 	Skipped   int         `xml:"skipped,attr"`
 	Time      string      `xml:"time,attr"`
 	Timestamp string      `xml:"timestamp,attr,omitempty"`
-	Cases     []junitCase `xml:"testcase"`
+	// Properties carry the task's pass rate, its interval and, against a
+	// base, the verdict (steward.* names).
+	Properties *junitProperties `xml:"properties,omitempty"`
+	Cases      []junitCase      `xml:"testcase"`
+}
+
+type junitProperties struct {
+	P []junitProperty `xml:"property"`
+}
+
+type junitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
+}
+
+// suiteProperties are a task's steward.* properties.
+func suiteProperties(r *Report, task string) *junitProperties {
+	var ps []junitProperty
+	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 4, 64) }
+	for _, t := range r.Tasks {
+		if Plain(t.Name, 200) != task || t.Score == nil {
+			continue
+		}
+		ps = append(ps, junitProperty{"steward.reducer", reducerName(t.Reducer)},
+			junitProperty{"steward.pass_rate", f(t.Score.Mean)},
+			junitProperty{"steward.pass_rate.ci_low", f(t.Score.Interval.Lo)},
+			junitProperty{"steward.pass_rate.ci_high", f(t.Score.Interval.Hi)},
+			junitProperty{"steward.samples", strconv.Itoa(t.Score.Samples)})
+		break
+	}
+	if c := r.Comparison; c != nil {
+		for _, d := range c.Tasks {
+			if Plain(d.Name, 200) != task || d.Test == nil {
+				continue
+			}
+			ps = append(ps, junitProperty{"steward.verdict", string(d.Verdict)},
+				junitProperty{"steward.delta", f(d.Delta)},
+				junitProperty{"steward.delta.ci_low", f(d.Test.Interval.Lo)},
+				junitProperty{"steward.delta.ci_high", f(d.Test.Interval.Hi)},
+				junitProperty{"steward.p_regress", f(d.PRegress)},
+				junitProperty{"steward.p_improve", f(d.PImprove)})
+			break
+		}
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	return &junitProperties{P: ps}
 }
 
 type junitCase struct {
@@ -125,6 +172,7 @@ func JUnit(w io.Writer, r *Report) error {
 			}
 		}
 		s.Time = seconds(d)
+		s.Properties = suiteProperties(r, s.Name)
 		root.Tests += s.Tests
 		root.Failures += s.Failures
 		root.Errors += s.Errors

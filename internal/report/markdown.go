@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/steward-evals/steward/internal/stats"
 	"github.com/steward-evals/steward/internal/status"
 )
 
@@ -118,10 +119,10 @@ func markdown(r *Report, opts MarkdownOptions, failed []AttemptRow, failCap, ram
 	if r.Plan != "" {
 		fmt.Fprintf(&b, "Plan: %s\n\n", MD(r.Plan, 300))
 	}
-	b.WriteString(countsTable(r.Counts))
+	b.WriteString(countsTable(r.Counts, r.Score))
 	b.WriteString("\n")
 	if r.Comparison != nil {
-		b.WriteString(comparisonMarkdown(r.Comparison, "### Compared with base\n\n", failCap, opts.ReasonWidth))
+		b.WriteString(comparisonMarkdown(r.Comparison, "### Compared with base\n\n", failCap, opts.ReasonWidth, true))
 	}
 	if len(r.Tasks) > 0 {
 		b.WriteString("### Pass rate per task\n\n")
@@ -136,6 +137,7 @@ func markdown(r *Report, opts MarkdownOptions, failed []AttemptRow, failCap, ram
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString(retriedMarkdown(r, failCap, opts.ReasonWidth))
 	b.WriteString("### Spend\n\n")
 	b.WriteString(MD(formatSpend(r.Spend), 0) + "\n\n")
 	if r.Hold != "" || len(r.Ramp) > 0 {
@@ -198,24 +200,24 @@ func partialBanner(r *Report) string {
 	return b.String()
 }
 
-func countsTable(c Counts) string {
-	return "| total | reused | passed | failed | errored | infra | skipped | interrupted | pass rate |\n" +
+func countsTable(c Counts, score *stats.Rate) string {
+	return "| total | reused | passed | failed | errored | infra | skipped | interrupted | pass rate (95% CI) |\n" +
 		"|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n" +
 		fmt.Sprintf("| %d | %d | %d | %d | %d | %d | %d | %d | %s |\n",
-			c.Total, c.Reused, c.Passed, c.Failed, c.Errored, c.Infra, c.Skipped, c.Interrupted, formatRate(c))
+			c.Total, c.Reused, c.Passed, c.Failed, c.Errored, c.Infra, c.Skipped, c.Interrupted, formatScoreRate(score))
 }
 
 func taskTable(r *Report, withSetpoint bool) string {
 	var b strings.Builder
 	if withSetpoint {
-		b.WriteString("| task | passed | failed | errored | skipped | pass rate | setpoint |\n|---|---:|---:|---:|---:|---:|---:|\n")
+		b.WriteString("| task | passed | failed | errored | skipped | reducer | pass rate (95% CI) | setpoint |\n|---|---:|---:|---:|---:|---|---:|---:|\n")
 	} else {
-		b.WriteString("| task | passed | failed | errored | skipped | pass rate |\n|---|---:|---:|---:|---:|---:|\n")
+		b.WriteString("| task | passed | failed | errored | skipped | reducer | pass rate (95% CI) |\n|---|---:|---:|---:|---:|---|---:|\n")
 	}
 	for _, t := range r.Tasks {
 		c := t.Counts
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %s |", MD(t.Name, 100), c.Passed, c.Failed,
-			c.Errored+c.Infra+c.Interrupted, c.Skipped, formatRate(c))
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %s | %s |", MD(t.Name, 100), c.Passed, c.Failed,
+			c.Errored+c.Infra+c.Interrupted, c.Skipped, MD(reducerName(t.Reducer), 30), formatScoreRate(t.Score))
 		if withSetpoint {
 			sp := "–"
 			switch {

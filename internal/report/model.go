@@ -5,6 +5,7 @@ package report
 import (
 	"time"
 
+	"github.com/steward-evals/steward/internal/stats"
 	"github.com/steward-evals/steward/internal/status"
 )
 
@@ -17,8 +18,12 @@ type Report struct {
 	Finished time.Time `json:"finished"`
 	// Plan is the PLAN line without the box, e.g.
 	// "45 attempts · 9 evals × 5 configs · concurrency 19 (from flag) · slow ≤1".
-	Plan     string       `json:"plan"`
-	Counts   Counts       `json:"counts"`
+	Plan   string `json:"plan"`
+	Counts Counts `json:"counts"`
+	// Score is the pass rate over every sample of every task (each sample
+	// scored by its task's reducer) with its 95 % interval; nil when no
+	// sample was judged.
+	Score    *stats.Rate  `json:"score,omitempty"`
 	Tasks    []TaskReport `json:"tasks"`
 	Attempts []AttemptRow `json:"attempts"`
 	Spend    Spend        `json:"spend"`
@@ -29,6 +34,10 @@ type Report struct {
 	Shard    string       `json:"shard,omitempty"`
 	// Comparison judges the run against its base, when a baseline was given.
 	Comparison *Comparison `json:"comparison,omitempty"`
+	// KnownFlaky are the samples the record's ledger knows as flaky at
+	// this report's identities ("task\x00sample"): set on a baseline's
+	// report, so the comparison lists their flips apart.
+	KnownFlaky map[string]FlakyInfo `json:"-"`
 	// Version is the steward that rendered the report ("v1.2.3 (abc1234)"),
 	// shown in the summary and comment footers.
 	Version string `json:"version,omitempty"`
@@ -74,6 +83,11 @@ type TaskReport struct {
 	PassRate float64 `json:"pass_rate"`
 	Setpoint int     `json:"setpoint,omitempty"` // last setpoint
 	Limit    string  `json:"limit,omitempty"`    // e.g. "≤1" when max_samples is set
+	// Reducer is how the task's attempts become a sample's score ("" reads
+	// as the default, mean); Score is the task's pass rate under it, over
+	// its judged samples, with a 95 % interval clustered by sample.
+	Reducer string      `json:"reducer,omitempty"`
+	Score   *stats.Rate `json:"score,omitempty"`
 }
 
 // AttemptRow is one attempt.
@@ -88,6 +102,10 @@ type AttemptRow struct {
 	Reason       string         `json:"reason,omitempty"` // why errored/skipped/infra
 	Carried      bool           `json:"carried,omitempty"`
 	CarriedFrom  string         `json:"carried_from,omitempty"` // the run that produced a carried result
+	// Run is the run this row belongs to; Identity the sample's
+	// attempt-independent fingerprint (equal identity: the same definition).
+	Run      string `json:"run_id,omitempty"`
+	Identity string `json:"identity,omitempty"`
 	Duration     time.Duration  `json:"duration_ns"`
 	InputTokens  int64          `json:"input_tokens"`
 	OutputTokens int64          `json:"output_tokens"`
@@ -97,6 +115,14 @@ type AttemptRow struct {
 	Source       string         `json:"source,omitempty"` // file:line of the sample
 	// Details are what the HTML report shows per attempt (details.go).
 	Details *AttemptDetails `json:"details,omitempty"`
+	// Tries is how many times a retried attempt ran (unset: once), and
+	// RetryReasons why each earlier try was retried (tries.go).
+	Tries        int      `json:"tries,omitempty"`
+	RetryReasons []string `json:"retry_reasons,omitempty"`
+	// AgentExit and AgentOutput: the agent exited non-zero and the scorer
+	// judged what it left; its status and output tail beside the verdict.
+	AgentExit   int    `json:"agent_exit,omitempty"`
+	AgentOutput string `json:"agent_output,omitempty"`
 }
 
 // Spend sums the gateway's accounting.

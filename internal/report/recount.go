@@ -88,4 +88,5 @@ func (r *Report) Recount() {
 		tasks[i].PassRate = tasks[i].Counts.PassRate()
 	}
 	r.Tasks = tasks
+	r.Rescore()
 }

@@ -220,7 +220,7 @@ func TestHostileTerminal(t *testing.T) {
 			widths[strings.Count(l, "│")] = true
 		}
 	}
-	if len(widths) != 2 { // the results table and the pass-rate table
+	if len(widths) == 0 || len(widths) > 2 { // the results table and the pass-rate table (they may have as many columns)
 		t.Errorf("table rows have uneven cell counts: %v\n%s", widths, out)
 	}
 }

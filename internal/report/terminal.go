@@ -10,6 +10,7 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
 
+	"github.com/steward-evals/steward/internal/stats"
 	"github.com/steward-evals/steward/internal/status"
 )
 
@@ -154,27 +155,27 @@ func Terminal(w io.Writer, r *Report, opts TerminalOptions) error {
 	// Infrastructure errors are kept apart from the task's own errors; the
 	// column shows only when a run had any, so everyday tables stay as they were.
 	infra := r.Counts.Infra > 0
-	row := func(name string, c Counts) []string {
+	row := func(name string, c Counts, reducer string, rate *stats.Rate) []string {
 		cells := []string{name, strconv.Itoa(c.Passed), strconv.Itoa(c.Failed), strconv.Itoa(c.Errored + c.Interrupted)}
 		if infra {
 			cells = append(cells, strconv.Itoa(c.Infra))
 		} else {
 			cells[3] = strconv.Itoa(c.Errored + c.Infra + c.Interrupted)
 		}
-		return append(cells, strconv.Itoa(c.Skipped), formatRate(c))
+		return append(cells, strconv.Itoa(c.Skipped), reducer, formatScoreRate(rate))
 	}
 	t := newTable(w)
 	if infra {
-		t.Header("task", "passed", "failed", "errored", "infra", "skipped", "pass rate")
+		t.Header("task", "passed", "failed", "errored", "infra", "skipped", "reducer", "pass rate (95% CI)")
 	} else {
-		t.Header("task", "passed", "failed", "errored", "skipped", "pass rate")
+		t.Header("task", "passed", "failed", "errored", "skipped", "reducer", "pass rate (95% CI)")
 	}
 	for _, tr := range r.Tasks {
-		if err := t.Append(row(Plain(tr.Name, 40), tr.Counts)); err != nil {
+		if err := t.Append(row(Plain(tr.Name, 40), tr.Counts, Plain(reducerName(tr.Reducer), 30), tr.Score)); err != nil {
 			return fmt.Errorf("append task row: %w", err)
 		}
 	}
-	overall := row("overall", r.Counts)
+	overall := row("overall", r.Counts, "", r.Score)
 	if opts.Color {
 		for i := range overall {
 			overall[i] = ansiBold + overall[i] + ansiReset
@@ -215,6 +216,10 @@ func newTable(w io.Writer) *tablewriter.Table {
 // rowReason is the one reason a row shows: the recorded reason for errored,
 // skipped and infra rows, else the scorer's explanation for failures.
 func rowReason(a AttemptRow) string {
+	return withTries(a, baseReason(a))
+}
+
+func baseReason(a AttemptRow) string {
 	if a.Reason != "" {
 		return a.Reason
 	}
@@ -261,15 +266,6 @@ func formatTokens(in, out int64) string {
 		return "–"
 	}
 	return formatCount(in) + " in / " + formatCount(out) + " out"
-}
-
-func formatRate(c Counts) string {
-	judged := c.Passed + c.Failed + c.Errored + c.Infra
-	if judged == 0 {
-		return "–"
-	}
-	return strconv.FormatFloat(100*c.PassRate(), 'f', 1, 64) + "% (" +
-		strconv.Itoa(c.Passed) + "/" + strconv.Itoa(judged) + ")"
 }
 
 func formatUSD(v float64) string {

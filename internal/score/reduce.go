@@ -126,3 +126,17 @@ func (r Reducer) Score(pass, n int) float64 {
 
 // Func is Score as a stats.Reducer.
 func (r Reducer) Func() stats.Reducer { return r.Score }
+
+// MarshalText writes the string form, so a reducer round-trips through
+// JSON and YAML as "mean" or "at_least: 2".
+func (r Reducer) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText reads the string form.
+func (r *Reducer) UnmarshalText(b []byte) error {
+	x, err := Parse(string(b))
+	if err != nil {
+		return err
+	}
+	*r = x
+	return nil
+}
