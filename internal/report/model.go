@@ -92,27 +92,27 @@ type TaskReport struct {
 
 // AttemptRow is one attempt.
 type AttemptRow struct {
-	Task         string         `json:"task"`
-	Sample       string         `json:"sample"`
-	Attempt      int            `json:"attempt"` // 1-based
-	Status       status.Attempt `json:"status"`
-	Score        *float64       `json:"score,omitempty"`
-	Answer       string         `json:"answer,omitempty"`
-	Explanation  string         `json:"explanation,omitempty"`
-	Reason       string         `json:"reason,omitempty"` // why errored/skipped/infra
-	Carried      bool           `json:"carried,omitempty"`
-	CarriedFrom  string         `json:"carried_from,omitempty"` // the run that produced a carried result
+	Task        string         `json:"task"`
+	Sample      string         `json:"sample"`
+	Attempt     int            `json:"attempt"` // 1-based
+	Status      status.Attempt `json:"status"`
+	Score       *float64       `json:"score,omitempty"`
+	Answer      string         `json:"answer,omitempty"`
+	Explanation string         `json:"explanation,omitempty"`
+	Reason      string         `json:"reason,omitempty"` // why errored/skipped/infra
+	Carried     bool           `json:"carried,omitempty"`
+	CarriedFrom string         `json:"carried_from,omitempty"` // the run that produced a carried result
 	// Run is the run this row belongs to; Identity the sample's
 	// attempt-independent fingerprint (equal identity: the same definition).
-	Run      string `json:"run_id,omitempty"`
-	Identity string `json:"identity,omitempty"`
-	Duration     time.Duration  `json:"duration_ns"`
-	InputTokens  int64          `json:"input_tokens"`
-	OutputTokens int64          `json:"output_tokens"`
-	CostUSD      float64        `json:"cost_usd"`
-	Fingerprint  string         `json:"fingerprint,omitempty"`
-	Log          string         `json:"log,omitempty"`    // truncated agent/scorer output
-	Source       string         `json:"source,omitempty"` // file:line of the sample
+	Run          string        `json:"run_id,omitempty"`
+	Identity     string        `json:"identity,omitempty"`
+	Duration     time.Duration `json:"duration_ns"`
+	InputTokens  int64         `json:"input_tokens"`
+	OutputTokens int64         `json:"output_tokens"`
+	CostUSD      float64       `json:"cost_usd"`
+	Fingerprint  string        `json:"fingerprint,omitempty"`
+	Log          string        `json:"log,omitempty"`    // truncated agent/scorer output
+	Source       string        `json:"source,omitempty"` // file:line of the sample
 	// Details are what the HTML report shows per attempt (details.go).
 	Details *AttemptDetails `json:"details,omitempty"`
 	// Tries is how many times a retried attempt ran (unset: once), and
