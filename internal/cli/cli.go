@@ -113,7 +113,36 @@ func newRoot(env Env) *cobra.Command {
 		newWorker(env), newView(env), newRuns(env), newFlaky(env),
 	)
 	root.AddCommand(newInternal(env)...)
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command that only groups others
+// (`steward agent`, `steward ramp`, `steward lease`) refuse an argument that
+// names none of them, with cobra's did-you-mean: exit 2, never the help text
+// on stdout and exit 0 (an agent's "answer" was once `steward agent caht`'s
+// help). Without an argument such a command prints its help.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if c.Parent() == nil || !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if cmd.SuggestionsMinimumDistance <= 0 {
+			cmd.SuggestionsMinimumDistance = 2
+		}
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+		}
+		return exitWith(ExitBadInput, errors.New(msg))
+	}
+	c.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
 }
 
 func newVersion(env Env) *cobra.Command {

@@ -134,11 +134,13 @@ func newDoctor(env Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			out := scrubbed(env.Stdout, env)
+			defer out.Flush()
 			for _, d := range sandbox.Registered() {
 				if d.Doctor == nil {
 					continue
 				}
-				if err := d.Doctor(cmd.Context(), env.Stdout, sandbox.RunInfo{Getenv: env.Getenv, Settings: settings, Liveness: runlock.Liveness{}}); err != nil {
+				if err := d.Doctor(cmd.Context(), out, sandbox.RunInfo{Getenv: env.Getenv, Settings: settings, Liveness: runlock.Liveness{}}); err != nil {
 					return fmt.Errorf("%s: %w", d.Name, err)
 				}
 			}

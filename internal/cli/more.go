@@ -22,6 +22,7 @@ import (
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/secret"
+	"github.com/steward-evals/steward/internal/secret"
 	"github.com/steward-evals/steward/internal/shard"
 	"github.com/steward-evals/steward/internal/status"
 )

@@ -1,7 +1,6 @@
 package run
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"path"
@@ -163,9 +162,7 @@ func (l *launcher) keepArtifacts(row record.Attempt, arts []record.Artifact) {
 	}
 	for i := range arts {
 		if d := arts[i].Data; d != nil {
-			if l.apiKey != "" {
-				d = bytes.ReplaceAll(d, []byte(l.apiKey), []byte(gateway.Redacted))
-			}
+			d = l.scrubber.Bytes(d)
 			arts[i].Data = tokenInArtifact.ReplaceAll(d, []byte(gateway.Redacted))
 		}
 		arts[i].Note = l.scrub(arts[i].Note)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -135,7 +134,7 @@ func (l *launcher) tryAttempt(ctx context.Context, it sched.Item, a *plan.Attemp
 	if u, ok := l.gw.Usage(gwID); ok {
 		row.InputTokens, row.OutputTokens, row.CostUSD, row.Requests = u.InputTokens, u.OutputTokens, u.CostUSD, u.Requests
 	}
-	row.Reason, row.Log, row.Answer, row.Explanation = l.scrub(row.Reason), l.scrub(row.Log), l.scrub(row.Answer), l.scrub(row.Explanation)
+	l.scrubRow(&row)
 	// The supervisor's plan holds the fingerprint with the resolved image ID.
 	row.Fingerprint, row.Parts = a.Fingerprint, a.PartsJSON()
 	return row, l.gw.Transcript(gwID)
@@ -177,17 +176,4 @@ func (l *launcher) finishItem(id int) {
 	if err := l.disp.Finish(id); err != nil {
 		fmt.Fprintf(l.opts.Stderr, "steward: %v\n", err)
 	}
-}
-
-// scrub removes the real API key from text that leaves the gateway.
-func (l *launcher) scrub(s string) string {
-	if l.apiKey != "" {
-		s = strings.ReplaceAll(s, l.apiKey, gateway.Redacted)
-	}
-	for _, v := range l.secrets {
-		if len(v) >= 8 {
-			s = strings.ReplaceAll(s, v, gateway.Redacted)
-		}
-	}
-	return s
 }

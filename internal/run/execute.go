@@ -364,7 +364,7 @@ func (l *launcher) finish(ctx context.Context, sess *session) (*Result, error) {
 func (l *launcher) leftNow() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]string(nil), l.left...)
+	return l.scrubber.Strings(append([]string(nil), l.left...))
 }
 
 // taskTracker closes a task's done channel once the scheduler says the
@@ -490,14 +490,9 @@ func (l *launcher) startGateway(ctx context.Context, serving *errgroup.Group, ne
 			return badInput("%s: model.api_key_env: the environment variable %s is not set (the real key for the %s upstream)", l.es.File, env, m.Upstream)
 		}
 	}
-	var secrets []string
-	// Secrets are named in the eval set (secret_env) or in _steward.yaml (secrets).
-	for _, name := range append(append([]string{}, l.es.SecretEnv...), l.es.Fleet.Secrets...) {
-		if v := l.opts.Getenv(name); v != "" {
-			secrets = append(secrets, v)
-		}
-	}
-	l.secrets = secrets
+	// Secrets are named in the eval set (secret_env), in _steward.yaml
+	// (secrets) and in secret.EnvNames: read once (initSecrets).
+	secrets := l.secrets
 	policy := gateway.StewardPolicy()
 	policy.HardMax = m.MaxConnectionsCeiling // 0: the gateway's own
 	gw, err := gateway.New(gateway.Config{
@@ -696,7 +691,7 @@ func (l *launcher) taskTeardown(ti int) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		if out, err := l.hostCommand(ctx, t.Host.Teardown); err != nil {
-			fmt.Fprintf(l.opts.Stderr, "steward: task %s: host teardown failed: %v: %s\n", t.Name, err, tail(out, 400))
+			fmt.Fprintf(l.opts.Stderr, "steward: task %s: host teardown failed: %v: %s\n", t.Name, err, l.scrub(tail(out, 400)))
 			ok = false
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sched"
+	"github.com/steward-evals/steward/internal/secret"
 	"github.com/steward-evals/steward/internal/shard"
 	"github.com/steward-evals/steward/internal/status"
 	"golang.org/x/sync/errgroup"
@@ -103,6 +104,7 @@ type Tended struct {
 
 // publish writes one attempt's row to the record (S6) and tells Observe.
 func (l *launcher) publish(ctx context.Context, row record.Attempt) error {
+	l.scrubRow(&row) // whatever produced the row: an attempt, a host hook, a worker's end
 	if err := l.db.Publish(ctx, row); err != nil {
 		return err
 	}
@@ -172,6 +174,10 @@ type launcher struct {
 	tasks   *taskTracker // closes a task's done channel when it finishes
 	runner  runner
 
+	// scrubber removes the key and the secrets from every string a process
+	// Steward ran produced, before it is stored or printed (initSecrets).
+	scrubber *secret.Scrubber
+
 	// mu guards the run's tallies: written by attempts, task lifecycles
 	// and the tend loop; read by the panel, tend and the finish stage.
 	mu        sync.Mutex
@@ -220,7 +226,10 @@ func Launch(ctx context.Context, opts Options) (*Result, error) {
 	if !opts.Dry {
 		l.runID = time.Now().UTC().Format("20060102-150405-") + record.NewID("")[:6]
 	}
-	return l.launch(ctx)
+	flush := l.initSecrets()
+	defer flush()
+	res, err := l.launch(ctx)
+	return res, l.scrubber.Error(err)
 }
 
 // launch walks the first stages, load → plan → carry; --dry stops after

@@ -9,20 +9,12 @@ import (
 	"github.com/steward-evals/steward/internal/transcript"
 )
 
-// secretEnv names variables whose values never reach a transcript, besides
-// the real key and the gateway tokens (which the gateway always scrubs).
-var secretEnv = []string{"GITHUB_TOKEN", "INPUT_GITHUB-TOKEN", "INPUT_GITHUB_TOKEN", "ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN"}
-
 // captureConfig is what the gateway keeps of the attempts' model calls
 // (the fleet setting transcripts).
 func (l *launcher) captureConfig() gateway.Capture {
-	c := gateway.Capture{Mode: l.es.Fleet.Transcripts, Secrets: append([]string{}, l.secrets...)}
-	for _, name := range secretEnv {
-		if v := l.opts.Getenv(name); v != "" {
-			c.Secrets = append(c.Secrets, v)
-		}
-	}
-	return c
+	// l.secrets holds secret.EnvNames' values (the GitHub and runner
+	// tokens) besides the eval set's; the gateway adds the key and tokens.
+	return gateway.Capture{Mode: l.es.Fleet.Transcripts, Secrets: append([]string{}, l.secrets...)}
 }
 
 // keepTranscript stores a published attempt's transcript. A transcript the

@@ -25,6 +25,7 @@ import (
 	"github.com/steward-evals/steward/internal/proctree"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/secret"
 	"github.com/steward-evals/steward/internal/status"
 )
 
@@ -81,7 +82,8 @@ type workerProc struct {
 	dead    error
 	done    chan struct{}
 	tail    *tailBuffer
-	arts    artifactStore // artifacts that came with results (artifacts.go)
+	stderr  *secret.Writer // the worker's stderr, scrubbed on its way to ours
+	arts    artifactStore  // artifacts that came with results (artifacts.go)
 
 	// mu guards pending, closing and dead (reader, attempts, closeTask).
 	// Heartbeat: the supervisor pings, the worker answers; lastSeen is the
@@ -152,13 +154,8 @@ func (l *launcher) startWorkers(ctx context.Context) (*workerPool, error) {
 // the runner's own tokens. A worker never holds them (host hooks, which may
 // use them, run in the supervisor).
 func (l *launcher) workerEnv() []string {
-	drop := map[string]bool{"GITHUB_TOKEN": true, "INPUT_GITHUB-TOKEN": true, "INPUT_GITHUB_TOKEN": true,
-		"ACTIONS_RUNTIME_TOKEN": true, "ACTIONS_ID_TOKEN_REQUEST_TOKEN": true,
-		"OPENAI_API_KEY": true, "ANTHROPIC_API_KEY": true, "STEWARD_API_KEY": true}
-	if k := l.es.Model.APIKeyEnv; k != "" {
-		drop[k] = true
-	}
-	for _, k := range append(append([]string{}, l.es.SecretEnv...), l.es.Fleet.Secrets...) {
+	drop := map[string]bool{}
+	for _, k := range secret.Names([]string{l.es.Model.APIKeyEnv}, l.es.SecretEnv, l.es.Fleet.Secrets) {
 		drop[k] = true
 	}
 	var env []string
@@ -187,7 +184,8 @@ func (l *launcher) startWorker(ctx context.Context, k int, tasks []int) (*worker
 	// terminal's ^C, a CI runner killing the job's group) leaves the worker
 	// alive to remove its sandboxes once it sees the supervisor gone.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Stderr = io.MultiWriter(l.opts.Stderr, w.tail)
+	w.stderr = l.scrubbedStderr()
+	cmd.Stderr = io.MultiWriter(w.stderr, w.tail)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -247,6 +245,7 @@ func (w *workerProc) read(out io.Reader) {
 		w.kill(fmt.Sprintf("worker process for %s broke the protocol: read its output: %v; killed", w.name, err))
 	}
 	err := w.cmd.Wait()
+	_ = w.stderr.Flush()
 	reason := "worker process for " + w.name + " ended"
 	st := status.Errored
 	if err != nil {

@@ -129,6 +129,67 @@ func (s *Scrubber) String(v string) string {
 	return v
 }
 
+// Ellipsis marks where Steward cut a text short (a tail, a truncation):
+// Clipped looks for a cut secret beside it.
+const Ellipsis = "…"
+
+// minPart is the shortest piece of a cut secret Clipped removes.
+const minPart = 4
+
+// Clipped is String, and also removes what is left of a secret that a cut
+// split: a text (or a piece of it after Ellipsis) that begins with the end
+// of a secret, and one (or a piece before Ellipsis) that ends with its
+// start, of at least 4 bytes. Use it on tails and truncations.
+func (s *Scrubber) Clipped(v string) string {
+	v = s.String(v)
+	if s.Empty() {
+		return v
+	}
+	// Pieces between cuts: each may start with a secret's end and end with
+	// a secret's start.
+	parts := strings.Split(v, Ellipsis)
+	for i, p := range parts {
+		if n := s.headPart(p); n > 0 {
+			p = Redacted + p[n:]
+		}
+		if n := s.tailPart(p); n > 0 {
+			p = p[:len(p)-n] + Redacted
+		}
+		parts[i] = p
+	}
+	return strings.Join(parts, Ellipsis)
+}
+
+// headPart is the length of the longest proper suffix of a secret (at
+// least minPart) that p begins with.
+func (s *Scrubber) headPart(p string) int {
+	best := 0
+	for _, sec := range s.secrets {
+		for k := len(sec) - 1; k >= minPart && k > best; k-- {
+			if strings.HasPrefix(p, string(sec[len(sec)-k:])) {
+				best = k
+				break
+			}
+		}
+	}
+	return best
+}
+
+// tailPart is the length of the longest proper prefix of a secret (at least
+// minPart) that p ends with.
+func (s *Scrubber) tailPart(p string) int {
+	best := 0
+	for _, sec := range s.secrets {
+		for k := len(sec) - 1; k >= minPart && k > best; k-- {
+			if strings.HasSuffix(p, string(sec[:k])) {
+				best = k
+				break
+			}
+		}
+	}
+	return best
+}
+
 // Strings scrubs each of vs in place and returns it.
 func (s *Scrubber) Strings(vs []string) []string {
 	for i := range vs {

@@ -57,3 +57,25 @@ func TestNames(t *testing.T) {
 		t.Errorf("Values = %v", v)
 	}
 }
+
+// TestClipped cuts a text holding a secret at every byte, as a tail ("…" and
+// the end) and a truncation (the start and "…") do: no cut leaves 4 bytes
+// or more of the secret.
+func TestClipped(t *testing.T) {
+	const sec = "sk-secret-value-1"
+	s := New(sec)
+	text := "curl: Authorization: Bearer " + sec + " done"
+	for i := 0; i <= len(text); i++ {
+		for _, cut := range []string{Ellipsis + text[i:], text[:i] + Ellipsis, "stdout: " + Ellipsis + text[i:] + "\nstderr: x"} {
+			got := s.Clipped(cut)
+			for k := 0; k+minPart <= len(sec); k++ {
+				if strings.Contains(got, sec[k:k+minPart]) {
+					t.Fatalf("cut %q: %q keeps %q", cut, got, sec[k:k+minPart])
+				}
+			}
+		}
+	}
+	if got := s.Clipped("plain text, nothing secret…"); got != "plain text, nothing secret…" {
+		t.Errorf("Clipped changed an innocent text: %q", got)
+	}
+}
