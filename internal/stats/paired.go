@@ -19,12 +19,29 @@ func (t Tally) Add(o Tally) Tally { return Tally{t.Pass + o.Pass, t.N + o.N} }
 // both sides hold (head carried them from base, or both carried them from
 // one run): the same observations, so they enter both sides' scores and are
 // never permuted. HeadOnly and BaseOnly are each side's own attempts.
+//
+// Extra are head attempts added after a look because the sample was
+// Uncertain (decide's rounds). They are head's own attempts too, but they
+// exist only because the sample's first-look attempts disagreed, and the
+// test must know it: under the null that selection makes the first-look
+// attempts and the extra ones no longer exchangeable (given a pooled count,
+// a sample whose extra attempts all failed is more likely, not less, to
+// have had a passing base attempt than a plain hypergeometric draw says).
+// PairedTest conditions on the selection; putting such attempts in HeadOnly
+// instead would make later looks anti-conservative. Attempts added whatever
+// the data (planned attempts, a confirm run of every sample) go in
+// HeadOnly.
 type PairedSample struct {
 	Shared, HeadOnly, BaseOnly Tally
+	Extra                      Tally
 }
 
 // Head is everything head judged of the sample.
-func (s PairedSample) Head() Tally { return s.Shared.Add(s.HeadOnly) }
+func (s PairedSample) Head() Tally { return s.Shared.Add(s.HeadOnly).Add(s.Extra) }
+
+// own says whether either side has attempts of its own (a sample whose
+// every attempt both sides share changes by exactly 0).
+func (s PairedSample) own() bool { return s.HeadOnly.N+s.BaseOnly.N+s.Extra.N > 0 }
 
 // Base is everything base judged of the sample.
 func (s PairedSample) Base() Tally { return s.Shared.Add(s.BaseOnly) }
@@ -78,20 +95,31 @@ type stratum struct {
 // The test is an exact conditional permutation test stratified by sample:
 // under the null, a sample's own head attempts and own base attempts are
 // exchangeable, so given how many of them passed, which side holds the
-// passes is hypergeometric. The statistic is the sum of per-sample score
-// changes, with scores from reduce. With one attempt per side and a 0/1
-// score this is McNemar's exact test (only discordant samples can move).
-// The distribution is enumerated exactly when the scores lie on a small
-// grid, else drawn MonteCarloDraws times from a generator seeded by the
+// passes is hypergeometric. When the sample has Extra attempts the
+// distribution is also conditioned on the sample having been Uncertain at
+// the first look (its pooled first-look attempts disagreed), which is what
+// selected it for more attempts: a hypergeometric mixture over the
+// first-look pass count, truncated to the counts that would have selected
+// it. The statistic is the sum of per-sample score changes, with scores
+// from reduce. With one attempt per side and a 0/1 score this is McNemar's
+// exact test (only discordant samples can move). The test is exact in the
+// sense that its level is at most alpha (a discrete test is conservative),
+// for any mix of shared, own and extra attempts and unequal counts; it
+// assumes a sample's attempts on one side are independent draws given the
+// sample. The distribution is enumerated exactly when the scores lie on a
+// grid of step 1/s, s ≤ 2520 (and the convolution is small enough), else
+// drawn MonteCarloDraws times from a generator seeded by the
 // data (the same data always gives the same p-value), with the (1+k)/(1+B)
 // correction that keeps a Monte Carlo p-value valid.
 //
 // The interval is MOVER (Zou and Donner 2008): each side's Wilson interval
 // (RateOf) recovered into an interval for the difference using the
-// correlation of per-sample scores; for one 0/1 attempt per side it is
-// Newcombe's hybrid score interval for paired proportions (his method 10,
-// without a continuity correction). Samples whose every attempt is shared
-// change by exactly 0 and only scale the interval of the rest.
+// correlation of per-sample scores (with Newcombe's correction of it); for
+// one 0/1 attempt per side it is Newcombe's hybrid score interval for
+// paired proportions (his 1998 method 10, which has no continuity
+// correction of the Wilson limits; method 11 adds one). Samples whose
+// every attempt is shared change by exactly 0 and only scale the interval
+// of the rest.
 func PairedTest(samples []PairedSample, reduce Reducer, confidence float64) Paired {
 	p := Paired{Samples: len(samples), PRegress: 1, PImprove: 1}
 	var heads, bases, hNew, bNew []float64
@@ -106,7 +134,7 @@ func PairedTest(samples []PairedSample, reduce Reducer, confidence float64) Pair
 		if math.Abs(hs-bs) > 1e-12 {
 			p.Discordant++
 		}
-		if s.HeadOnly.N == 0 && s.BaseOnly.N == 0 {
+		if !s.own() {
 			p.Carried++
 			continue
 		}
@@ -114,7 +142,7 @@ func PairedTest(samples []PairedSample, reduce Reducer, confidence float64) Pair
 		hNewAtt, bNewAtt = hNewAtt+h.N, bNewAtt+b.N
 		st := strataOf(s, reduce)
 		strata = append(strata, st)
-		if s.Shared.N != 0 || s.HeadOnly.N != 1 || s.BaseOnly.N != 1 || !binaryReducer(reduce) {
+		if s.Shared.N != 0 || s.HeadOnly.N != 1 || s.BaseOnly.N != 1 || s.Extra.N != 0 || !binaryReducer(reduce) {
 			mcnemar = false
 		}
 	}
@@ -168,19 +196,47 @@ func binaryReducer(reduce Reducer) bool {
 	return reduce(0, 1) == 0 && reduce(1, 1) == 1
 }
 
-// strataOf is the permutation distribution of one sample's change.
+// strataOf is the permutation distribution of one sample's change: the
+// distribution of β, base's own passes, given the sample's pooled own
+// passes (and, with Extra attempts, given that the first look selected it).
 func strataOf(s PairedSample, reduce Reducer) stratum {
-	h, b := s.HeadOnly.N, s.BaseOnly.N
-	total, passes := h+b, s.HeadOnly.Pass+s.BaseOnly.Pass
-	score := func(x int) float64 {
-		return reduce(s.Shared.Pass+x, s.Shared.N+h) - reduce(s.Shared.Pass+passes-x, s.Shared.N+b)
+	h1, b, e := s.HeadOnly.N, s.BaseOnly.N, s.Extra.N
+	n1 := h1 + b                            // own first-look attempts
+	t1 := s.HeadOnly.Pass + s.BaseOnly.Pass // their passes
+	total := t1 + s.Extra.Pass              // every own pass
+	hN, bN := s.Shared.N+h1+e, s.Shared.N+b
+	score := func(beta int) float64 {
+		return reduce(s.Shared.Pass+total-beta, hN) - reduce(s.Shared.Pass+beta, bN)
 	}
-	st := stratum{obs: score(s.HeadOnly.Pass)}
-	lo, hi := max(0, passes-b), min(h, passes)
-	for x := lo; x <= hi; x++ {
-		lp := logChoose(passes, x) + logChoose(total-passes, h-x) - logChoose(total, h)
-		st.vals = append(st.vals, score(x))
-		st.probs = append(st.probs, math.Exp(lp))
+	// selected: the first look's pooled attempts (shared and own) disagree,
+	// which is when Uncertain is true and decide adds attempts.
+	selected := func(t int) bool {
+		pooled := s.Shared.Pass + t
+		return pooled > 0 && pooled < s.Shared.N+n1
+	}
+	truncate := e > 0 && selected(t1)
+	st := stratum{obs: score(s.BaseOnly.Pass)}
+	blo, bhi := max(0, total-h1-e), min(b, total)
+	probs := make([]float64, bhi-blo+1)
+	ref := logChoose(n1+e, total) + logChoose(n1, b)
+	for t := max(0, total-e); t <= min(n1, total); t++ {
+		if truncate && !selected(t) {
+			continue
+		}
+		w := logChoose(n1, t) + logChoose(e, total-t) - ref
+		for beta := max(0, t-h1); beta <= min(b, t); beta++ {
+			probs[beta-blo] += math.Exp(w + logChoose(t, beta) + logChoose(n1-t, b-beta))
+		}
+	}
+	var sum float64
+	for _, q := range probs {
+		sum += q
+	}
+	for i, q := range probs {
+		if q > 0 {
+			st.vals = append(st.vals, score(blo+i))
+			st.probs = append(st.probs, q/sum)
+		}
 	}
 	return st
 }
@@ -196,6 +252,9 @@ func exactDistribution(strata []stratum) (dist []float64, offset int, scale floa
 	// Bound the work: the convolution costs about width × support per stratum.
 	width, work := 1, 0
 	for _, st := range strata {
+		if len(st.vals) == 1 {
+			continue
+		}
 		lo, hi := minMax(st.vals)
 		width += int(math.Round((hi - lo) * scale))
 		work += width * len(st.vals)
@@ -205,6 +264,10 @@ func exactDistribution(strata []stratum) (dist []float64, offset int, scale floa
 	}
 	dist = []float64{1}
 	for _, st := range strata {
+		if len(st.vals) == 1 { // a sample that cannot move only shifts the sum
+			offset += int(math.Round(st.vals[0] * scale))
+			continue
+		}
 		lo, hi := minMax(st.vals)
 		ilo, ihi := int(math.Round(lo*scale)), int(math.Round(hi*scale))
 		next := make([]float64, len(dist)+ihi-ilo)
@@ -222,25 +285,38 @@ func exactDistribution(strata []stratum) (dist []float64, offset int, scale floa
 	return dist, offset, scale, true
 }
 
-// gridScale finds a small integer s such that every value × s is whole.
+// gridScale finds the smallest integer s ≤ 2520 such that every value × s
+// is whole: the least common multiple of the values' denominators.
 func gridScale(strata []stratum) (float64, bool) {
-	whole := func(s float64) bool {
-		for _, st := range strata {
-			for _, v := range st.vals {
-				x := v * s
-				if math.Abs(x-math.Round(x)) > 1e-7 {
-					return false
-				}
+	const most = 2520
+	whole := func(x float64) bool { return math.Abs(x-math.Round(x)) <= 1e-7 }
+	seen := map[float64]bool{}
+	l := 1
+	for _, st := range strata {
+		for _, v := range st.vals {
+			if seen[v] || whole(v*float64(l)) {
+				continue
+			}
+			seen[v] = true
+			d := 1
+			for ; d <= most && !whole(v*float64(d)); d++ {
+			}
+			if d > most {
+				return 0, false
+			}
+			if l = l / gcd(l, d) * d; l > most {
+				return 0, false
 			}
 		}
-		return true
 	}
-	for _, s := range []float64{1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 24, 30, 40, 60, 120, 360, 840, 2520} {
-		if whole(s) {
-			return s, true
-		}
+	return float64(l), true
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
 	}
-	return 0, false
+	return a
 }
 
 func minMax(v []float64) (float64, float64) {
@@ -314,7 +390,10 @@ func seedOf(samples []PairedSample) uint64 {
 }
 
 // mover is the MOVER interval for mean(head) − mean(base) over paired
-// per-sample scores.
+// per-sample scores, with Newcombe's correction of the correlation: the
+// cross-product sum Σ(hᵢ − h̄)(bᵢ − b̄) (which is (AD − BC)/n for a 2×2
+// table) is lowered by ½ when above ½, set to 0 between 0 and ½ and left
+// alone when negative. For 0/1 scores this is Newcombe's (1998) method 10.
 func mover(heads, bases []float64, hAtt, bAtt int, confidence float64) (lo, hi float64) {
 	h, b := RateOf(heads, hAtt, confidence), RateOf(bases, bAtt, confidence)
 	r := correlation(heads, bases)
@@ -326,7 +405,9 @@ func mover(heads, bases []float64, hAtt, bAtt int, confidence float64) (lo, hi f
 	return lo, hi
 }
 
-// correlation is Pearson's r, 0 when either side does not vary.
+// correlation is Newcombe's corrected φ (Pearson's r with the cross-product
+// sum shrunk towards 0 by ½, never across it), 0 when either side does not
+// vary.
 func correlation(x, y []float64) float64 {
 	n := float64(len(x))
 	if n < 2 {
@@ -346,6 +427,12 @@ func correlation(x, y []float64) float64 {
 	}
 	if sxx < 1e-15 || syy < 1e-15 {
 		return 0
+	}
+	switch {
+	case sxy > 0.5:
+		sxy -= 0.5
+	case sxy >= 0:
+		sxy = 0
 	}
 	return sxy / math.Sqrt(sxx*syy)
 }

@@ -86,13 +86,18 @@ func RateOf(scores []float64, attempts int, confidence float64) Rate {
 	}
 	m := sum / float64(n)
 	var ss float64
+	binary := true
 	for _, s := range scores {
 		ss += (s - m) * (s - m)
+		binary = binary && (s == 0 || s == 1)
 	}
 	v := ss / float64(n*n) // plug-in variance of the mean
 	capN := float64(max(attempts, n))
 	neff := float64(n)
 	switch {
+	case binary:
+		// p(1−p)/v is n in exact arithmetic: say so, so that the interval
+		// is Wilson(k, n) to the last bit.
 	case v > 1e-15:
 		neff = m * (1 - m) / v
 	case m > 1e-12 && m < 1-1e-12:
