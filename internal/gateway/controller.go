@@ -863,6 +863,10 @@ func (c *Controller) Clamp() {
 type ControllerWindow struct {
 	Episodes, RateLimited, Peak, InFlight, Limit, Ceiling int
 	Saturated, Pushback                                   bool
+	// Need is how many calls in flight this gateway's pace keeps busy at
+	// the measured latency (pace × latency; 0 while either is unknown):
+	// the ramp tends sooner while the setpoints add up to less.
+	Need int
 }
 
 // Window returns and resets the controller's per-window counters.
@@ -876,6 +880,9 @@ func (c *Controller) Window() ControllerWindow {
 		Episodes: c.win.episodes, RateLimited: c.win.rateLimited, Peak: c.win.peak,
 		InFlight: c.inflight, Limit: c.limitLocked(), Ceiling: c.ceiling,
 		Saturated: c.win.saturated || c.rateBoundLocked(now), Pushback: c.win.pushback,
+	}
+	if p := c.paceRate(); p > 0 && c.latency > 0 && c.p.Fixed == 0 {
+		w.Need = int(math.Ceil(p * c.latency.Seconds()))
 	}
 	c.win = controllerWindow{peak: c.inflight, start: now}
 	return w

@@ -164,6 +164,9 @@ type Signals struct {
 	Saturated bool `json:"saturated"`
 	// Pushback: a 429 arrived, or the provider's remaining quota ran low.
 	Pushback bool `json:"pushback"`
+	// Need is how many calls in flight the gateway's pace keeps busy at
+	// the measured latency (0: unknown; ControllerWindow.Need).
+	Need int `json:"need,omitempty"`
 }
 
 // Gateway is the model gateway: per-attempt tokens, the proxy, the
@@ -520,7 +523,7 @@ func (g *Gateway) Window() Signals {
 	return Signals{
 		Episodes: cw.Episodes, RateLimited: cw.RateLimited, Retries: w.retries, Requests: w.requests,
 		Errors: w.errors, InFlight: cw.InFlight, PeakInFlight: cw.Peak, Limit: cw.Limit, Ceiling: cw.Ceiling,
-		Fixed: g.ctl.Fixed(), Saturated: cw.Saturated, Pushback: cw.Pushback,
+		Fixed: g.ctl.Fixed(), Saturated: cw.Saturated, Pushback: cw.Pushback, Need: cw.Need,
 	}
 }
 

@@ -118,7 +118,9 @@ func (l *launcher) tendLoop(ctx context.Context, ctl *ramp.Controller, stop chan
 	// The starting setpoints are visible before the first tend (`steward tend`),
 	// and the counts follow the run between tends.
 	t.refreshLive(ctx, time.Now())
-	tick := time.NewTicker(interval)
+	// A tend comes every window, or sooner while the ramp says a known-idle
+	// provider waits for the samples (ramp.Controller.Next).
+	tick := time.NewTimer(interval)
 	defer tick.Stop()
 	live := time.NewTicker(min(interval, LiveRefresh))
 	defer live.Stop()
@@ -137,6 +139,7 @@ func (l *launcher) tendLoop(ctx context.Context, ctl *ramp.Controller, stop chan
 			t.refreshLive(ctx, time.Now())
 		case <-tick.C:
 			t.tend(ctx, time.Now())
+			tick.Reset(ctl.Next(interval))
 		}
 	}
 }
@@ -185,7 +188,7 @@ func (t *tender) tend(ctx context.Context, now time.Time) {
 	t.rereadFleet()
 	t.followHold(ctx)
 	w := l.gw.Window()
-	g := ramp.Signals{Pushback: w.Pushback || w.Episodes > 0, Retries: w.Retries, Requests: w.Requests, ConnLimit: w.Limit, ConnFixed: w.Fixed}
+	g := ramp.Signals{Pushback: w.Pushback || w.Episodes > 0, Retries: w.Retries, Requests: w.Requests, ConnLimit: w.Limit, ConnFixed: w.Fixed, ConnNeed: w.Need}
 	l.mu.Lock()
 	ts := taskSignals(t.saturated, t.budgetBound, l.errWin, gatewayBound(w))
 	for i := range ts {
