@@ -875,3 +875,111 @@ func TestFailOnAndBaseline(t *testing.T) {
 		t.Fatalf("fail-on pass-rate<2: exit %d", got)
 	}
 }
+
+// decideStub plays a head whose flipped samples are truly broken: round 1
+// is the planned run; every later call carries round 1's attempts and adds
+// opts.Confirm more of each confirmed sample, which fail again.
+type decideStub struct {
+	calls []ghaction.LaunchOptions
+	extra map[string]int // task/sample -> attempts added so far
+}
+
+func (d *decideStub) launch(_ context.Context, opts ghaction.LaunchOptions) (*report.Report, int, error) {
+	d.calls = append(d.calls, opts)
+	run := fmt.Sprintf("h%d", len(d.calls))
+	r := &report.Report{Title: "nightly", EvalSet: "evals/steward.yaml", RunIDs: []string{run}}
+	for i := 0; i < 40; i++ {
+		st := status.Passed
+		if i < 6 || i >= 36 { // q1..q6 broke on head; q37..q40 fail on both sides
+			st = status.Failed
+		}
+		row := report.AttemptRow{Task: "qa", Sample: fmt.Sprintf("q%d", i+1), Attempt: 1, Status: st, Run: run}
+		if run != "h1" {
+			row.Carried, row.CarriedFrom = true, "h1"
+		}
+		r.Attempts = append(r.Attempts, row)
+	}
+	for _, s := range opts.ConfirmSamples {
+		for k := 0; k < opts.Confirm; k++ {
+			d.extra[s]++
+			_, sample, _ := strings.Cut(s, "/")
+			r.Attempts = append(r.Attempts, report.AttemptRow{Task: "qa", Sample: sample, Attempt: 1 + d.extra[s], Status: status.Failed, Run: run, CostUSD: 0.01})
+		}
+	}
+	// Attempts of earlier decide rounds are carried too.
+	for s, n := range d.extra {
+		confirmedNow := false
+		for _, c := range opts.ConfirmSamples {
+			confirmedNow = confirmedNow || c == s
+		}
+		_, sample, _ := strings.Cut(s, "/")
+		done := n
+		if confirmedNow {
+			done = n - opts.Confirm
+		}
+		for a := 2; a <= done+1; a++ {
+			r.Attempts = append(r.Attempts, report.AttemptRow{Task: "qa", Sample: sample, Attempt: a, Status: status.Failed, Run: run, Carried: true, CarriedFrom: "earlier"})
+		}
+	}
+	r.Recount()
+	for _, a := range r.Attempts {
+		if !a.Carried {
+			r.Spend.USD += a.CostUSD
+		}
+	}
+	return r, ghaction.ExitFailed, nil
+}
+
+func TestDecideSpendsOnlyOnUncertainSamples(t *testing.T) {
+	base := manyReport("b", 40, 36) // q1..q36 pass on base
+	run := func(decide string) (*decideStub, int, *actionEnv) {
+		e := newActionEnv(t, "http://127.0.0.1:9", writeTok)
+		e.vars["INPUT_COMMENT"] = "false"
+		e.vars["INPUT_FAIL-ON"] = "regression"
+		e.vars["INPUT_BASELINE"] = ".steward-base"
+		e.vars["INPUT_DECIDE"] = decide
+		env := e.env()
+		env.Baseline = func(context.Context, string) (*report.Report, error) { return base, nil }
+		d := &decideStub{extra: map[string]int{}}
+		return d, ghaction.Run(context.Background(), env, d.launch), e
+	}
+	// Without decide: 6 of 36 flipped one way, p = 1/64 < 0.025 on the only
+	// look: regressed.
+	d, code, e := run("off")
+	if code != ghaction.ExitFailed || len(d.calls) != 1 {
+		t.Fatalf("decide off: exit %d after %d launches\n%s", code, len(d.calls), e.stdout.String())
+	}
+	// With decide the first look is the first of four and tests at its
+	// share (alpha 0.0179: p = 1/64 is not below 0.0089): inconclusive, so
+	// one more round runs on exactly the six discordant samples (q37..q40
+	// fail on both sides: nothing to learn there), and that settles it.
+	d, code, e = run("rounds=3,per-round=2,attempts=100")
+	if code != ghaction.ExitFailed || len(d.calls) != 2 {
+		t.Fatalf("decide: exit %d after %d launches\n%s", code, len(d.calls), e.stdout.String())
+	}
+	got := d.calls[1]
+	if got.Confirm != 2 || strings.Join(got.ConfirmSamples, ",") != "qa/q1,qa/q2,qa/q3,qa/q4,qa/q5,qa/q6" {
+		t.Errorf("round 2 ran %d more of %v", got.Confirm, got.ConfirmSamples)
+	}
+	sum := e.read("GITHUB_STEP_SUMMARY")
+	if !strings.Contains(sum, "**Decide:** 1 round(s), 12 extra attempt(s)") || !strings.Contains(sum, "look 2 of 4") || !strings.Contains(sum, "🔻 **regressed**") {
+		t.Errorf("summary:\n%s", sum)
+	}
+	// The attempts limit truncates the round and then stops decide.
+	// (One sample at 0 of 3 and five at 0 of 1 against base's passes:
+	// p = 1/4 · 1/32 = 0.0078, not below look 2's 0.0064.)
+	d, code, e = run("rounds=3,per-round=2,attempts=2")
+	if len(d.calls) != 2 || len(d.calls[1].ConfirmSamples) != 1 {
+		t.Fatalf("attempts=2: %d launches, %v", len(d.calls), d.calls)
+	}
+	if sum := e.read("GITHUB_STEP_SUMMARY"); code != ghaction.ExitOK || !strings.Contains(sum, "stopped undecided: the 2 extra attempts are spent") {
+		t.Errorf("attempts=2: exit %d\n%s", code, sum)
+	}
+	// Bad settings are bad input.
+	for _, bad := range []string{"rounds=0", "rounds=x", "usd=-1", "time=soon", "tries=3", "maybe"} {
+		_, code, _ := run(bad)
+		if code != ghaction.ExitBadInput {
+			t.Errorf("decide %q: exit %d", bad, code)
+		}
+	}
+}

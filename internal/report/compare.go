@@ -385,8 +385,9 @@ func intervalPts(i stats.Interval) string {
 	return signed(i.Lo) + " to " + signed(i.Hi) + " pts"
 }
 
+// confidencePct is 1 − alpha as a percentage, at most two decimals.
 func confidencePct(alpha float64) string {
-	return strconv.FormatFloat(100*(1-alpha), 'f', -1, 64) + "%"
+	return strconv.FormatFloat(math.Round(10000*(1-alpha))/100, 'f', -1, 64) + "%"
 }
 
 // whyOf says why a task's verdict is what it is, in one clause.
@@ -395,6 +396,12 @@ func whyOf(d *TaskDelta, alpha, minEffect float64) string {
 	change := fmt.Sprintf("%s → %s (%s, %s CI %s, %s)", pct(p.Base.Mean), pct(p.Head.Mean), points(p.Delta),
 		confidencePct(alpha), intervalPts(p.Interval), formatP(math.Min(d.PRegress, d.PImprove)))
 	me := strconv.FormatFloat(100*minEffect, 'f', -1, 64)
+	// The test asks whether head behaves differently on these samples; the
+	// interval sizes the change on samples like them. Extra attempts on a
+	// few samples can make the first sure while the second still spans 0.
+	if (d.Verdict == stats.Regressed && p.Interval.Hi >= 0) || (d.Verdict == stats.Improved && p.Interval.Lo <= 0) {
+		change += "; the test is about these samples, the interval about samples like them"
+	}
 	switch d.Verdict {
 	case stats.Regressed:
 		return "fell " + change
@@ -508,7 +515,7 @@ func comparisonMarkdown(c *Comparison, heading string, limit, reasonWidth int, s
 	var b strings.Builder
 	b.WriteString(heading)
 	if sentence {
-		fmt.Fprintf(&b, "**%s** %s\n\n", verdictBadge[c.Verdict], MD(c.Summary, 2000))
+		fmt.Fprintf(&b, "%s · %s\n\n", verdictBadge[c.Verdict], MD(c.Summary, 2000))
 	}
 	look := ""
 	if c.Looks > 1 {
@@ -585,7 +592,7 @@ func decideLine(c *Comparison) string {
 		attempts += r.Attempts
 		usd += r.USD
 	}
-	s := fmt.Sprintf("**Decide:** %d round(s), %d extra attempt(s), %s", len(c.Rounds), attempts, formatUSD(usd))
+	s := fmt.Sprintf("%d round(s), %d extra attempt(s), %s", len(c.Rounds), attempts, formatUSD(usd))
 	if len(c.Rounds) > 0 {
 		var vs []string
 		for _, r := range c.Rounds {
@@ -596,5 +603,5 @@ func decideLine(c *Comparison) string {
 	if c.DecideStop != "" {
 		s += "; stopped undecided: " + c.DecideStop
 	}
-	return MD(s, 2000)
+	return "**Decide:** " + MD(s, 2000)
 }
