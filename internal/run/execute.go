@@ -27,12 +27,12 @@ import (
 // produced: load → plan → carry (launch, run.go), then preflight → prepare →
 // dispatch → drain → finish (execute, here). Every goroutine a stage starts
 // belongs to an errgroup that a later stage waits for.
-func (l *launcher) execute(ctx context.Context) (*Result, error) {
+func (l *launcher) execute(ctx context.Context) (_ *Result, err error) {
 	sess, err := l.begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer sess.end()
+	defer func() { sess.end(err) }()
 	needed := l.neededSpecs()
 	if err := l.preflightAll(ctx, needed); err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ func (l *launcher) begin(ctx context.Context) (*session, error) {
 	}
 	s := &session{l: l, lock: lock, finished: true}
 	fail := func(err error) (*session, error) {
-		s.end()
+		s.end(nil)
 		return nil, err
 	}
 	if err := l.reserveRoom(); err != nil {
@@ -89,14 +89,21 @@ func (l *launcher) begin(ctx context.Context) (*session, error) {
 	return s, nil
 }
 
-// end marks an unfinished run crashed, gives back the reserve, releases the
-// lock and then sweeps: once this run's lock is released it counts as dead,
-// so a last sweep removes whatever a crashed worker of this run left (D4).
-func (s *session) end() {
+// end marks an unfinished run aborted when the launch stopped on an error it
+// reported (err: a missing image, a refused preflight), else crashed; gives
+// back the reserve, releases the lock and then sweeps: once this run's lock
+// is released it counts as dead, so a last sweep removes whatever a crashed
+// worker of this run left (D4).
+func (s *session) end(err error) {
 	l := s.l
 	if !s.finished {
+		st, left := status.Crashed, l.leftNow()
+		if err != nil {
+			st = status.Aborted
+			left = append(left, "the launch stopped: "+l.scrub(err.Error()))
+		}
 		fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_ = l.db.FinishRun(fctx, l.runID, "crashed", time.Now(), l.leftNow())
+		_ = l.db.FinishRun(fctx, l.runID, st, time.Now(), left)
 		cancel()
 	}
 	l.releaseRoom()

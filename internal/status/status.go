@@ -36,10 +36,13 @@ const (
 	Cancelled Run = "cancelled" // ended by a signal
 	Crashed   Run = "crashed"   // its owner was proven gone without finishing it
 	Stopped   Run = "stopped"   // ended early on a full record disk
+	// Aborted: ended early on an error it reported (a missing image, a
+	// refused preflight): its owner stopped cleanly, it did not crash.
+	Aborted Run = "aborted"
 )
 
 // Runs lists every run status.
-var Runs = []Run{Running, Finished, Cancelled, Crashed, Stopped}
+var Runs = []Run{Running, Finished, Cancelled, Crashed, Stopped, Aborted}
 
 // ErrInfra marks errors that are the infrastructure's fault (daemon refused,
 // hung, disk full) rather than the task's; the runner counts them apart

@@ -1,0 +1,67 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/steward-evals/steward/internal/evalset"
+	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/sandbox/local"
+	"github.com/steward-evals/steward/internal/status"
+)
+
+// refusing is a provider whose preflight refuses the run, as docker's does
+// for an image that is not there.
+type refusing struct{ *local.Provider }
+
+func (refusing) PreflightRun(ctx context.Context, specs []*sandbox.Spec, concurrency int, w io.Writer, confirm func(string) bool, write bool) error {
+	return errors.New("image steward-test/missing:1 not found")
+}
+
+// Issue 23 item 11: a run that stopped on an error it reported (a missing
+// image) is recorded as aborted, with the error, not as crashed: its owner
+// was not proven gone, it stopped cleanly.
+func TestRunThatFailedCleanlyIsAbortedNotCrashed(t *testing.T) {
+	sandbox.Register(sandbox.Descriptor{
+		Name: "refusing", OnHost: true,
+		New: func(ctx context.Context, ri sandbox.RunInfo) (sandbox.Provider, error) {
+			return refusing{local.New(local.Options{BaseDir: t.TempDir()})}, nil
+		},
+	})
+	t.Cleanup(func() { sandbox.Deregister("refusing") })
+	dir := t.TempDir()
+	path := write(t, dir, "steward.yaml", `
+tasks:
+  - name: t
+    sandbox: {provider: refusing}
+    agent: 'echo ok'
+    scorer: {match: exact}
+    samples: [{id: a, input: "", target: ok}]
+`)
+	es, err := evalset.Load(path, evalset.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	if _, err := Launch(context.Background(), Options{EvalSet: es, Providers: Registry{}, Stderr: &syncWriter{w: &stderr}}); err == nil {
+		t.Fatalf("the launch went ahead\n%s", stderr.String())
+	}
+	db, err := record.Open(context.Background(), filepath.Join(dir, ".steward"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	runs, err := db.Runs(context.Background())
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs %+v, %v", runs, err)
+	}
+	if r := runs[0]; r.Status != status.Aborted || !strings.Contains(r.Left, "image steward-test/missing:1 not found") {
+		t.Fatalf("the run is %s (left %q), want aborted with the error", r.Status, r.Left)
+	}
+}
