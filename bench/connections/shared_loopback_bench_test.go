@@ -1,0 +1,254 @@
+package connbench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/steward-evals/steward/internal/fakeprovider"
+	"github.com/steward-evals/steward/internal/gateway"
+)
+
+// realShared is one real-time run of several gateways (one per
+// invocation) on one key of one fake provider, on loopback.
+type realShared struct {
+	n       int
+	latency time.Duration
+	tpm     bool
+	// samples at once per invocation, calls per sample; work > 0: samples
+	// per invocation in all (the run ends when all are done).
+	samples, calls, work int
+	// stagger between starts; the first invocation stops at stopFirst
+	// (0: never); the run lasts dur (work == 0).
+	stagger, stopFirst, dur time.Duration
+}
+
+type realSharedOut struct {
+	goodput, share429 float64
+	requests, refused int64
+	makespan          time.Duration
+	calls             int64
+}
+
+// runRealShared drives r with policy p: n gateways, each with its own
+// agents, in front of one fake provider enforcing 20 calls a second over
+// one-second intervals (RPM, or TPM at the prompt's tokens).
+func runRealShared(r realShared, p gateway.Policy, tokens int) (realSharedOut, error) {
+	rate := 20.0
+	pc := fakeprovider.Config{APIKey: loopKey, Interval: time.Second, BaseLatency: r.latency, Seed: 1, RPM: int(rate * 60)}
+	if r.tpm {
+		pc.RPM, pc.TPM = 3*int(rate*60), int(rate*60)*tokens
+	}
+	fp := fakeprovider.New(pc)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fu, err := fp.Start(ctx, "127.0.0.1:0")
+	if err != nil {
+		return realSharedOut{}, err
+	}
+	body := callBody()
+	var wg sync.WaitGroup
+	var calls atomic.Int64
+	begin := time.Now()
+	var lastDone atomic.Int64
+	runCtx, stopAll := context.WithCancel(ctx)
+	defer stopAll()
+	for i := 0; i < r.n; i++ {
+		pol := p
+		g, err := gateway.New(gateway.Config{Upstream: "openai", BaseURL: fu + "/v1", APIKey: loopKey, Policy: &pol})
+		if err != nil {
+			return realSharedOut{}, err
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return realSharedOut{}, err
+		}
+		go func() { _ = g.Serve(ctx, ln) }()
+		url := "http://" + ln.Addr().String() + "/v1/chat/completions"
+		client := &http.Client{Transport: &http.Transport{MaxIdleConns: r.samples, MaxIdleConnsPerHost: r.samples}}
+		ictx := runCtx
+		if i == 0 && r.stopFirst > 0 {
+			var c context.CancelFunc
+			ictx, c = context.WithTimeout(runCtx, r.stopFirst)
+			defer c()
+		}
+		var left atomic.Int64
+		left.Store(int64(r.work))
+		start := time.Duration(i) * r.stagger
+		for k := 0; k < r.samples; k++ {
+			// One token per sample, as each attempt has its own.
+			tok := g.Issue(fmt.Sprintf("inv%d-s%d", i, k), nil)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				select {
+				case <-time.After(start):
+				case <-ictx.Done():
+					return
+				}
+				for ictx.Err() == nil {
+					if r.work > 0 && left.Add(-1) < 0 {
+						return
+					}
+					for c := 0; c < r.calls && ictx.Err() == nil; c++ {
+						req, _ := http.NewRequestWithContext(ictx, http.MethodPost, url, bytes.NewReader(body))
+						req.Header.Set("Authorization", "Bearer "+tok)
+						resp, err := client.Do(req)
+						if err != nil {
+							break
+						}
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode == http.StatusOK {
+							calls.Add(1)
+						}
+					}
+					lastDone.Store(int64(time.Since(begin)))
+				}
+			}()
+		}
+	}
+	var out realSharedOut
+	warmUp := max(10*time.Second, 2*r.latency)
+	if r.work == 0 {
+		// Goodput from the warm-up to the end: what the provider admitted
+		// (requests, or tokens when TPM-bound) over its refill and what
+		// its bucket gave up.
+		t := time.NewTimer(warmUp)
+		<-t.C
+		warm, warmAt := fp.Stats(), time.Now()
+		wr, wt := fp.Level()
+		t = time.NewTimer(r.dur - warmUp)
+		<-t.C
+		st := fp.Stats()
+		er, et := fp.Level()
+		span := time.Since(warmAt).Seconds()
+		if r.tpm {
+			adm := float64((st.TokensIn + st.TokensOut) - (warm.TokensIn + warm.TokensOut))
+			out.goodput = adm / (float64(pc.TPM)/60*span + wt - et)
+		} else {
+			adm := float64((st.Requests - st.RateLimited) - (warm.Requests - warm.RateLimited))
+			out.goodput = adm / (rate*span + wr - er)
+		}
+		stopAll()
+	}
+	wg.Wait()
+	st := fp.Stats()
+	out.requests, out.refused = st.Requests, st.RateLimited
+	if st.Requests > 0 {
+		out.share429 = float64(st.RateLimited) / float64(st.Requests)
+	}
+	out.makespan = time.Duration(lastDone.Load())
+	out.calls = calls.Load()
+	return out, nil
+}
+
+// realSharedCells: the subset this machine runs by default, or the full
+// matrix with SHAREDBENCH_FULL=1 (2, 4, 8 invocations × 0.3, 1.5, 10 s ×
+// RPM, TPM; about an hour).
+func realSharedCells() []realShared {
+	mk := func(n int, lat time.Duration, tpm bool) realShared {
+		st := max(5*time.Second, 2*lat)
+		dur := time.Duration(n-1)*st + max(90*time.Second, 12*lat)
+		return realShared{n: n, latency: lat, tpm: tpm, samples: int(1.5*20*lat.Seconds()) + 20, calls: 10,
+			stagger: st, stopFirst: dur * 6 / 10, dur: dur}
+	}
+	if os.Getenv("SHAREDBENCH_FULL") != "" {
+		var out []realShared
+		for _, n := range []int{2, 4, 8} {
+			for _, lat := range []time.Duration{300 * time.Millisecond, 1500 * time.Millisecond, 10 * time.Second} {
+				for _, tpm := range []bool{false, true} {
+					out = append(out, mk(n, lat, tpm))
+				}
+			}
+		}
+		return out
+	}
+	return []realShared{mk(4, 1500*time.Millisecond, false), mk(8, 300*time.Millisecond, true)}
+}
+
+// BenchmarkSharedKeyLoopback runs shared-key cells in real time: n real
+// gateways in front of one real fake provider on loopback, the previous
+// pacing rule and the key-share rule side by side (each with its own
+// provider), and the issue's makespan case: 4 invocations × 100 samples ×
+// 3 calls of 1 s, and one invocation of 400 samples × 3 calls of 1.5 s
+// (ideal: calls ÷ 20 a second).
+func BenchmarkSharedKeyLoopback(b *testing.B) {
+	tokens := tokensPerRealCall(b)
+	var sb strings.Builder
+	sb.WriteString("| invocations | latency | bound by | previous rule | key share |\n|---|---|---|---|---|\n")
+	pols := []gateway.Policy{previousPolicy(), gateway.StewardPolicy()}
+	both := func(r realShared) [2]realSharedOut {
+		var got [2]realSharedOut
+		var wg sync.WaitGroup
+		for k, p := range pols {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				o, err := runRealShared(r, p, tokens)
+				if err != nil {
+					b.Error(err)
+				}
+				got[k] = o
+			}()
+		}
+		wg.Wait()
+		return got
+	}
+	for _, c := range realSharedCells() {
+		name := sharedCell{c.n, c.latency, c.tpm}.String()
+		var got [2]realSharedOut
+		ran := false
+		b.Run("real/"+name, func(b *testing.B) {
+			got = both(c)
+			ran = true
+			b.ReportMetric(100*got[1].goodput, "goodput-%")
+			b.ReportMetric(100*got[1].share429, "429-%")
+			b.ReportMetric(100*got[0].goodput, "previous-goodput-%")
+			b.ReportMetric(100*got[0].share429, "previous-429-%")
+		})
+		if ran {
+			e := func(o realSharedOut) string {
+				return fmt.Sprintf("%.2f · %.1f %% (%d of %d)", o.goodput, 100*o.share429, o.refused, o.requests)
+			}
+			fmt.Fprintf(&sb, "| %d | %s | %s | %s | %s |\n", c.n, c.latency, kindName(c.tpm), e(got[0]), e(got[1]))
+		}
+	}
+	fmt.Printf("\nOne key, many invocations (real time, loopback): goodput ÷ limit · 429 share (refused of requests)\n\n%s", sb.String())
+	var mb strings.Builder
+	mb.WriteString("| workload | ideal | previous rule | key share |\n|---|---|---|---|\n")
+	for _, m := range []struct {
+		name string
+		r    realShared
+	}{
+		{"x4/1s/100x3", realShared{n: 4, latency: time.Second, samples: 100, calls: 3, work: 100}},
+		{"x1/1.5s/400x3", realShared{n: 1, latency: 1500 * time.Millisecond, samples: 50, calls: 3, work: 400}},
+	} {
+		var got [2]realSharedOut
+		ran := false
+		b.Run("makespan/"+m.name, func(b *testing.B) {
+			got = both(m.r)
+			ran = true
+			ideal := time.Duration(float64(m.r.n*m.r.work*m.r.calls) / 20 * float64(time.Second))
+			b.ReportMetric(got[1].makespan.Seconds()/ideal.Seconds(), "makespan/ideal")
+			b.ReportMetric(100*got[1].share429, "429-%")
+		})
+		if ran {
+			ideal := time.Duration(float64(m.r.n*m.r.work*m.r.calls) / 20 * float64(time.Second))
+			e := func(o realSharedOut) string {
+				return fmt.Sprintf("%.1f s (%.2f×) · %.1f %% 429s (%d of %d)", o.makespan.Seconds(), o.makespan.Seconds()/ideal.Seconds(), 100*o.share429, o.refused, o.requests)
+			}
+			fmt.Fprintf(&mb, "| %s | %.0f s | %s | %s |\n", m.name, ideal.Seconds(), e(got[0]), e(got[1]))
+		}
+	}
+	fmt.Printf("\nMakespan against the provider-bound ideal (calls ÷ 20 a second), real time on loopback\n\n%s", mb.String())
+}
