@@ -32,6 +32,12 @@ func (l *launcher) confirm(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	for _, a := range l.p.Attempts {
+		t := l.p.Tasks[a.Task].Task
+		if t.EarlyExit && (only == nil || only(t.Name, a.Sample.ID)) {
+			return badInput("--confirm %d: task %s has early_exit: true, which would skip the confirming attempts of every sample whose pass is carried; leave it out (--task, --confirm-samples)", o.ConfirmAttempts, t.Name)
+		}
+	}
 	held := map[string]int{}
 	if l.db != nil {
 		rows, err := l.db.Ledger(ctx, "")
