@@ -123,7 +123,8 @@ var ErrUnknown = errors.New("cannot prove the run dead")
 // Judge decides, from here, whether the run that holds (or held) the lock at
 // lockPath and has identity owner is dead. A run is dead only when it
 // provably is: its lock lives in this boot and this mount namespace and is
-// not held (or is gone: only its owner or a sweeper removes it). A run of
+// not held (or is gone: only its owner or a sweeper removes it). A lock
+// that exists but cannot be opened here (EACCES) is unknown, never dead. A run of
 // another boot, another mount namespace, or of unknown whereabouts whose lock
 // file is missing here cannot be judged: Judge returns an error wrapping
 // ErrUnknown that says why, and the caller leaves the run alone.
@@ -137,7 +138,7 @@ func Judge(lockPath string, owner, here Identity) (dead bool, err error) {
 		if _, err := os.Stat(lockPath); err != nil {
 			return false, fmt.Errorf("%w: its lock %s is not in this mount namespace and its owner's whereabouts were not recorded", ErrUnknown, lockPath)
 		}
-		return !Alive(lockPath), nil
+		return judgeLock(lockPath)
 	}
 	if owner.BootID != here.BootID {
 		return false, fmt.Errorf("%w: it ran under boot id %s (another machine, or before a reboot), this is %s", ErrUnknown, short(owner.BootID), short(here.BootID))
@@ -149,7 +150,18 @@ func Judge(lockPath string, owner, here Identity) (dead bool, err error) {
 		}
 		return false, fmt.Errorf("%w: it runs in %s (%s, this process is in %s), where its lock %s may exist although it does not here", ErrUnknown, where, owner.MntNS, here.MntNS, lockPath)
 	}
-	return !Alive(lockPath), nil
+	return judgeLock(lockPath)
+}
+
+// judgeLock: a lock that is missing or not held is a dead run's; one this
+// process cannot open or probe (another user's 0700 directory) proves
+// nothing, and its run is unknown.
+func judgeLock(lockPath string) (dead bool, err error) {
+	held, err := probe(lockPath)
+	if err != nil {
+		return false, fmt.Errorf("%w: its lock %s cannot be read from here (%v): it may be another user's live run", ErrUnknown, lockPath, err)
+	}
+	return !held, nil
 }
 
 // RemoveStale removes the lock file of a dead run: it takes the lock itself

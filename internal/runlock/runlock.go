@@ -72,23 +72,43 @@ func (l *Lock) Release() error {
 }
 
 // Alive reports whether the lock file at path exists and is locked by
-// someone (this process included). A missing or unlocked file means the run
-// that owned it is gone.
+// someone (this process included), or cannot be probed (then nothing
+// proves the run gone). A missing or unlocked file means the run that owned
+// it is gone.
 func Alive(path string) bool {
+	held, err := probe(path)
+	return held || err != nil
+}
+
+// openLock opens a lock file to probe it (a variable so that tests can play
+// a file this process may not open).
+var openLock = os.Open
+
+// probe says whether the lock file at path is held. A missing file (or no
+// path) is not held. A file that exists but cannot be opened or probed (a
+// lock in another user's 0700 directory: EACCES) is neither: probe returns
+// an error, and the run it belongs to is unknown, never dead.
+func probe(path string) (held bool, err error) {
 	if path == "" {
-		return false
+		return false, nil
 	}
-	f, err := os.Open(path)
+	f, err := openLock(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
 	if err != nil {
-		return false
+		return false, err
 	}
 	defer f.Close()
 	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
 	if err == nil {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		return false
+		return false, nil
 	}
-	return errors.Is(err, syscall.EWOULDBLOCK)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return true, nil
+	}
+	return false, err
 }
 
 func flockNB(f *os.File) error {
