@@ -17,12 +17,17 @@ import (
 // made of here) and returns its path and a function that fills it up to
 // leave `room` bytes free.
 func diskFullRecord(t *testing.T, dir string) (string, func(room int64), func()) {
+	return diskFullRecordOf(t, dir, "6m")
+}
+
+// diskFullRecordOf is diskFullRecord on a file system of the given size.
+func diskFullRecordOf(t *testing.T, dir, size string) (string, func(room int64), func()) {
 	t.Helper()
 	rec := filepath.Join(dir, "rec")
 	if err := os.Mkdir(rec, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := exec.Command("mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", rec).Run(); err != nil {
+	if err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", rec).Run(); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI=true: mounting a tmpfs for the record is required: %v", err)
 		}
@@ -181,5 +186,62 @@ func TestDiskFullEveryPath(t *testing.T) {
 	}
 	if got, _ := steward(t, dir, "report", "--record", rec); strings.Contains(got, "CRASHED") {
 		t.Errorf("a run stopped by a full disk reads as crashed:\n%s", got)
+	}
+}
+
+// The whole story on a 2 MiB file system holding the record: the disk fills
+// in the middle of a launch (exit 3, one clear message); the run ends
+// stopped (never running, never crashed), its queued attempts skipped; once
+// the space is freed, the relaunch exits 0 and carries every attempt the
+// stopped run published. (The write-ahead log used to eat the 1 MiB reserve:
+// the stopped status failed unsaid, the run read as crashed, and every
+// relaunch exited 3 because the log held the room.)
+func TestDiskFullStopFreeRelaunch(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	rec, fill, free := diskFullRecordOf(t, dir, "2m")
+	diskFullEvalSet(t, dir, 80, "sleep 0.1")
+	ev := newLaunchEvents(t, t.TempDir())
+	cmd := exec.Command(exe, "launch", "--record", rec, "--events", ev.path)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "STEWARD_IN_CONTAINER=0")
+	var buf syncBuf
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ev.wait(t, "12 attempts published", 2*time.Minute, func(e *launchEvents) bool { return len(e.attempts) >= 12 })
+	fill(0)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the run hung on a full disk:\n%s", buf.String())
+	}
+	oneClearMessage(t, "full during launch", buf.String(), cmd.ProcessState.ExitCode(), rec)
+
+	// Stopped, still on the full disk: the status was written before the
+	// skipped rows, and read-only commands read it there.
+	out, code := steward(t, dir, "runs", "--record", rec)
+	if code != 0 || !strings.Contains(out, "stopped") || strings.Contains(out, "crashed") || strings.Contains(out, "running") {
+		t.Errorf("steward runs on the full disk: exit %d, want the run stopped:\n%s", code, out)
+	}
+	free()
+	runs, counts := diskFullRuns(t, rec)
+	if len(runs) != 1 || runs[0].Status != "stopped" || counts[0]["skipped"] == 0 {
+		t.Fatalf("after the full disk: runs %+v, attempts %v: want one run, stopped, with the queued attempts skipped", runs, counts)
+	}
+	published := counts[0]["passed"]
+	if published < 12 || published+counts[0]["skipped"] > 80 {
+		t.Fatalf("the stopped run holds %v", counts[0])
+	}
+
+	// Room again: the relaunch carries every published attempt and runs the rest.
+	out, code = faultLaunch(t, dir, nil, 3*time.Minute, "launch", "--record", rec)
+	c := crashCounts(out)
+	if code != 0 || c == nil || c[0] != 80 || c[1] != published || c[4] != 80 {
+		t.Fatalf("relaunch after the space was freed (%d published before): exit %d, counts %v, want exit 0, 80 total, %d reused, 80 passed:\n%s", published, code, c, published, out)
 	}
 }

@@ -11,13 +11,23 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/sched"
 	"github.com/steward-evals/steward/internal/status"
 )
 
 // reserveSize is the room a run keeps next to the record for the end of a
-// run on a full disk: the skipped rows of its queued attempts and its final
-// status need room that a full disk no longer has.
+// run on a full disk: the checkpoint that folds the write-ahead log into the
+// database file (the log is held under record.WALLimit, a quarter of this),
+// the run's final status and the skipped rows of its queued attempts, in
+// that order.
 const reserveSize = 1 << 20
+
+// diskFull is what a run whose record's disk filled up still owes the
+// record; guarded by launcher.mu.
+type diskFull struct {
+	queued []int // seqs of the attempts queued when the record could take no more
+	lost   int   // attempts that ended but whose results the record could not take
+}
 
 func (l *launcher) reservePath() string {
 	return filepath.Join(l.db.Dir, "runs", l.runID+".reserve")
@@ -53,11 +63,12 @@ func (l *launcher) reserveRoom() error {
 
 func (l *launcher) releaseRoom() { _ = os.Remove(l.reservePath()) }
 
-// recordFull handles the first result the record could not take (a full
-// disk): nothing more is dispatched, the reserve is given back so the queued
-// attempts can be recorded as skipped and the run's status made final. It
-// reports whether err was the first; the error is said once, by the caller
-// of Launch.
+// recordFull handles a result the record could not take (a full disk): the
+// first one stops dispatching (the queued attempts are taken off the
+// scheduler; their skipped rows are written at the end, after the run's
+// final status). The reserve is kept until then: attempts still running
+// must not spend it. It reports whether err was the first; the error is
+// said once, by the caller of Launch.
 func (l *launcher) recordFull(err error) bool {
 	err = record.Classify(l.db.Dir, err)
 	l.mu.Lock()
@@ -66,40 +77,88 @@ func (l *launcher) recordFull(err error) bool {
 		l.recordErr = err
 	}
 	l.mu.Unlock()
-	if first {
-		l.releaseRoom()
+	if first && l.disp != nil {
+		var ids []int
+		l.disp.With(func(s *sched.State) { ids = s.CancelAll() })
+		l.mu.Lock()
+		for _, id := range ids {
+			l.full.queued = append(l.full.queued, l.seqOf[id])
+		}
+		l.mu.Unlock()
+		if len(ids) > 0 {
+			l.tasks.check()
+		}
 	}
 	return first
 }
 
-// finishOnRecordError ends a run whose record could not take results: every
-// attempt not yet published is recorded as skipped (when there is room) and
-// the run is marked stopped, so nothing reads it as running or crashed.
-func (l *launcher) finishOnRecordError() {
+// resultLost is recordFull for an attempt that ended but could not be published.
+func (l *launcher) resultLost(err error) {
+	l.mu.Lock()
+	l.full.lost++
+	l.mu.Unlock()
+	l.recordFull(err)
+}
+
+// finishOnRecordError ends a run whose record could not take results. With
+// the reserve given back it folds the write-ahead log into the database
+// file, then records the run as stopped (what was left undone noted with
+// it), and only then, in one transaction, the attempts never started as
+// skipped: the final status is what must not be lost, and needs the least
+// room. It returns the error to say: the record's, joined (on one line)
+// with the final status's own failure if that failed too.
+func (l *launcher) finishOnRecordError() error {
 	reason := "not started: the record's disk is full"
+	l.mu.Lock()
+	var seqs []int
 	if l.disp != nil {
-		l.cancelQueued(reason)
+		seqs = l.full.queued
 	} else {
-		var n int
 		for _, a := range l.p.Attempts {
-			l.mu.Lock()
-			_, done := l.published[a.Seq]
-			l.mu.Unlock()
-			if done {
-				continue
+			if _, done := l.published[a.Seq]; !done {
+				seqs = append(seqs, a.Seq)
 			}
-			n++
-			_ = l.publish(context.Background(), record.Attempt{
-				RunID: l.runID, Seq: a.Seq, Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number,
-				Status: status.Skipped, Reason: reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(),
-				Finished: time.Now(), Source: a.Sample.Source,
-			})
-		}
-		if n > 0 {
-			l.left = append(l.left, fmt.Sprintf("%d attempts not started (the record's disk is full)", n))
 		}
 	}
+	if n := len(seqs); n > 0 {
+		l.left = append(l.left, fmt.Sprintf("%d attempts not started (the record's disk is full)", n))
+	}
+	if l.full.lost > 0 {
+		l.left = append(l.left, fmt.Sprintf("%d attempts ended but the record's disk had no room for their results", l.full.lost))
+	}
+	left := append([]string(nil), l.left...)
+	recordErr := l.recordErr
+	l.mu.Unlock()
+
+	l.releaseRoom()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_ = l.db.FinishRun(ctx, l.runID, status.Stopped, time.Now(), l.left)
+	_ = l.db.Checkpoint(ctx) // room for what follows; the status is tried whatever it says
+	if err := l.db.FinishRun(ctx, l.runID, status.Stopped, time.Now(), left); err != nil {
+		return fmt.Errorf("%w; its final status could not be recorded either (%v): the run will show as crashed", recordErr, err)
+	}
+	rows := make([]record.Attempt, 0, len(seqs))
+	for _, seq := range seqs {
+		a := l.bySeq(seq)
+		rows = append(rows, record.Attempt{
+			RunID: l.runID, Seq: a.Seq, Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number,
+			Status: status.Skipped, Reason: reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(),
+			Finished: time.Now(), Source: a.Sample.Source,
+		})
+	}
+	if err := l.db.PublishAll(ctx, rows); err != nil {
+		// The run is stopped and says how many were not started; their rows
+		// show as planned but never published.
+		return fmt.Errorf("%w; its %d skipped attempts could not be recorded (%v)", recordErr, len(rows), err)
+	}
+	l.mu.Lock()
+	for _, r := range rows {
+		l.published[r.Seq] = status.Skipped
+	}
+	l.mu.Unlock()
+	for i := range rows {
+		l.observe(Event{Attempt: &rows[i]})
+	}
+	_ = l.db.Checkpoint(ctx)
+	return recordErr
 }

@@ -87,8 +87,7 @@ func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 		// The record cannot take results (a full disk): what runs now could
 		// not be kept, so nothing more is dispatched.
 		// The error is said once, when the launch ends (finishOnRecordError).
-		l.recordFull(err)
-		l.cancelQueued("not started: the record's disk is full")
+		l.resultLost(err)
 		l.finishItem(it.ID)
 		l.tasks.check()
 		return

@@ -120,8 +120,7 @@ func (s *session) end(err error) {
 // stopOnRecordError ends a run whose record could not take results.
 func (s *session) stopOnRecordError() error {
 	s.finished = true
-	s.l.finishOnRecordError()
-	return s.l.recordErr
+	return s.l.finishOnRecordError()
 }
 
 // neededSpecs are the sandbox specs of the tasks with work, by provider.

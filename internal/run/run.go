@@ -189,6 +189,7 @@ type launcher struct {
 	reused    int
 	recordErr error
 	stopSkips int // attempts a stop (signal) left not started
+	full      diskFull
 
 	// panelLast is the last panel line printed: the panel loop's alone
 	// (panelFinal runs after the loop has stopped).
