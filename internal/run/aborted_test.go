@@ -65,3 +65,39 @@ tasks:
 		t.Fatalf("the run is %s (left %q), want aborted with the error", r.Status, r.Left)
 	}
 }
+
+// Issue 23 item 11: a run whose every attempt is carried makes no model
+// call, so it starts without the model key (it refused to: "the
+// environment variable FAKE_KEY is not set").
+func TestFullyCarriedRunNeedsNoModelKey(t *testing.T) {
+	dir := t.TempDir()
+	path := write(t, dir, "steward.yaml", `
+model:
+  upstream: openai
+  name: gpt-fake
+  base_url: http://127.0.0.1:9/v1
+  api_key_env: FAKE_KEY
+tasks:
+  - name: t
+    sandbox: {provider: local}
+    exclusive: false
+    agent: 'echo ok'
+    scorer: {match: exact}
+    samples: [{id: a, input: "", target: ok}, {id: b, input: "", target: ok}]
+`)
+	withKey := func(o *Options) {
+		o.Getenv = func(k string) string {
+			if k == "FAKE_KEY" {
+				return "real-key"
+			}
+			return ""
+		}
+	}
+	if r := launchSet(t, path, withKey); r.rep.Counts.Passed != 2 {
+		t.Fatalf("first run %+v\n%s", r.rep.Counts, r.stderr)
+	}
+	r := launchSet(t, path, func(o *Options) { o.Getenv = func(string) string { return "" } })
+	if r.rep.Counts.Reused != 2 || r.created != 0 {
+		t.Fatalf("re-run without the key: %+v, %d sandboxes\n%s", r.rep.Counts, r.created, r.stderr)
+	}
+}
