@@ -492,9 +492,15 @@ func (l *launcher) startGateway(ctx context.Context, serving *errgroup.Group, ne
 	if m.Upstream != "" && m.Upstream != "mock" {
 		env := m.APIKeyEnv
 		key = l.opts.Getenv(env)
-		if key == "" {
+		if key == "" && len(needed) > 0 {
 			return badInput("%s: model.api_key_env: the environment variable %s is not set (the real key for the %s upstream)", l.es.File, env, m.Upstream)
 		}
+	}
+	upstream, baseURL := m.Upstream, m.BaseURL
+	if key == "" && len(needed) == 0 {
+		// Nothing runs (every attempt carried or skipped): no model call is
+		// made, so no key is needed; the gateway stands on the mock.
+		upstream, baseURL = "mock", ""
 	}
 	// Secrets are named in the eval set (secret_env), in _steward.yaml
 	// (secrets) and in secret.EnvNames: read once (initSecrets).
@@ -503,7 +509,7 @@ func (l *launcher) startGateway(ctx context.Context, serving *errgroup.Group, ne
 	policy.HardMax = m.MaxConnectionsCeiling // 0: the gateway's own
 	gw, err := gateway.New(gateway.Config{
 		Secrets:  secrets,
-		Upstream: m.Upstream, BaseURL: m.BaseURL, APIKey: key, MaxConnections: m.MaxConnections, Policy: &policy,
+		Upstream: upstream, BaseURL: baseURL, APIKey: key, MaxConnections: m.MaxConnections, Policy: &policy,
 		Prices: gateway.Prices{InputPerMTok: m.Prices.InputPerMTok, OutputPerMTok: m.Prices.OutputPerMTok},
 		Logger: l.opts.Stderr, Capture: l.captureConfig(), BudgetUSD: l.opts.BudgetUSD,
 	})
