@@ -334,9 +334,13 @@ func elapsed(d time.Duration) string {
 	return fmt.Sprintf("%dm%02ds", int(d/time.Minute), int(d%time.Minute/time.Second))
 }
 
-// rampChart draws setpoints and the connection ceiling as a Mermaid xychart.
-// Nothing from eval output goes inside the code block: the axis holds elapsed
-// times and the lines numbers; the legend (task names) sits outside, escaped.
+// rampChart draws setpoints, the connection ceiling and the gateway's
+// connection limit as a Mermaid xychart, with the upstream retries of each
+// window as bars, so a reader sees whether the provider (limit down,
+// retries up) or the sandboxes (setpoints at the budget) held the run.
+// Nothing from eval output goes inside the code block: the axis holds
+// elapsed times and the lines numbers; the legend (task names) sits
+// outside, escaped.
 func rampChart(points []RampPoint, maxPoints int) string {
 	s := buildSeries(points)
 	if len(s.times) == 0 {
@@ -344,13 +348,21 @@ func rampChart(points []RampPoint, maxPoints int) string {
 	}
 	idx := downsample(len(s.times), maxPoints)
 	start := s.times[0]
+	// The gateway's limit and retries are the fleet's: one per tend.
+	at := make(map[time.Time]int, len(s.times))
+	for i, t := range s.times {
+		at[t] = i
+	}
+	limit, retries := make([]int, len(s.times)), make([]int, len(s.times))
+	for _, p := range points {
+		i := at[p.At]
+		limit[i], retries[i] = max(limit[i], p.Limit), max(retries[i], p.Retries)
+	}
 	labels := make([]string, len(idx))
 	top := 1
 	for k, i := range idx {
 		labels[k] = strconv.Quote(elapsed(s.times[i].Sub(start)))
-		if s.ceiling[i] > top {
-			top = s.ceiling[i]
-		}
+		top = max(top, s.ceiling[i], limit[i], retries[i])
 		for _, task := range s.tasks {
 			if v := s.setpoint[task][i]; v > top {
 				top = v
@@ -366,19 +378,23 @@ func rampChart(points []RampPoint, maxPoints int) string {
 	}
 	var b strings.Builder
 	b.WriteString("```mermaid\nxychart-beta\n")
-	b.WriteString("    title \"Setpoint per task and connection ceiling\"\n")
+	b.WriteString("    title \"Setpoints, connection ceiling and limit, retries per window\"\n")
 	fmt.Fprintf(&b, "    x-axis \"elapsed\" [%s]\n", strings.Join(labels, ", "))
 	fmt.Fprintf(&b, "    y-axis \"samples / connections\" 0 --> %d\n", top+top/10+1)
 	for _, task := range s.tasks {
 		fmt.Fprintf(&b, "    line %s\n", series(s.setpoint[task]))
 	}
 	fmt.Fprintf(&b, "    line %s\n", series(s.ceiling))
+	fmt.Fprintf(&b, "    line %s\n", series(limit))
+	fmt.Fprintf(&b, "    bar %s\n", series(retries))
 	b.WriteString("```\n\n")
 	legend := make([]string, 0, len(s.tasks)+1)
 	for k, task := range s.tasks {
 		legend = append(legend, fmt.Sprintf("%d. setpoint of %s", k+1, MD(task, 100)))
 	}
-	legend = append(legend, fmt.Sprintf("%d. connection ceiling", len(s.tasks)+1))
+	legend = append(legend, fmt.Sprintf("%d. connection ceiling", len(s.tasks)+1),
+		fmt.Sprintf("%d. connection limit (the gateway's, adaptive)", len(s.tasks)+2),
+		"bars: upstream retries in the window (429s, and 5xx answers the gateway retried)")
 	b.WriteString("Lines, in drawing order: " + strings.Join(legend, " · ") + "\n\n")
 	return b.String()
 }
