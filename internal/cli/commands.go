@@ -76,7 +76,13 @@ func newReport(env Env) *cobra.Command {
 				return exitWith(ExitBadInput, fmt.Errorf("the record %s holds no runs yet", db.Path))
 			}
 			if runID == "" {
-				runID = runs[0].ID
+				// The newest run of the eval set named: a directory's record
+				// holds the runs of every eval set in it.
+				mine := ofEvalSet(runs, args)
+				if len(mine) == 0 {
+					return exitWith(ExitBadInput, fmt.Errorf("the record %s holds no runs of %s (%d of other eval sets; name one with --run)", db.Path, args[0], len(runs)))
+				}
+				runID = mine[0].ID
 			}
 			known := false
 			for _, r := range runs {

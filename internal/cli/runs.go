@@ -3,13 +3,17 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/spf13/cobra"
 
+	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/run"
@@ -50,7 +54,7 @@ func newRuns(env Env) *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			rows, err := listRuns(ctx, db, time.Now())
+			rows, err := listRuns(ctx, db, time.Now(), args)
 			if err != nil {
 				return err
 			}
@@ -68,8 +72,9 @@ func newRuns(env Env) *cobra.Command {
 }
 
 // listRuns marks runs whose process is provably gone as crashed, then lists
-// every run, newest first.
-func listRuns(ctx context.Context, db *record.DB, now time.Time) ([]runRow, error) {
+// every run, newest first: only the runs of the eval set args names, when
+// it names one (a directory's record holds the runs of every eval set in it).
+func listRuns(ctx context.Context, db *record.DB, now time.Time, args []string) ([]runRow, error) {
 	here := runlock.Here()
 	_, unknown, err := run.MarkCrashedRuns(ctx, db, here, now)
 	if err != nil {
@@ -79,6 +84,7 @@ func listRuns(ctx context.Context, db *record.DB, now time.Time) ([]runRow, erro
 	if err != nil {
 		return nil, err
 	}
+	runs = ofEvalSet(runs, args)
 	var rows []runRow
 	for _, r := range runs {
 		owner := run.OwnerOf(ctx, db, r)
@@ -115,6 +121,38 @@ func listRuns(ctx context.Context, db *record.DB, now time.Time) ([]runRow, erro
 		rows = append(rows, row)
 	}
 	return rows, nil
+}
+
+// ofEvalSet keeps the runs of the eval set args names (a file, or a
+// directory meaning its steward.yaml); every run when args names none. A run
+// is the eval set's when it recorded the same absolute path, or, for a
+// record that moved with its checkout (a CI cache restored elsewhere), the
+// same file name at a path that is no longer there.
+func ofEvalSet(runs []record.Run, args []string) []record.Run {
+	if len(args) == 0 {
+		return runs
+	}
+	path := args[0]
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		path = filepath.Join(path, evalset.DefaultFileName)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return runs
+	}
+	var out []record.Run
+	for _, r := range runs {
+		if r.EvalSet == abs {
+			out = append(out, r)
+			continue
+		}
+		if filepath.Base(r.EvalSet) == filepath.Base(abs) {
+			if _, err := os.Stat(r.EvalSet); errors.Is(err, os.ErrNotExist) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
 }
 
 func renderRuns(w io.Writer, rows []runRow) error {

@@ -1,8 +1,12 @@
 package cli
 
 import (
+	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/steward-evals/steward/internal/report"
 )
 
 // Issue 23 item 11: an unknown subcommand exits 2 everywhere, with a
@@ -36,5 +40,37 @@ func TestUnknownSubcommandsExit2Everywhere(t *testing.T) {
 	s.must(t, ExitOK, "agent")
 	if !strings.Contains(s.stdout.String(), "chat") {
 		t.Errorf("steward agent printed no help:\n%s", s.stdout.String())
+	}
+}
+
+// Issue 23 item 11: `steward report EVALSET` and `steward runs EVALSET`
+// read the runs of that eval set only: two eval sets beside each other share
+// the directory's record, and each showed the other's newest run.
+func TestReportAndRunsFilterByEvalSet(t *testing.T) {
+	dir := t.TempDir()
+	a := writeFile(t, filepath.Join(dir, "a.yaml"), strings.Replace(mixedSet, "name: mixed", "name: set-a", 1))
+	b := writeFile(t, filepath.Join(dir, "b.yaml"), strings.Replace(strings.Replace(mixedSet, "name: mixed", "name: set-b", 1), "name: echo", "name: other", 1))
+	s := newStreams()
+	s.must(t, ExitFailed, "launch", a)
+	s.must(t, ExitFailed, "launch", b) // the newest run of the record
+	s.must(t, ExitOK, "report", "--format", "json", a)
+	var rep report.Report
+	if err := json.Unmarshal(s.stdout.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Tasks) != 1 || rep.Tasks[0].Name != "echo" {
+		t.Fatalf("steward report a.yaml showed tasks %+v: another eval set's run", rep.Tasks)
+	}
+	s.must(t, ExitOK, "runs", "--json", a)
+	var rows []runRow
+	if err := json.Unmarshal(s.stdout.Bytes(), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].ID != rep.RunIDs[0] {
+		t.Fatalf("steward runs a.yaml listed %+v, want a's run %s only", rows, rep.RunIDs[0])
+	}
+	s.must(t, ExitOK, "runs", "--json", "--record", filepath.Join(dir, ".steward"))
+	if err := json.Unmarshal(s.stdout.Bytes(), &rows); err != nil || len(rows) != 2 {
+		t.Fatalf("steward runs without an eval set listed %d runs (%v), want both", len(rows), err)
 	}
 }
