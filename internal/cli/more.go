@@ -22,7 +22,6 @@ import (
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/secret"
-	"github.com/steward-evals/steward/internal/secret"
 	"github.com/steward-evals/steward/internal/shard"
 	"github.com/steward-evals/steward/internal/status"
 )

@@ -28,7 +28,6 @@ import (
 	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/secret"
-	"github.com/steward-evals/steward/internal/secret"
 	"github.com/steward-evals/steward/internal/stats"
 	"github.com/steward-evals/steward/internal/status"
 )

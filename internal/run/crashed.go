@@ -116,6 +116,13 @@ func (l *launcher) recordStart(ctx context.Context) error {
 	if err := l.db.RecordPlan(ctx, l.runID, record.RunPlan{Owner: here.Encode(), Planned: planned}); err != nil {
 		return record.Classify(l.db.Dir, err)
 	}
+	tasks := make([]record.TaskSettings, 0, len(l.p.Tasks))
+	for _, t := range l.p.Tasks {
+		tasks = append(tasks, record.TaskSettings{Task: t.Task.Name, Reducer: t.Task.Reducer.String(), Attempts: t.Task.Attempts})
+	}
+	if err := l.db.RecordTasks(ctx, l.runID, tasks); err != nil {
+		return record.Classify(l.db.Dir, err)
+	}
 	marked, _, err := MarkCrashedRuns(ctx, l.db, here, time.Now())
 	if err != nil {
 		return record.Classify(l.db.Dir, err)
