@@ -134,6 +134,7 @@ func MD(s string, n int) string {
 // addresses (also after mailto: or xmpp:) are broken by the zero-width
 // space mdReplacer puts after every "@".
 func noAutolinks(s string) string {
+	s = noReferences(s)
 	if !strings.Contains(s, "://") && !containsFold(s, "www.") {
 		return s
 	}
@@ -153,6 +154,67 @@ func noAutolinks(s string) string {
 	}
 	return b.String()
 }
+
+// noReferences breaks what GitHub links by itself after rendering, besides
+// URLs, @mentions and #numbers (mdReplacer): "GH-12" (an issue, in any
+// case) gets a zero-width space after "GH", and a word of 7 or more hex
+// digits (a commit SHA, or its prefix) one after every 6 digits, so that no
+// piece GitHub sees between word boundaries is long enough to be a SHA.
+func noReferences(s string) string {
+	var b strings.Builder
+	changed := false
+	for i := 0; i < len(s); {
+		if !isWord(s, i-1) {
+			if i+3 < len(s) && (s[i] == 'G' || s[i] == 'g') && (s[i+1] == 'H' || s[i+1] == 'h') && s[i+2] == '-' && isDigit(s[i+3]) {
+				b.WriteString(s[i : i+2])
+				b.WriteString("\u200b")
+				i += 2
+				changed = true
+				continue
+			}
+			j := i
+			for j < len(s) && isHex(s[j]) {
+				j++
+			}
+			if j-i >= 7 && !isWord(s, j) {
+				for k := i; k < j; k += 6 {
+					if k > i {
+						b.WriteString("\u200b")
+					}
+					b.WriteString(s[k:min(k+6, j)])
+				}
+				i = j
+				changed = true
+				continue
+			}
+			if j > i {
+				b.WriteString(s[i:j])
+				i = j
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+		i++
+	}
+	if !changed {
+		return s
+	}
+	return b.String()
+}
+
+// isWord reports whether s[i] is a word character (ASCII letter, digit or
+// underscore); outside s is not.
+func isWord(s string, i int) bool {
+	if i < 0 || i >= len(s) {
+		return false
+	}
+	c := s[i]
+	return c == '_' || isDigit(c) || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func isHex(c byte) bool { return isDigit(c) || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
 
 func containsFold(s, sub string) bool {
 	return strings.Contains(strings.ToLower(s), sub)
