@@ -307,7 +307,7 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 		s.pace = math.Max(s.pace, ownRate) + ownRate*shareGain*math.Min(tau/rho-1, 1) + add
 	default:
 		// At the bucket's top the refill it cannot hold is lost, so ρ
-		// reads high and says nothing of the room: probe, 2 % a second.
+		// reads high and says nothing of the room: probe, 5 % a second.
 		s.pace = math.Max(s.pace, ownRate)*(1+shareProbe*sec) + add
 	}
 	s.pace = math.Min(math.Max(s.pace, shareFloor*in.rate), in.full)

@@ -1,0 +1,58 @@
+package connsim
+
+import (
+	"testing"
+	"time"
+
+	"github.com/steward-evals/steward/internal/gateway"
+)
+
+// Four invocations on one key (1 200 RPM enforced per second, 1.5 s
+// calls), starting 5 s apart, each with samples enough to fill the key
+// alone, the first ending at 60 % of the run. Paced each at the whole
+// key's rate, they meet 429s for 7 % of their requests; pacing at their
+// share of it, under 1 %, with the key as full. Simulated time.
+func TestGatewaysShareOneKey(t *testing.T) {
+	run := func(p gateway.Policy) SharedSummary {
+		s := Shared{Scenario: Scenario{Latency: 1500 * time.Millisecond, Jitter: 0.2, Interval: time.Second, RPM: 1200,
+			Duration: 195 * time.Second, CallsPerSample: 10, Policy: p, Seed: 1}}
+		for i := 0; i < 4; i++ {
+			r := Runner{Start: time.Duration(i) * 5 * time.Second, Samples: 95}
+			if i == 0 {
+				r.Stop = 117 * time.Second
+			}
+			s.Runners = append(s.Runners, r)
+		}
+		return SummarizeShared(s, RunShared(s), 10*time.Second, s.Duration)
+	}
+	prev := gateway.StewardPolicy()
+	prev.ShareKey = false
+	before, after := run(prev), run(gateway.StewardPolicy())
+	if before.Share429 < 0.05 {
+		t.Errorf("previous rule: %.1f %% 429s, expected the storm (over 5 %%)", 100*before.Share429)
+	}
+	if after.Share429 > 0.01 || after.Goodput < 0.9 || after.FailedSamples > 0 {
+		t.Errorf("key share: goodput %.3f, %.2f %% 429s, %d failed samples; want ≥ 0.9, ≤ 1 %%, none", after.Goodput, 100*after.Share429, after.FailedSamples)
+	}
+}
+
+// A lone gateway paces as it did before the key-share rule: the same
+// figures with it on and off.
+func TestLoneGatewayUnchanged(t *testing.T) {
+	for _, tpm := range []bool{false, true} {
+		run := func(p gateway.Policy) Summary {
+			s := Scenario{Latency: 1500 * time.Millisecond, Jitter: 0.2, Interval: time.Second, RPM: 1200, TokensPerCall: 1000,
+				Samples: 95, CallsPerSample: 10, Duration: 10 * time.Minute, Policy: p, Seed: 5}
+			if tpm {
+				s.RPM, s.TPM, s.TokenJitter = 3600, 1_200_000, 0.5
+			}
+			return Summarize(s, Run(s), 10*time.Second)
+		}
+		prev := gateway.StewardPolicy()
+		prev.ShareKey = false
+		a, b := run(prev), run(gateway.StewardPolicy())
+		if b.Goodput < a.Goodput-0.01 || b.Share429 > a.Share429+0.001 {
+			t.Errorf("tpm %v: key share %.3f · %.2f %%, previous %.3f · %.2f %%", tpm, b.Goodput, 100*b.Share429, a.Goodput, 100*a.Share429)
+		}
+	}
+}
