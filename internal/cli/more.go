@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -472,12 +473,64 @@ func readBaseline(ctx context.Context, path string) (*report.Report, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := baseEvidence(ctx, db, runs, rep); err != nil {
+			return nil, fmt.Errorf("read baseline: %w", err)
+		}
 		if err := knownFlaky(ctx, db, rep); err != nil {
 			return nil, fmt.Errorf("read baseline: %w", err)
 		}
 		return rep, nil
 	}
 	return nil, fmt.Errorf("read baseline: the record at %s holds no finished run", path)
+}
+
+// baseEvidence adds to the base's newest run every other judged attempt the
+// record holds at the same sample identities (earlier runs, and the nightly
+// `launch --confirm` runs that exist to build this evidence): each is an
+// observation of the same definition, so the paired test gets more of the
+// base side than one run gives. An observation is counted once: a carried
+// row is its producer's.
+func baseEvidence(ctx context.Context, db *record.DB, runs []record.Run, rep *report.Report) error {
+	ids := map[string]string{}
+	seen := map[string]bool{}
+	key := func(producer, task, sample string, attempt int) string {
+		return producer + "\x00" + task + "\x00" + sample + "\x00" + strconv.Itoa(attempt)
+	}
+	for _, a := range rep.Attempts {
+		ids[a.Task+"\x00"+a.Sample] = a.Identity
+		prod := a.Run
+		if a.Carried {
+			prod = a.CarriedFrom
+		}
+		seen[key(prod, a.Task, a.Sample, a.Attempt)] = true
+	}
+	added := false
+	for _, r := range runs {
+		if len(rep.RunIDs) > 0 && r.ID == rep.RunIDs[0] {
+			continue
+		}
+		as, err := db.Attempts(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		for _, a := range as {
+			if a.CarriedFrom != "" || (a.Status != status.Passed && a.Status != status.Failed && a.Status != status.Errored) {
+				continue
+			}
+			id, ok := ids[a.Task+"\x00"+a.Sample]
+			if !ok || id == "" || id != record.Identity(a.Task, a.Sample, a.Parts) || seen[key(r.ID, a.Task, a.Sample, a.Attempt)] {
+				continue
+			}
+			seen[key(r.ID, a.Task, a.Sample, a.Attempt)] = true
+			rep.Attempts = append(rep.Attempts, report.AttemptRow{Task: a.Task, Sample: a.Sample, Attempt: a.Attempt, Status: a.Status,
+				Run: r.ID, Identity: id, Source: a.Source, Duration: a.Duration, Fingerprint: a.Fingerprint})
+			added = true
+		}
+	}
+	if added {
+		rep.Recount()
+	}
+	return nil
 }
 
 // knownFlaky marks the samples the record's ledger holds mixed outcomes of

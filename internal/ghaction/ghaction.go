@@ -200,6 +200,9 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 	// secret.EnvNames: the variables whose values are masked in the job log
 	// whenever they are set, in case anything ever prints them.
 	for _, name := range secret.EnvNames {
+		if strings.HasPrefix(name, "INPUT_") {
+			continue // the action's own inputs: the token is masked above
+		}
 		a.mask(env.Getenv(name))
 	}
 	a.workspace = env.Getenv("GITHUB_WORKSPACE")
@@ -227,6 +230,7 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 		EvalSet: in.EvalSet, Concurrency: in.Concurrency, SamplesRamp: in.SamplesRamp,
 		BudgetUSD: in.BudgetUSD, Rerun: in.Rerun, EarlyExit: in.EarlyExit, Shard: in.Shard,
 		Record: in.Record, Title: in.Title, Merge: in.Mode == ModeMerge, Records: records, Shards: in.Shards,
+		Confirm: in.Confirm, ConfirmSamples: in.ConfirmSamples,
 		Log: env.Stdout,
 	}
 
@@ -581,6 +585,8 @@ type action struct {
 	notes     []string // for the summary and the comment
 	// base is the baseline's report, once read (compare).
 	base *report.Report
+	// masked are the values already registered as masks (each once).
+	masked map[string]bool
 }
 
 func (a *action) mask(secret string) {
@@ -589,7 +595,11 @@ func (a *action) mask(secret string) {
 		return
 	}
 	for _, line := range strings.Split(secret, "\n") {
-		if line = strings.TrimSpace(line); line != "" {
+		if line = strings.TrimSpace(line); line != "" && !a.masked[line] {
+			if a.masked == nil {
+				a.masked = map[string]bool{}
+			}
+			a.masked[line] = true
 			a.gh.AddMask(line)
 		}
 	}

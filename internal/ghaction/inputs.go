@@ -36,6 +36,10 @@ type Inputs struct {
 	// verdict may spend (decide input; zero: off).
 	Judge  Judge
 	Decide Decide
+	// Confirm runs this many more attempts of every sample (or of
+	// ConfirmSamples, "task/sample"): the nightly evidence job.
+	Confirm        int
+	ConfirmSamples []string
 }
 
 // Judge is how the comparison with the base decides.
@@ -295,6 +299,24 @@ func ParseInputs(getenv func(string) string) (Inputs, error) {
 	errs = append(errs, jerrs...)
 	if in.Decide, err = parseDecide(input(getenv, "decide")); err != nil {
 		errs = append(errs, err)
+	}
+	if v := input(getenv, "confirm"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 1000 {
+			errs = append(errs, fmt.Errorf("input confirm: %q is not a whole number from 0 to 1000 (more attempts of every sample)", v))
+		}
+		in.Confirm = n
+		if in.Mode == ModeMerge && n > 0 {
+			errs = append(errs, errors.New("input confirm: merge mode runs nothing; put confirm on the job that runs"))
+		}
+	}
+	for _, f := range strings.FieldsFunc(input(getenv, "confirm-samples"), func(r rune) bool { return r == '\n' || r == ',' }) {
+		if f = strings.TrimSpace(f); f != "" {
+			in.ConfirmSamples = append(in.ConfirmSamples, f)
+		}
+	}
+	if len(in.ConfirmSamples) > 0 && in.Confirm == 0 {
+		errs = append(errs, errors.New("input confirm-samples: names the samples confirm runs more attempts of; set confirm too"))
 	}
 	if in.Decide.Rounds > 0 && in.Mode == ModeMerge {
 		errs = append(errs, errors.New("input decide: merge mode runs nothing, so it cannot decide; put decide on the shards' job, or judge the merged record without it"))
