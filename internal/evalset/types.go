@@ -59,6 +59,10 @@ type Model struct {
 	// limit, however high the provider's rate and the ramp would take it;
 	// 0 means the gateway's own (100 000).
 	MaxConnectionsCeiling int `yaml:"max_connections_ceiling" json:"max_connections_ceiling"`
+	// BudgetMaxTokens is the max_tokens --budget assumes for a model call
+	// that names none, to hold what it may cost before it is sent; 0 means
+	// DefaultBudgetMaxTokens. Not fingerprinted: it decides no outcome.
+	BudgetMaxTokens int `yaml:"budget_max_tokens" json:"budget_max_tokens"`
 	// Prices per million tokens, in USD, used for spend and --budget (S5).
 	Prices Prices `yaml:"prices" json:"prices"`
 	// Settings are extra model settings (temperature, …) that the

@@ -238,6 +238,9 @@ func (v *validator) model() {
 	if m.MaxConnectionsCeiling < 0 {
 		v.errf("model.max_connections_ceiling", "must be 0 (the gateway's own, 100 000) or more, got %d", m.MaxConnectionsCeiling)
 	}
+	if m.BudgetMaxTokens < 0 || m.BudgetMaxTokens > MaxBudgetMaxTokens {
+		v.errf("model.budget_max_tokens", "must be between 0 (the default, %d) and %d, got %d", DefaultBudgetMaxTokens, MaxBudgetMaxTokens, m.BudgetMaxTokens)
+	}
 	if m.Prices.InputPerMTok < 0 {
 		v.errf("model.prices.input_per_mtok", "must not be negative")
 	}

@@ -68,7 +68,7 @@ func (g *Gateway) refuseBudget(w http.ResponseWriter, f wireFormat, a *attempt, 
 	g.mu.Lock()
 	spent, held, first := g.totals.CostUSD, g.reserved, g.refused == 1
 	g.mu.Unlock()
-	msg := fmt.Sprintf("steward gateway: the run's budget of $%.4f cannot cover this request: $%.4f is spent, $%.4f is held by requests in flight, and this one may cost $%.4f (%d input tokens estimated from its size, %d output tokens from its max_tokens or the default); the run makes no more model calls",
+	msg := fmt.Sprintf("steward gateway: the run's budget of $%.4f cannot cover this request: $%.4f is spent, $%.4f is held by requests in flight, and this one may cost $%.4f (%d input tokens estimated from its size, %d output tokens from its max_tokens or, when it names none, model.budget_max_tokens); the run makes no more model calls",
 		g.cfg.BudgetUSD, spent, held, e.cost, e.in, e.out)
 	if first {
 		g.logf("attempt %s: budget: %s", a.id, msg)

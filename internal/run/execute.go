@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -512,6 +513,7 @@ func (l *launcher) startGateway(ctx context.Context, serving *errgroup.Group, ne
 		Upstream: upstream, BaseURL: baseURL, APIKey: key, MaxConnections: m.MaxConnections, Policy: &policy,
 		Prices: gateway.Prices{InputPerMTok: m.Prices.InputPerMTok, OutputPerMTok: m.Prices.OutputPerMTok},
 		Logger: l.opts.Stderr, Capture: l.captureConfig(), BudgetUSD: l.opts.BudgetUSD,
+		DefaultMaxTokens: int64(cmp.Or(m.BudgetMaxTokens, evalset.DefaultBudgetMaxTokens)),
 	})
 	if err != nil {
 		return badInput("%s: model: %v", l.es.File, err)
