@@ -2,7 +2,6 @@ package run
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -25,7 +24,7 @@ func (e *executor) runScorer(ctx context.Context, sb sandbox.Sandbox, t *evalset
 	if err != nil {
 		return false, 0, "", err
 	}
-	g, dir, err := sb.Grader(ctx, files)
+	g, dir, err := sb.Grader(ctx, append(files, valueFiles(env, answer, targets)...))
 	if err != nil {
 		return false, 0, "", fmt.Errorf("prepare the scorer's sandbox: %w", err)
 	}
@@ -51,12 +50,9 @@ func (e *executor) runScorer(ctx context.Context, sb sandbox.Sandbox, t *evalset
 	}
 	senv["STEWARD_WORKDIR"] = g.Workdir()
 	senv["STEWARD_SCORER_DIR"] = dir
-	senv["STEWARD_ANSWER"] = answer
-	if len(targets) > 0 {
-		senv["STEWARD_TARGET"] = targets[0]
-	}
-	tj, _ := json.Marshal(targets)
-	senv["STEWARD_TARGETS"] = string(tj)
+	// The answer, the targets and the input are in files (STEWARD_*_FILE),
+	// and in the environment only when small enough to exec with.
+	setValues(senv, dir, answer, targets)
 	res, err := g.Exec(ctx, sandbox.ExecSpec{Shell: t.Scorer.Command, Env: senv, Timeout: time.Until(deadline), MaxOutput: 256 << 10})
 	logb.WriteString(section("scorer", res))
 	if err != nil {
