@@ -574,7 +574,7 @@ func (c *Controller) Done(t *Ticket, o Outcome, info RateInfo) {
 		}
 		if rate, complete := c.announcedRate(); rate > 0 && complete {
 			from := c.paceRate()
-			if c.share.reading(t.start, info.Buckets, o == OutcomeRateLimited, shareInput{full: c.fullPace(), rate: rate, latency: c.latency}) {
+			if c.share.reading(t.start, info.Buckets, o == OutcomeRateLimited, shareInput{full: c.fullPace(), rate: rate, tokensPerReq: c.tokensPerReq, latency: c.latency}) {
 				if to := c.paceRate(); math.Abs(to-from) >= 0.1*from {
 					c.record(c.limitLocked(), fmt.Sprintf("pacing share of the key (%.0f %% of its rate)", 100*to/rate))
 				}

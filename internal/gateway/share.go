@@ -47,9 +47,16 @@ import (
 //     shares fairer each cycle.
 //   - At the bucket's top (85 % full or more) the refill it cannot hold is
 //     lost, ρ reads high and says nothing of the room: the pace probes up
-//     5 % a second (and the additive step), until the bucket leaves its top
+//     2 % a second (and the additive step), until the bucket leaves its top
 //     or a 429 answers. This is how a shard that ended early is noticed by
-//     the others when their buckets refill to the top.
+//     the others when their buckets refill to the top. With both a requests
+//     and a tokens bucket, the one this gateway uses most binds, and ρ is
+//     read from a bucket not at its top.
+//   - Slow start: from its first answer a gateway paces at half the lone
+//     pace and doubles it at every update that finds room or the top,
+//     until one finds the key over (or it is alone, when it takes the lone
+//     pace at once). A gateway joining a key the others fill so sends them
+//     half a key's worth before its first update, not a whole one.
 //   - A gateway whose requests neither waited for the limit or the pace
 //     nor filled it (demand-bound) keeps its pace, but no more than a
 //     quarter above what it sent.
@@ -124,13 +131,14 @@ func parseBuckets(h http.Header, now time.Time) [2]Bucket {
 
 // Constants of the shared-key rule.
 const (
+	shareStart     = 0.5                    // the pace at the first answer, a share of the lone gateway's
 	shareSpan      = 2 * time.Second        // least span between readings for an update
 	shareSpan429   = 250 * time.Millisecond // … when the newer reading is a 429
 	shareGain      = 0.5                    // β
 	shareAdditive  = 0.005                  // additive climb, a share of the key's rate a second
 	shareAlone     = 0.8                    // a gateway with less of the key's use than this shares it
 	shareSlack     = 0.94                   // … and aims at this much of the lone gateway's target
-	shareProbe     = 0.05                   // climb at the bucket's top, a share of the pace a second
+	shareProbe     = 0.02                   // climb at the bucket's top, a share of the pace a second
 	shareAtTop     = 0.85                   // a bucket this full is "at its top": ρ reads high
 	shareFloor     = 0.02                   // the pace never falls below this share of the key's rate
 	shareDemandCap = 1.25                   // a demand-bound pace is at most this × what was sent
@@ -162,6 +170,11 @@ type keyShare struct {
 	// heldAt is the last time an admission waited (for the limit or the
 	// pace): a gateway that waited is not demand-bound.
 	heldAt time.Time
+	// slow: since the first answer, no update found the key over: the
+	// pace starts at half the lone gateway's and doubles per update, so
+	// that a gateway joining a key others fill does not send them a
+	// whole key's worth before its first update (slow start).
+	slow bool
 	// updates counts the updates (for tests and history).
 	updates int
 	// last is what the last update measured.
@@ -210,6 +223,9 @@ type shareInput struct {
 	// the key's rate plus the bank it may spend; rate the key's rate in
 	// requests a second (the binding limit).
 	full, rate float64
+	// tokensPerReq is what a request costs against the tokens bucket (0:
+	// unknown).
+	tokensPerReq float64
 	// latency is the smoothed call latency.
 	latency time.Duration
 }
@@ -234,7 +250,8 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	}
 	if !s.haveAnchor {
 		s.anchor, s.haveAnchor = r, true
-		return false
+		s.frac, s.slow = shareStart, true
+		return true
 	}
 	span := max(shareSpan, in.latency/2)
 	if rateLimited {
@@ -244,29 +261,52 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	if dt < span {
 		return false
 	}
-	// The key's use of each bucket (ρ), and whether it is at its top.
-	rho, atTop, have := 0.0, false, false
+	waited := s.heldAt.After(s.anchor.at)
+	own := math.Max(float64(count(s.sends, s.anchor.at, at)-count(s.refused, s.anchor.at, at)), 0)
+	sentN := float64(count(s.sends, s.anchor.at, at))
+	// The key's use of each bucket (ρ, a share of its refill), this
+	// gateway's (u, the same), and whether the bucket is at its top. The
+	// bucket this gateway uses most binds; a bucket at its top reads ρ
+	// high, so ρ is read from the others.
+	rho, ownU, atTop, have := 0.0, 0.0, false, false
+	topU := -1.0 // the most-used bucket at its top: its u
 	for k := range b {
-		if !r.ok[k] || !s.anchor.ok[k] || s.ivl[k] <= 0 {
+		if !r.ok[k] {
 			continue
 		}
-		u := 1 - (r.f[k]-s.anchor.f[k])*s.ivl[k]/dt.Seconds()
-		top := r.f[k] >= shareAtTop
-		if !have || u > rho {
-			rho, atTop = u, top
+		refill := b[k].Limit / 60 // a second, in requests
+		if k == 1 {
+			if in.tokensPerReq <= 0 {
+				continue
+			}
+			refill /= in.tokensPerReq
 		}
-		have = true
+		u := own / dt.Seconds() / refill
+		if r.f[k] >= shareAtTop {
+			topU = math.Max(topU, u)
+			continue
+		}
+		if !s.anchor.ok[k] || s.ivl[k] <= 0 {
+			continue
+		}
+		if x := 1 - (r.f[k]-s.anchor.f[k])*s.ivl[k]/dt.Seconds(); !have || x > rho {
+			rho, ownU, have = x, u, true
+		}
 	}
-	waited := s.heldAt.After(s.anchor.at)
-	own := float64(count(s.sends, s.anchor.at, at) - count(s.refused, s.anchor.at, at))
-	sentN := float64(count(s.sends, s.anchor.at, at))
+	if topU >= 0 && (!have || topU > ownU) {
+		// A bucket this gateway uses more is at its top.
+		atTop = true
+		if !have || rho <= in.full/in.rate {
+			rho, ownU, have = 1, topU, true
+		}
+	}
 	s.anchor = r
 	s.trim()
 	if !have {
 		return false
 	}
 	sec := dt.Seconds()
-	ownRate, sentRate := math.Max(own, 0)/sec, sentN/sec
+	ownRate, sentRate := own/sec, sentN/sec
 	if s.frac <= 0 {
 		s.pace = in.full
 	} else {
@@ -274,12 +314,12 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	}
 	tau := in.full / in.rate
 	before := s.pace
-	if ownRate/in.rate >= shareAlone*rho {
+	if ownU >= shareAlone*rho {
 		// Alone on the key (what it used is what the key used): the lone
 		// gateway's pace.
-		s.pace, s.frac = in.full, 0
+		s.pace, s.frac, s.slow = in.full, 0, false
 		s.updates++
-		s.lastRho, s.lastOwn = rho, ownRate/in.rate
+		s.lastRho, s.lastOwn = rho, ownU
 		return s.pace != before
 	}
 	// Others use the key too: leave them room for jitter and for the
@@ -290,8 +330,11 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	// makes shares fair over time.
 	add := shareAdditive * in.rate * sec
 	switch {
+	case s.slow && (rho <= tau || atTop) && !rateLimited:
+		s.pace = 2 * math.Max(s.pace, ownRate)
 	case rho > tau && !atTop:
 		// Over: to what the provider admitted from this gateway, scaled.
+		s.slow = false
 		target := ownRate * (1 + shareGain*(tau/rho-1))
 		if paceBound {
 			s.pace = target
@@ -313,6 +356,6 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	s.pace = math.Min(math.Max(s.pace, shareFloor*in.rate), in.full)
 	s.frac = s.pace / in.full
 	s.updates++
-	s.lastRho, s.lastOwn = rho, ownRate/in.rate
+	s.lastRho, s.lastOwn = rho, ownU
 	return s.pace != before
 }

@@ -80,17 +80,23 @@ func TestKeyShareRule(t *testing.T) {
 			{2 * time.Second, 16, 0, true, 0.8, two + 8*0.5*(tau/0.85-1) + 0.005*20*2},
 		}},
 		// At the bucket's top ρ reads high (refill lost; here 0.928,
-		// over τ): probe 5 % a second from what it got, and the additive
+		// over τ): probe 2 % a second from what it got, and the additive
 		// step.
 		{"at the top", 0.5, []shareStep{
 			{2 * time.Second, 20, 0, true, 0.5, two},
-			{5 * time.Second, 50, 0, true, 0.86, 10*(1+0.05*5) + 0.005*20*5},
+			{5 * time.Second, 50, 0, true, 0.86, 10*(1+shareProbe*5) + 0.005*20*5},
 		}},
 		// Requests that never waited and used a fifth of the pace: no
 		// more than a quarter above what was sent.
 		{"demand-bound", 0.5, []shareStep{
 			{2 * time.Second, 20, 0, true, 0.5, two},
 			{2 * time.Second, 4, 0, false, 0.5 + 0.6*2, 1.25 * 2},
+		}},
+		// Slow start: from the first answer the pace is half the lone
+		// one (9.7); an update that finds room (here the bucket at its
+		// top) doubles it, up to the lone pace.
+		{"slow start", 0.9, []shareStep{
+			{2 * time.Second, 8, 0, true, 0.9, 2 * 9.7},
 		}},
 		// Half of what it sent was refused: what it got counts.
 		{"refused", 0.5, []shareStep{{2 * time.Second, 40, 20, true, 0.5, two}}},
