@@ -394,7 +394,7 @@ func confidencePct(alpha float64) string {
 func whyOf(d *TaskDelta, alpha, minEffect float64) string {
 	p := d.Test
 	change := fmt.Sprintf("%s → %s (%s, %s CI %s, %s)", pct(p.Base.Mean), pct(p.Head.Mean), points(p.Delta),
-		confidencePct(alpha), intervalPts(p.Interval), formatP(math.Min(d.PRegress, d.PImprove)))
+		confidencePct(alpha), intervalPts(p.Interval), formatP(twoSided(d)))
 	me := strconv.FormatFloat(100*minEffect, 'f', -1, 64)
 	// The test asks whether head behaves differently on these samples; the
 	// interval sizes the change on samples like them. Extra attempts on a
@@ -531,7 +531,7 @@ func comparisonMarkdown(c *Comparison, heading string, limit, reasonWidth int, s
 		base, head, verdict, p, n := "–", "–", string(d.Verdict), "–", "–"
 		if d.Test != nil {
 			base, head = pct(d.BaseRate), pct(d.HeadRate)
-			p = formatP(math.Min(d.PRegress, d.PImprove))
+			p = formatP(twoSided(&d))
 			n = fmt.Sprintf("%d (%d differ)", d.Test.Samples, d.Test.Discordant)
 		}
 		if d.OnlyOnHead {
@@ -604,4 +604,10 @@ func decideLine(c *Comparison) string {
 		s += "; stopped undecided: " + c.DecideStop
 	}
 	return "**Decide:** " + MD(s, 2000)
+}
+
+// twoSided is the task's two-sided p-value (after Holm): twice the smaller
+// one-sided one, which is what is compared with 1 − confidence.
+func twoSided(d *TaskDelta) float64 {
+	return math.Min(1, 2*math.Min(d.PRegress, d.PImprove))
 }
