@@ -84,8 +84,21 @@ func (e *executor) collectArtifacts(ctx context.Context, sb sandbox.Sandbox, a *
 		e.artifacts().put(a.Seq, nil)
 		return
 	}
+	// A sandbox judged by a target match is still settled (docker: paused)
+	// and runs no command: end the agent's processes, as the grader does,
+	// before listing what it left.
+	if q, ok := sb.(quiescer); ok {
+		if err := q.Quiesce(ctx); err != nil {
+			e.artifacts().put(a.Seq, []record.Artifact{{Path: strings.Join(t.Artifacts, " "), Note: "not collected: " + err.Error()}})
+			return
+		}
+	}
 	e.artifacts().put(a.Seq, gatherArtifacts(ctx, sb, t.Artifacts))
 }
+
+// quiescer is a sandbox that must end its settled processes before it runs
+// a command again (sandbox/docker).
+type quiescer interface{ Quiesce(context.Context) error }
 
 // artifactScript lists what the globs match, one "F:path" (regular file)
 // or "L:path" (symlink) per line. The globs are checked by the eval set's
