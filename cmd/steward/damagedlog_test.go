@@ -41,7 +41,7 @@ func copyDir(t *testing.T, from, to string) {
 
 // A launch is SIGKILLed with 36 attempts published and its write-ahead log
 // unfolded; then one byte of that log is flipped, frame by frame (a copy of
-// the record each time, shared-memory index included, as the kill left it).
+// the record each time, with and without the shared-memory index the kill left).
 // SQLite drops the damaged frame and every commit after it without a word,
 // and `steward report` used to exit 0 with 0 attempts where the intact copy
 // has 36. Now each damaged copy is either read whole or refused with exit 3,
@@ -101,27 +101,42 @@ tasks:
 	if frames < 1 {
 		t.Fatalf("the killed run left no log to damage (%d bytes)", len(wal))
 	}
-	refused := 0
+	refused, malformed := 0, 0
 	for f := 0; f < frames; f++ {
 		off := header + f*frame + 24 + 2048 // in the frame's page
-		dmg := filepath.Join(t.TempDir(), "rec")
-		copyDir(t, intact, dmg)
-		b := append([]byte(nil), wal...)
-		b[off] ^= 0x01
-		if err := os.WriteFile(filepath.Join(dmg, "record.sqlite-wal"), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		r, out, code := report(dmg)
-		switch {
-		case code == 3 && strings.Contains(out, "write-ahead log") && strings.Contains(out, "damaged"):
-			refused++
-		case code == 0 && r.Counts.Total == 36:
-		default:
-			t.Fatalf("frame %d of %d damaged: exit %d, %d attempts; want exit 3 naming the damaged log, or all 36:\n%s", f, frames, code, r.Counts.Total, out)
+		// With the shared-memory index the kill left, SQLite may trust it
+		// and read the damaged page (malformed: refused as damaged); without
+		// it, SQLite rebuilds the index from the log and drops what follows
+		// the damage. Either way the record is refused or read whole.
+		for _, shm := range []bool{true, false} {
+			dmg := filepath.Join(t.TempDir(), "rec")
+			copyDir(t, intact, dmg)
+			if !shm {
+				if err := os.Remove(filepath.Join(dmg, "record.sqlite-shm")); err != nil && !os.IsNotExist(err) {
+					t.Fatal(err)
+				}
+			}
+			b := append([]byte(nil), wal...)
+			b[off] ^= 0x01
+			if err := os.WriteFile(filepath.Join(dmg, "record.sqlite-wal"), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r, out, code := report(dmg)
+			switch {
+			case code == 3 && strings.Contains(out, "write-ahead log") && strings.Contains(out, "damaged"):
+				refused++
+			case code == 3 && strings.Contains(out, "unusable record") && (strings.Contains(out, "is damaged") || strings.Contains(out, "integrity check")):
+				// The database file already holds pages folded from
+				// frames after the damage: what SQLite reads is malformed.
+				malformed++
+			case code == 0 && r.Counts.Total == 36:
+			default:
+				t.Fatalf("frame %d of %d damaged (index kept %v): exit %d, %d attempts; want exit 3 naming the damage, or all 36:\n%s", f, frames, shm, code, r.Counts.Total, out)
+			}
 		}
 	}
 	if refused == 0 {
 		t.Fatalf("no damaged frame of %d was refused", frames)
 	}
-	t.Logf("%d frames of the killed run's log damaged one at a time: %d refused with exit 3, the rest read whole", frames, refused)
+	t.Logf("%d frames of the killed run's log damaged one at a time, with and without its index: %d refused as a damaged log, %d as malformed (exit 3), the rest read whole", frames, refused, malformed)
 }

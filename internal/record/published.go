@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Published-attempt counts: a count, per run, of the attempts a writer
@@ -32,6 +33,8 @@ func countsDir(dir string) string { return filepath.Join(dir, FileName+"-publish
 type pubCounts struct {
 	mu   sync.Mutex
 	seqs map[string]map[int]bool
+	// lastBound is when boundWAL last tried a full checkpoint (wal.go).
+	lastBound time.Time
 }
 
 // published counts rows this writer has committed and writes their runs'
@@ -160,7 +163,8 @@ func (r *DB) checkCounts(ctx context.Context) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	why := "its write-ahead log (" + filepath.Base(r.Path) + "-wal) is damaged: SQLite stopped reading it at the damage and dropped every later commit (" + strings.Join(missing, "; ") + ")"
+	why := "its write-ahead log (" + filepath.Base(r.Path) + "-wal) is damaged: SQLite stopped reading it at the damage and dropped every later commit (" +
+		strings.Join(missing, "; ") + "; the counts are in " + countsDir(r.Dir) + ": remove it only if you put an older copy of the record here on purpose)"
 	return unusable(r.Path, why)
 }
 

@@ -26,6 +26,9 @@ const walAutoPages = WALLimit / 4096
 var walPragmas = fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)&_pragma=journal_size_limit(%d)", walAutoPages, WALLimit)
 
 // boundWAL checkpoints the log in full when it grew past twice WALLimit.
+// The checkpoint waits for readers of older snapshots; it is tried at most
+// once every walRetry and given a second, so a long reader slows no
+// publish by more than that.
 func (r *DB) boundWAL(ctx context.Context) {
 	if r.ReadOnly {
 		return
@@ -34,10 +37,21 @@ func (r *DB) boundWAL(ctx context.Context) {
 	if err != nil || st.Size() <= 2*WALLimit {
 		return
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	r.pub.mu.Lock()
+	now := time.Now()
+	if now.Sub(r.pub.lastBound) < walRetry {
+		r.pub.mu.Unlock()
+		return
+	}
+	r.pub.lastBound = now
+	r.pub.mu.Unlock()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	_, _ = r.db.ExecContext(cctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 }
+
+// walRetry spaces boundWAL's checkpoints.
+const walRetry = 10 * time.Second
 
 // PublishAll commits attempts in one transaction (a run's skipped rows at
 // its end: one commit, a few pages of log, where one commit each would
