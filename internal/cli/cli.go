@@ -110,7 +110,7 @@ func newRoot(env Env) *cobra.Command {
 	root.AddCommand(
 		newLaunch(env), newReport(env), newVersion(env), newDoctor(env), newSweep(env),
 		newRamp(env), newTend(env), newLease(env), newMerge(env), newAction(env), newAgent(env),
-		newWorker(env), newView(env), newRuns(env), newFlaky(env),
+		newWorker(env), newView(env), newRuns(env), newFlaky(env), newCompare(env),
 	)
 	root.AddCommand(newInternal(env)...)
 	refuseUnknownSubcommands(root)

@@ -157,7 +157,7 @@ func TestLaunchThenReport(t *testing.T) {
 	runID := rep.RunIDs[0]
 
 	s.must(t, ExitOK, "report", "--record", rec, "--format", "markdown", "--run", runID)
-	if !strings.Contains(s.stdout.String(), "| echo | wrong | 1 | failed |") || !strings.Contains(s.stdout.String(), "50.0% (1/2)") {
+	if !strings.Contains(s.stdout.String(), "| echo | wrong | 1 | failed |") || !strings.Contains(s.stdout.String(), "50.0% (9.5–90.5%, n=2)") {
 		t.Errorf("markdown report lacks the failure or the pass rate:\n%s", s.stdout.String())
 	}
 	s.must(t, ExitOK, "report", "--record", rec, "--format", "junit")

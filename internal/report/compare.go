@@ -1,7 +1,9 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -610,4 +612,74 @@ func decideLine(c *Comparison) string {
 // one-sided one, which is what is compared with 1 − confidence.
 func twoSided(d *TaskDelta) float64 {
 	return math.Min(1, 2*math.Min(d.PRegress, d.PImprove))
+}
+
+// ComparisonMarkdown writes the comparison alone, as the summary shows it.
+func ComparisonMarkdown(w io.Writer, c *Comparison) error {
+	_, err := io.WriteString(w, comparisonMarkdown(c, "", 1<<30, 200, true))
+	return err
+}
+
+// WriteComparisonJSON writes the comparison alone as indented JSON.
+func WriteComparisonJSON(w io.Writer, c *Comparison) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(c)
+}
+
+// ComparisonTerminal writes the comparison for a terminal: the verdict
+// sentence, a table per task and the changed samples.
+func ComparisonTerminal(w io.Writer, c *Comparison) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s\n", strings.ToUpper(string(c.Verdict)), Plain(c.Summary, 2000))
+	fmt.Fprintf(&b, "against %s · paired test per task, Holm across tasks · min-effect %s pts\n",
+		Plain(c.Base, 200), strconv.FormatFloat(100*c.MinEffect, 'f', -1, 64))
+	if len(c.Rounds) > 0 || c.DecideStop != "" {
+		b.WriteString(Plain(strings.ReplaceAll(decideLine(c), "**", ""), 2000) + "\n")
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	t := newTable(w)
+	t.Header("task", "verdict", "base", "head", "Δ", "95% CI", "p", "samples", "differ")
+	for _, d := range c.Tasks {
+		row := []string{Plain(d.Name, 40), string(d.Verdict), "–", "–", "–", "–", "–", "–", "–"}
+		if d.Test != nil {
+			row = []string{Plain(d.Name, 40), string(d.Verdict), pct(d.BaseRate), pct(d.HeadRate), points(d.Delta),
+				intervalPts(d.Test.Interval), formatP(twoSided(&d)), strconv.Itoa(d.Test.Samples), strconv.Itoa(d.Test.Discordant)}
+		}
+		if d.OnlyOnHead {
+			row[1], row[2] = "new task", "–"
+		}
+		if d.OnlyOnBase {
+			row[1], row[3] = "removed", "–"
+		}
+		if err := t.Append(row); err != nil {
+			return err
+		}
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	b.Reset()
+	list := func(title string, rows []SampleDelta) {
+		if len(rows) == 0 {
+			return
+		}
+		fmt.Fprintf(&b, "%s (%d):\n", title, len(rows))
+		for _, r := range rows {
+			fmt.Fprintf(&b, "  %s/%s %s → %s", Plain(r.Task, 60), Plain(r.Sample, 60), pct(r.BaseScore), pct(r.HeadScore))
+			if r.Reason != "" {
+				b.WriteString(": " + Plain(r.Reason, 120))
+			}
+			b.WriteString("\n")
+		}
+	}
+	list("newly failing", c.NewlyFail)
+	list("newly fixed", c.NewlyFixed)
+	list("known flaky, changed", c.Flaky)
+	list("only on head (not tested)", c.OnlyHead)
+	list("only on base (not tested)", c.OnlyBase)
+	_, err := io.WriteString(w, b.String())
+	return err
 }

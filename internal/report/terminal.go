@@ -201,6 +201,11 @@ func Terminal(w io.Writer, r *Report, opts TerminalOptions) error {
 			return fmt.Errorf("write early exit saving: %w", err)
 		}
 	}
+	if r.Comparison != nil {
+		if err := ComparisonTerminal(w, r.Comparison); err != nil {
+			return fmt.Errorf("write comparison: %w", err)
+		}
+	}
 	return nil
 }
 
