@@ -21,8 +21,12 @@ RACE_PKGS ?= ./internal/testlock/... ./internal/sched/... ./internal/ramp/... ./
 
 .PHONY: build test bench lint quickstart clean release-dry-run
 
+# The developer build compiles as `go run`, `make quickstart` and `go test` do,
+# so it reuses their build cache (after the quickstart only the link is
+# redone). -trimpath enters every package's cache key: only the release
+# builds (release-dry-run, Dockerfile) use it, for reproducible binaries.
 build:
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/steward
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/steward
 
 # The release's image, built locally and not pushed: the versioned binary on
 # the action's final stage (Dockerfile.prebuilt, nothing pulled; needs
