@@ -132,6 +132,13 @@ func comment(r *Report, opts CommentOptions, failed []AttemptRow, n int) string 
 	if r.Spend.SavedUSD > 0 {
 		saved = " (" + formatUSD(r.Spend.SavedUSD) + " saved by carry)"
 	}
+	if n, usd := r.EarlyExitSaving(); n > 0 {
+		saved += fmt.Sprintf(" (%d attempts saved by early exit", n)
+		if usd > 0 {
+			saved += ", about " + formatUSD(usd)
+		}
+		saved += ")"
+	}
 	fmt.Fprintf(&b, " · %d reused of %d · pass rate %s · spend %s%s\n\n", c.Reused, c.Total, formatScoreRate(r.Score), MD(formatUSD(r.Spend.USD), 0), MD(saved, 0))
 	if r.EvalSet != "" || r.Shard != "" {
 		b.WriteString("Eval set: " + MD(r.EvalSet, 200))

@@ -35,4 +35,7 @@ func TestEarlyExitSkipsAreNotReusedAndTheirSavingIsShown(t *testing.T) {
 	if want := "saved by early exit: 6 attempts not run (about $1.5000 at their samples' mean cost)"; !strings.Contains(b.String(), want) {
 		t.Fatalf("terminal report lacks %q:\n%s", want, b.String())
 	}
+	if got, want := Comment(r, CommentOptions{}), "6 attempts saved by early exit, about &#36;1.5000"; !strings.Contains(got, want) {
+		t.Fatalf("the PR comment lacks %q:\n%s", want, got)
+	}
 }
