@@ -147,7 +147,7 @@ func newDoctor(env Env) *cobra.Command {
 					continue
 				}
 				if err := d.Doctor(cmd.Context(), out, sandbox.RunInfo{Getenv: env.Getenv, Settings: settings, Liveness: runlock.Liveness{}}); err != nil {
-					return fmt.Errorf("%s: %w", d.Name, err)
+					return out.Scrubber().Error(fmt.Errorf("%s: %w", d.Name, err))
 				}
 			}
 			return nil

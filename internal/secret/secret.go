@@ -306,6 +306,9 @@ func (w *Writer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// Scrubber is what w scrubs with.
+func (w *Writer) Scrubber() *Scrubber { return w.z.S }
+
 // Flush writes what is held back.
 func (w *Writer) Flush() error {
 	w.mu.Lock()
