@@ -119,3 +119,34 @@ tasks:
 		t.Fatalf("counts %+v\n%s", r.rep.Counts, r.stderr)
 	}
 }
+
+// Issue 23 item 8: after an early-exit re-run the live panel and the
+// report agree on what was reused (the panel said 4, the table 10: the
+// early-exit skips it refers to were counted as reused), and the report
+// says what early exit saved.
+func TestEarlyExitRerunPanelAndReportAgree(t *testing.T) {
+	dir := t.TempDir()
+	path := write(t, dir, "steward.yaml", `
+tasks:
+  - name: flaky
+    sandbox: {provider: local}
+    max_samples: 1
+    early_exit: true
+    attempts: 5
+    agent: 'if [ "$STEWARD_ATTEMPT" -ge 2 ]; then echo ok; else echo no; fi'
+    scorer: {match: exact}
+    samples: [{id: s, input: "", target: ok}, {id: t, input: "", target: ok}]
+`)
+	launchSet(t, path, nil)
+	r := launchSet(t, path, nil)
+	if r.rep.Counts.Reused != 4 || r.rep.Counts.Skipped != 6 {
+		t.Fatalf("report counts %+v: want 4 reused (the judged attempts) and 6 skipped", r.rep.Counts)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(last, "4 reused") || !strings.Contains(last, "6 skipped") {
+		t.Fatalf("the panel's last line %q disagrees with the report %+v", last, r.rep.Counts)
+	}
+	if n, _ := r.rep.EarlyExitSaving(); n != 6 {
+		t.Fatalf("early exit saved %d attempts, want 6", n)
+	}
+}
