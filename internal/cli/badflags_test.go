@@ -25,7 +25,9 @@ func TestBadFlagsAndEnvironmentAreReportedTogether(t *testing.T) {
 			`env: STEWARD_WORKER_TIMEOUT: "soon"`,
 			`env: STEWARD_SAMPLES_RAMP: samples_ramp low end 300 is above its high end 40`,
 		}},
-		{"zero", []string{"launch", "--max-concurrency", "0", "--budget", "lots", set}, []string{
+		{"zero", []string{"launch", "--max-concurrency", "0", "--budget", "lots", "--tend-interval", "soon", "--grace", "later", set}, []string{
+			`flag: --tend-interval: invalid argument "soon"`,
+			`flag: --grace: invalid argument "later"`,
 			"steward.yaml:4: tasks[0].attempts: must be at least 1",
 			"flag: --max-concurrency: must be at least 1, got 0",
 			`flag: --budget: invalid argument "lots"`,

@@ -37,6 +37,7 @@ type launchFlags struct {
 	// the numbers above directly): parsed in launch, so a bad one is
 	// reported with every other flag, environment and eval set problem.
 	rawConcurrency, rawBudget, rawWorkers, rawTasks string
+	rawTendInterval, rawGrace                       string
 }
 
 // rawFlag keeps a flag's text for launch to parse (pflag would stop at the
@@ -94,12 +95,13 @@ ramp, and print the results table in discovery order.`,
 	fl.Var(rawFlag{&f.rawWorkers, "int"}, "max-workers", "worker processes to pack tasks into")
 	fl.Var(rawFlag{&f.rawTasks, "int"}, "max-tasks", "tasks running at once (default all)")
 	fl.StringVar(&f.samplesRamp, "samples-ramp", "", `sample ramp range "40,300", or "false"`)
-	fl.DurationVar(&f.tendInterval, "tend-interval", 0, "ramp control window")
+	fl.Var(rawFlag{&f.rawTendInterval, "duration"}, "tend-interval", "ramp control window")
 	fl.StringVar(&f.reportDir, "report-dir", "", "also write report.md, report.json, junit.xml and report.html here")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the JSON report on stdout instead of the table")
 	fl.StringVar(&f.events, "events", "", "write the launch's events (attempts, tend decisions, live state, end) here as JSON Lines as they happen; a file or a FIFO with a reader")
 	fl.BoolVar(&f.writeDaemonJSON, "write-daemon-json", false, "accept the address-pool fix (write daemon.json, with a backup) without asking")
-	fl.DurationVar(&f.grace, "grace", 30*time.Second, "after the first signal, how long running attempts may finish")
+	f.grace = 30 * time.Second
+	fl.Var(rawFlag{&f.rawGrace, "duration"}, "grace", "after the first signal, how long running attempts may finish (default 30s)")
 	return cmd
 }
 
@@ -146,8 +148,23 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 	if changed("samples-ramp") {
 		ov.SamplesRamp = &f.samplesRamp
 	}
-	if changed("tend-interval") {
+	duration := func(name, raw string, d *time.Duration) bool {
+		if raw == "" {
+			return true
+		}
+		v, err := time.ParseDuration(strings.TrimSpace(raw))
+		if err != nil {
+			bad("flag", "--"+name, "invalid argument %q: want a duration, e.g. 30s or 2m", raw)
+			return false
+		}
+		*d = v
+		return true
+	}
+	if changed("tend-interval") && duration("tend-interval", f.rawTendInterval, &f.tendInterval) {
 		ov.TendInterval = &f.tendInterval
+	}
+	if duration("grace", f.rawGrace, &f.grace) && f.grace < 0 {
+		bad("flag", "--grace", "must not be negative, got %s", f.grace)
 	}
 	if changed("record") {
 		ov.Record = &f.record
@@ -220,6 +237,9 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 		return res.Report, false, nil
 	}
 	rep := res.Report
+	if d := es.Decide; d != nil && rep != nil {
+		rep.Decide = &report.DecideSettings{Rounds: d.Rounds, PerRound: d.PerRound, Attempts: d.Attempts, USD: d.USD, Time: time.Duration(d.Time)}
+	}
 	if f.jsonOut {
 		if err := report.JSON(env.Stdout, rep); err != nil {
 			return nil, false, err
