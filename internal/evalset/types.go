@@ -27,6 +27,10 @@ type EvalSet struct {
 	// the job log before anything runs. The model key (api_key_env) is
 	// always a secret and need not be listed.
 	SecretEnv []string `yaml:"secret_env" json:"secret_env"`
+	// Decide is what an inconclusive verdict against a base may spend on
+	// extra attempts (docs/judging.md); the action's decide input, when
+	// set, wins. Rounds 0 is off.
+	Decide *Decide `yaml:"decide" json:"decide,omitempty"`
 
 	// Fleet holds the settings from _steward.yaml beside File, after
 	// environment variables and flags were applied.
@@ -41,6 +45,16 @@ type EvalSet struct {
 type snapFile struct {
 	data []byte
 	mode int64
+}
+
+// Decide bounds decide's extra attempts: at most Rounds rounds of PerRound
+// attempts on each uncertain sample, until Attempts, USD or Time runs out.
+type Decide struct {
+	Rounds   int      `yaml:"rounds" json:"rounds,omitempty"`
+	PerRound int      `yaml:"per_round" json:"per_round,omitempty"`
+	Attempts int      `yaml:"attempts" json:"attempts,omitempty"`
+	USD      float64  `yaml:"usd" json:"usd,omitempty"`
+	Time     Duration `yaml:"time" json:"time,omitempty"`
 }
 
 // Model names the upstream the gateway forwards to.

@@ -182,6 +182,9 @@ func (v *validator) validate() {
 		es.Name = filepath.Base(es.Dir)
 	}
 	v.model()
+	if es.Decide != nil {
+		v.decide(es.Decide)
+	}
 	for i, name := range es.SecretEnv {
 		if !envNameRE.MatchString(name) {
 			v.errf(fmt.Sprintf("secret_env[%d]", i), "%q is not an environment variable name (name the variable holding the secret, not the secret)", name)
@@ -696,5 +699,28 @@ func (v *validator) groups(i int, t *Task, ids map[string]int) {
 			}
 			member[n] = g
 		}
+	}
+}
+
+// decide checks decide: and fills its defaults (3 rounds of 2 attempts, 200
+// extra attempts) once any of it is written.
+func (v *validator) decide(d *Decide) {
+	for _, c := range []struct {
+		key      string
+		n        *int
+		def, top int
+	}{{"rounds", &d.Rounds, 3, 10}, {"per_round", &d.PerRound, 2, 1000}, {"attempts", &d.Attempts, 200, 1_000_000}} {
+		switch {
+		case !v.has("decide." + c.key):
+			*c.n = c.def
+		case *c.n < 1 || *c.n > c.top:
+			v.errf("decide."+c.key, "must be from 1 to %d, got %d", c.top, *c.n)
+		}
+	}
+	if d.USD < 0 {
+		v.errf("decide.usd", "must be above 0 (or left out: no cap), got %v", d.USD)
+	}
+	if v.has("decide.time") && d.Time <= 0 || !v.has("decide.time") && d.Time < 0 {
+		v.errf("decide.time", "must be longer than 0")
 	}
 }

@@ -278,6 +278,11 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 		rep.Title = in.Title
 	}
 	a.relativize(rep)
+	a.decideWith = a.in.Decide
+	if !a.in.Decide.Set && rep.Decide != nil {
+		d := rep.Decide
+		a.decideWith = Decide{Rounds: d.Rounds, PerRound: d.PerRound, Attempts: d.Attempts, USD: d.USD, Time: d.Time}
+	}
 	a.compare(ctx, rep)
 	rep, code = a.decide(ctx, opts, launch, rep, code)
 
@@ -335,8 +340,8 @@ func (a *action) compare(ctx context.Context, rep *report.Report) {
 func (a *action) compareOptions(look int) report.CompareOptions {
 	j := a.in.Judge
 	o := report.CompareOptions{Confidence: j.Confidence, MinEffect: j.MinEffect, MinEffectSet: true, Look: look, Looks: 1}
-	if a.in.Decide.Rounds > 0 {
-		o.Looks = a.in.Decide.Rounds + 1
+	if a.decideWith.Rounds > 0 {
+		o.Looks = a.decideWith.Rounds + 1
 	}
 	if a.base != nil {
 		o.Flaky = a.base.KnownFlaky
@@ -351,7 +356,7 @@ func (a *action) compareOptions(look int) report.CompareOptions {
 // It returns the last round's report and exit code (the planned attempts
 // carried, the extra ones beside them).
 func (a *action) decide(ctx context.Context, opts LaunchOptions, launch LaunchFunc, rep *report.Report, code int) (*report.Report, int) {
-	d := a.in.Decide
+	d := a.decideWith
 	if d.Rounds == 0 || rep.Comparison == nil || rep.Partial || ctx.Err() != nil || opts.Merge {
 		return rep, code
 	}
@@ -587,6 +592,9 @@ type action struct {
 	base *report.Report
 	// masked are the values already registered as masks (each once).
 	masked map[string]bool
+	// decideWith is the decide input, or the eval set's decide: when the
+	// input is not set.
+	decideWith Decide
 }
 
 func (a *action) mask(secret string) {

@@ -882,6 +882,8 @@ func TestFailOnAndBaseline(t *testing.T) {
 type decideStub struct {
 	calls []ghaction.LaunchOptions
 	extra map[string]int // task/sample -> attempts added so far
+	// evalSet is the eval set's decide: the launch reports.
+	evalSet *report.DecideSettings
 }
 
 func (d *decideStub) launch(_ context.Context, opts ghaction.LaunchOptions) (*report.Report, int, error) {
@@ -927,11 +929,13 @@ func (d *decideStub) launch(_ context.Context, opts ghaction.LaunchOptions) (*re
 			r.Spend.USD += a.CostUSD
 		}
 	}
+	r.Decide = d.evalSet
 	return r, ghaction.ExitFailed, nil
 }
 
 func TestDecideSpendsOnlyOnUncertainSamples(t *testing.T) {
 	base := manyReport("b", 40, 36) // q1..q36 pass on base
+	var evalSet *report.DecideSettings
 	run := func(decide string) (*decideStub, int, *actionEnv) {
 		e := newActionEnv(t, "http://127.0.0.1:9", writeTok)
 		e.vars["INPUT_COMMENT"] = "false"
@@ -940,7 +944,7 @@ func TestDecideSpendsOnlyOnUncertainSamples(t *testing.T) {
 		e.vars["INPUT_DECIDE"] = decide
 		env := e.env()
 		env.Baseline = func(context.Context, string) (*report.Report, error) { return base, nil }
-		d := &decideStub{extra: map[string]int{}}
+		d := &decideStub{extra: map[string]int{}, evalSet: evalSet}
 		return d, ghaction.Run(context.Background(), env, d.launch), e
 	}
 	// Without decide: 6 of 36 flipped one way, p = 1/64 < 0.025 on the only
@@ -975,6 +979,16 @@ func TestDecideSpendsOnlyOnUncertainSamples(t *testing.T) {
 	if sum := e.read("GITHUB_STEP_SUMMARY"); code != ghaction.ExitOK || !strings.Contains(sum, "stopped undecided: the 2 extra attempts are spent") {
 		t.Errorf("attempts=2: exit %d\n%s", code, sum)
 	}
+	// The eval set's decide: applies when the input is not set, and
+	// decide: off turns it off.
+	evalSet = &report.DecideSettings{Rounds: 3, PerRound: 2, Attempts: 100}
+	if d, code, _ := run(""); code != ghaction.ExitFailed || len(d.calls) != 2 {
+		t.Errorf("the eval set's decide: exit %d after %d launches", code, len(d.calls))
+	}
+	if d, code, _ := run("off"); code != ghaction.ExitFailed || len(d.calls) != 1 {
+		t.Errorf("decide: off over the eval set's: exit %d after %d launches", code, len(d.calls))
+	}
+	evalSet = nil
 	// Bad settings are bad input.
 	for _, bad := range []string{"rounds=0", "rounds=x", "usd=-1", "time=soon", "tries=3", "maybe"} {
 		_, code, _ := run(bad)

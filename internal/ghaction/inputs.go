@@ -54,6 +54,9 @@ type Judge struct {
 // most Rounds rounds of PerRound attempts on each uncertain sample, until
 // Attempts, USD or Time runs out. Rounds 0 is off.
 type Decide struct {
+	// Set: the input was given (even as "off"); unset, the eval set's
+	// decide: applies.
+	Set      bool
 	Rounds   int
 	PerRound int
 	Attempts int
@@ -66,10 +69,12 @@ type Decide struct {
 // time=15m.
 func parseDecide(v string) (Decide, error) {
 	v = strings.TrimSpace(strings.ToLower(v))
-	def := Decide{Rounds: 3, PerRound: 2, Attempts: 200}
+	def := Decide{Set: true, Rounds: 3, PerRound: 2, Attempts: 200}
 	switch v {
-	case "", "off", "false", "no":
+	case "":
 		return Decide{}, nil
+	case "off", "false", "no":
+		return Decide{Set: true}, nil
 	case "on", "true", "yes":
 		return def, nil
 	}

@@ -57,8 +57,8 @@ func TestConfirm(t *testing.T) {
 		},
 		{
 			name: "after the record's highest, only the selected", n: 2,
-			only: func(task, sample string) bool { return sample == "Q10" || sample == "y" },
-			held: map[string]int{"g/Q10": 7, "one/y": 1, "one/x": 9},
+			only:      func(task, sample string) bool { return sample == "Q10" || sample == "y" },
+			held:      map[string]int{"g/Q10": 7, "one/y": 1, "one/x": 9},
 			discovery: []string{"g/Q10#1", "g/Q10#2", "g/Q10#8", "g/Q10#9", "g/free#1", "g/free#2", "g/q2#1", "g/q2#2", "one/x#1", "one/y#1", "one/y#2", "one/y#3"},
 			dispatch: [2][]string{
 				// The lane's positions (0-3, 6, 7) take its members in

@@ -38,6 +38,10 @@ type Report struct {
 	// this report's identities ("task\x00sample"): set on a baseline's
 	// report, so the comparison lists their flips apart.
 	KnownFlaky map[string]FlakyInfo `json:"-"`
+	// Decide is the eval set's decide: (set by the launch that loaded it):
+	// what the action spends on an inconclusive verdict when its decide
+	// input is not set.
+	Decide *DecideSettings `json:"-"`
 	// Version is the steward that rendered the report ("v1.2.3 (abc1234)"),
 	// shown in the summary and comment footers.
 	Version string `json:"version,omitempty"`
@@ -157,4 +161,11 @@ type RampPoint struct {
 	Retries   int       `json:"retries"`
 	Errored   int       `json:"errored"`
 	Saturated bool      `json:"saturated"`
+}
+
+// DecideSettings bound decide's extra attempts (the eval set's decide:).
+type DecideSettings struct {
+	Rounds, PerRound, Attempts int
+	USD                        float64
+	Time                       time.Duration
 }
