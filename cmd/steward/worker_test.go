@@ -279,7 +279,7 @@ func TestWorkerTimeoutBadInput(t *testing.T) {
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "STEWARD_WORKER_TIMEOUT="+v)
 		out, err := cmd.CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "STEWARD_WORKER_TIMEOUT=\""+v+"\"") {
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "env: STEWARD_WORKER_TIMEOUT: \""+v+"\"") {
 			t.Fatalf("STEWARD_WORKER_TIMEOUT=%s: %v\n%s", v, err, out)
 		}
 	}
