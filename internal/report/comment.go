@@ -139,7 +139,11 @@ func comment(r *Report, opts CommentOptions, failed []AttemptRow, n int) string 
 		}
 		saved += ")"
 	}
-	fmt.Fprintf(&b, " · %d reused of %d · pass rate %s · spend %s%s\n\n", c.Reused, c.Total, formatScoreRate(r.Score), MD(formatUSD(r.Spend.USD), 0), MD(saved, 0))
+	perPass := ""
+	if r.CostPerPass != nil {
+		perPass = " · " + formatPerPass(r.CostPerPass)
+	}
+	fmt.Fprintf(&b, " · %d reused of %d · pass rate %s · spend %s%s%s\n\n", c.Reused, c.Total, formatScoreRate(r.Score), MD(formatUSD(r.Spend.USD), 0), MD(saved, 0), MD(perPass, 0))
 	if r.EvalSet != "" || r.Shard != "" {
 		b.WriteString("Eval set: " + MD(r.EvalSet, 200))
 		if r.Shard != "" {

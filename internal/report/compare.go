@@ -96,6 +96,10 @@ type Comparison struct {
 	OnlyBase []SampleDelta `json:"only_on_base,omitempty"`
 	SpendUSD float64       `json:"spend_usd"`
 	BaseUSD  float64       `json:"base_spend_usd"`
+	// PerPassUSD and BasePerPassUSD are the cost per pass on each side
+	// (a cheaper agent at the same pass rate is an improvement too).
+	PerPassUSD     *float64 `json:"cost_per_pass_usd,omitempty"`
+	BasePerPassUSD *float64 `json:"base_cost_per_pass_usd,omitempty"`
 	// Regressed: the verdict is regressed (some task's drop is significant
 	// at the look's level, after Holm, and at least MinEffect).
 	Regressed bool `json:"regressed"`
@@ -186,6 +190,7 @@ func Compare(head, base *Report, baseLabel string, opts ...CompareOptions) *Comp
 	o = o.norm()
 	alpha := stats.LookAlpha(1-o.Confidence, o.Look, o.Looks)
 	c := &Comparison{Base: baseLabel, BaseRunIDs: base.RunIDs, SpendUSD: head.Spend.USD, BaseUSD: base.Spend.USD,
+		PerPassUSD: head.CostPerPass, BasePerPassUSD: base.CostPerPass,
 		Confidence: o.Confidence, MinEffect: o.MinEffect, Alpha: alpha, Look: o.Look, Looks: o.Looks, Family: "holm"}
 	hOrder, hObs := observations(head, "head")
 	bOrder, bObs := observations(base, "base")
@@ -500,7 +505,20 @@ func formatSpendDelta(c *Comparison) string {
 		sign = "−"
 		d = -d
 	}
-	return fmt.Sprintf("%s vs %s on base (%s%s)", formatUSD(c.SpendUSD), formatUSD(c.BaseUSD), sign, formatUSD(d))
+	out := fmt.Sprintf("%s vs %s on base (%s%s)", formatUSD(c.SpendUSD), formatUSD(c.BaseUSD), sign, formatUSD(d))
+	if c.PerPassUSD != nil && c.BasePerPassUSD != nil && *c.BasePerPassUSD > 0 {
+		ch := 100 * (*c.PerPassUSD - *c.BasePerPassUSD) / *c.BasePerPassUSD
+		out += fmt.Sprintf(" · per pass %s vs %s (%s%%)", formatUSD(*c.PerPassUSD), formatUSD(*c.BasePerPassUSD), signedPct(ch))
+	}
+	return out
+}
+
+// signedPct is "+12.5" or "−3.0".
+func signedPct(v float64) string {
+	if v < 0 {
+		return "−" + strconv.FormatFloat(-v, 'f', 1, 64)
+	}
+	return "+" + strconv.FormatFloat(v, 'f', 1, 64)
 }
 
 var verdictBadge = map[stats.Verdict]string{

@@ -215,6 +215,9 @@ func HTML(w io.Writer, r *Report, opts HTMLOptions) error {
 	}
 	p.Chart = rampSVG(r.Ramp)
 	p.Spend = formatSpend(r.Spend)
+	if pp := costPerPassLine(r); pp != "" {
+		p.Spend += " · " + pp
+	}
 	if !r.Started.IsZero() {
 		p.Started = r.Started.UTC().Format("2006-01-02 15:04:05 UTC")
 		if !r.Finished.IsZero() && r.Finished.After(r.Started) {

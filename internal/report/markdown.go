@@ -140,6 +140,9 @@ func markdown(r *Report, opts MarkdownOptions, failed []AttemptRow, failCap, ram
 	b.WriteString(retriedMarkdown(r, failCap, opts.ReasonWidth))
 	b.WriteString("### Spend\n\n")
 	b.WriteString(MD(formatSpend(r.Spend), 0) + "\n\n")
+	if pp := costPerPassLine(r); pp != "" {
+		b.WriteString(MD(pp, 0) + "\n\n")
+	}
 	if r.Hold != "" || len(r.Ramp) > 0 {
 		b.WriteString("### Sample ramp\n\n")
 		if r.Hold != "" {

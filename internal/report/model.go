@@ -23,7 +23,10 @@ type Report struct {
 	// Score is the pass rate over every sample of every task (each sample
 	// scored by its task's reducer) with its 95 % interval; nil when no
 	// sample was judged.
-	Score    *stats.Rate  `json:"score,omitempty"`
+	Score *stats.Rate `json:"score,omitempty"`
+	// CostPerPass is the cost per pass over every task (see TaskReport).
+	CostPerPass *float64 `json:"cost_per_pass_usd,omitempty"`
+
 	Tasks    []TaskReport `json:"tasks"`
 	Attempts []AttemptRow `json:"attempts"`
 	Spend    Spend        `json:"spend"`
@@ -92,6 +95,12 @@ type TaskReport struct {
 	// its judged samples, with a 95 % interval clustered by sample.
 	Reducer string      `json:"reducer,omitempty"`
 	Score   *stats.Rate `json:"score,omitempty"`
+	// CostUSD is what the task's judged attempts cost (carried ones at
+	// what they cost the run that produced them) and CostPerPass that
+	// divided by the expected passes (the sum of the sample scores): what a
+	// pass costs, whatever this run paid. Absent with no spend or no pass.
+	CostUSD     float64  `json:"cost_usd,omitempty"`
+	CostPerPass *float64 `json:"cost_per_pass_usd,omitempty"`
 }
 
 // AttemptRow is one attempt.

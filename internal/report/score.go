@@ -3,6 +3,7 @@ package report
 import (
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/steward-evals/steward/internal/score"
 	"github.com/steward-evals/steward/internal/stats"
@@ -109,6 +110,14 @@ func (r *Report) reducerOf(task string) score.Reducer {
 // attempts, each sample scored by its task's reducer (Recount calls it).
 func (r *Report) Rescore() {
 	order, obs := observations(r, "")
+	cost := map[string]float64{}
+	var allCost float64
+	for _, a := range r.Attempts {
+		if _, judged := judgedOutcome(a.Status); judged {
+			cost[a.Task] += a.CostUSD
+			allCost += a.CostUSD
+		}
+	}
 	perTask := map[string][]float64{}
 	attempts := map[string]int{}
 	var all []float64
@@ -127,17 +136,38 @@ func (r *Report) Rescore() {
 	}
 	for i := range r.Tasks {
 		t := &r.Tasks[i]
-		t.Score = nil
+		t.Score, t.CostUSD, t.CostPerPass = nil, cost[t.Name], nil
 		if sc := perTask[t.Name]; len(sc) > 0 {
 			rate := stats.RateOf(sc, attempts[t.Name], RateConfidence)
 			t.Score = &rate
+			t.CostPerPass = perPass(t.CostUSD, rate)
 		}
 	}
-	r.Score = nil
+	r.Score, r.CostPerPass = nil, nil
 	if len(all) > 0 {
 		rate := stats.RateOf(all, allAttempts, RateConfidence)
 		r.Score = &rate
+		r.CostPerPass = perPass(allCost, rate)
 	}
+}
+
+// perPass is cost ÷ expected passes (mean score × samples); nil without
+// spend or without a pass.
+func perPass(cost float64, r stats.Rate) *float64 {
+	passes := r.Mean * float64(r.Samples)
+	if cost <= 0 || passes <= 0 {
+		return nil
+	}
+	x := cost / passes
+	return &x
+}
+
+// formatPerPass is "$0.0123 per pass", or "" when there is none.
+func formatPerPass(x *float64) string {
+	if x == nil {
+		return ""
+	}
+	return formatUSD(*x) + " per pass"
 }
 
 // pct formats a rate as a percentage with one decimal.
@@ -185,4 +215,23 @@ func formatP(p float64) string {
 		return "p < 0.001"
 	}
 	return "p = " + strconv.FormatFloat(p, 'f', 3, 64)
+}
+
+// costPerPassLine is "cost per pass: $0.0123 (qa $0.0100, code $0.0400)",
+// or "" when no task has one.
+func costPerPassLine(r *Report) string {
+	if r.CostPerPass == nil {
+		return ""
+	}
+	var parts []string
+	for _, t := range r.Tasks {
+		if t.CostPerPass != nil {
+			parts = append(parts, t.Name+" "+formatUSD(*t.CostPerPass))
+		}
+	}
+	s := "cost per pass: " + formatUSD(*r.CostPerPass)
+	if len(parts) > 1 {
+		s += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return s
 }

@@ -191,6 +191,11 @@ func Terminal(w io.Writer, r *Report, opts TerminalOptions) error {
 		if _, err := io.WriteString(w, "spend: "+formatSpend(r.Spend)+"\n"); err != nil {
 			return fmt.Errorf("write spend: %w", err)
 		}
+		if pp := costPerPassLine(r); pp != "" {
+			if _, err := io.WriteString(w, Plain(pp, 2000)+"\n"); err != nil {
+				return fmt.Errorf("write cost per pass: %w", err)
+			}
+		}
 	}
 	if n, usd := r.EarlyExitSaving(); n > 0 {
 		line := fmt.Sprintf("saved by early exit: %d attempts not run", n)
