@@ -113,6 +113,7 @@ func newRoot(env Env) *cobra.Command {
 		newWorker(env), newView(env), newRuns(env), newFlaky(env), newCompare(env),
 	)
 	root.AddCommand(newInternal(env)...)
+	root.InitDefaultCompletionCmd() // now, so that refuseUnknownSubcommands sees it too
 	refuseUnknownSubcommands(root)
 	return root
 }

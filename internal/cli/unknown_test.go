@@ -21,6 +21,7 @@ func TestUnknownSubcommandsExit2Everywhere(t *testing.T) {
 		{[]string{"ramp", "hlod"}, []string{`unknown command "hlod" for "steward ramp"`, "hold"}},
 		{[]string{"lease", "inspct", "k"}, []string{`unknown command "inspct" for "steward lease"`, "inspect"}},
 		{[]string{"frobnicate"}, []string{`unknown command "frobnicate"`}},
+		{[]string{"completion", "bsh"}, []string{`unknown command "bsh" for "steward completion"`, "bash"}},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			s := newStreams()
