@@ -118,6 +118,25 @@ func runRealShared(r realShared, p gateway.Policy, tokens int) (realSharedOut, e
 		}
 	}
 	var out realSharedOut
+	if os.Getenv("SHAREDBENCH_DEBUG") != "" {
+		// The provider's admissions and 429s every second, on stderr.
+		go func() {
+			var prev fakeprovider.Stats
+			for t := time.NewTicker(time.Second); ; {
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+				st := fp.Stats()
+				lv, _ := fp.Level()
+				fmt.Fprintf(os.Stderr, "%s %s t=%s adm=%d 429=%d bucket=%.1f\n", p.Name, sharedCell{r.n, r.latency, r.tpm}, time.Since(begin).Round(time.Second),
+					(st.Requests-st.RateLimited)-(prev.Requests-prev.RateLimited), st.RateLimited-prev.RateLimited, lv)
+				prev = st
+			}
+		}()
+	}
 	warmUp := max(10*time.Second, 2*r.latency)
 	if r.work == 0 {
 		// Goodput from the warm-up to the end: what the provider admitted
@@ -172,6 +191,9 @@ func realSharedCells() []realShared {
 			}
 		}
 		return out
+	}
+	if os.Getenv("SHAREDBENCH_ONE") != "" {
+		return []realShared{mk(4, 1500*time.Millisecond, false)}
 	}
 	return []realShared{mk(4, 1500*time.Millisecond, false), mk(8, 300*time.Millisecond, true)}
 }
