@@ -35,6 +35,10 @@ type CompareOptions struct {
 	// Flaky are the samples the record knows as flaky ("task\x00sample"):
 	// listed apart, never as newly failing or fixed.
 	Flaky map[string]FlakyInfo
+	// DecideExtras: head's attempts numbered above its task's planned
+	// attempts were added by decide because their sample was uncertain; the
+	// test conditions on that selection (stats.PairedSample.Extra).
+	DecideExtras bool
 }
 
 // FlakyInfo is what the ledger knows of a flaky sample.
@@ -215,7 +219,11 @@ func Compare(head, base *Report, baseLabel string, opts ...CompareOptions) *Comp
 			byTask[h.task] = ts
 		}
 		ts.keys = append(ts.keys, k)
-		ts.paired = append(ts.paired, pairOf(h, b))
+		extraAbove := 0
+		if o.DecideExtras {
+			extraAbove = plannedOf(head, h.task)
+		}
+		ts.paired = append(ts.paired, pairOf(h, b, extraAbove))
 	}
 	for _, k := range bOrder {
 		b := bObs[k]
@@ -333,6 +341,16 @@ func Compare(head, base *Report, baseLabel string, opts ...CompareOptions) *Comp
 	return c
 }
 
+// plannedOf is the task's planned attempts per sample in r (0: unknown).
+func plannedOf(r *Report, name string) int {
+	for _, t := range r.Tasks {
+		if t.Name == name {
+			return t.Planned
+		}
+	}
+	return 0
+}
+
 func taskIn(r *Report, name string) bool {
 	for _, t := range r.Tasks {
 		if t.Name == name {
@@ -344,7 +362,10 @@ func taskIn(r *Report, name string) bool {
 
 // pairOf splits one sample's observations into those both sides share
 // (the same producing run and attempt) and each side's own.
-func pairOf(h, b *sampleObs) stats.PairedSample {
+//
+// With extraAbove > 0, head's own attempts numbered above it are decide's
+// extra attempts (stats.PairedSample.Extra).
+func pairOf(h, b *sampleObs, extraAbove int) stats.PairedSample {
 	var p stats.PairedSample
 	add := func(t *stats.Tally, pass bool) {
 		t.N++
@@ -353,9 +374,12 @@ func pairOf(h, b *sampleObs) stats.PairedSample {
 		}
 	}
 	for _, k := range h.keys {
-		if bp, shared := b.obs[k]; shared && bp == h.obs[k] {
+		switch bp, shared := b.obs[k]; {
+		case shared && bp == h.obs[k]:
 			add(&p.Shared, h.obs[k])
-		} else {
+		case extraAbove > 0 && k.attempt > extraAbove:
+			add(&p.Extra, h.obs[k])
+		default:
 			add(&p.HeadOnly, h.obs[k])
 		}
 	}

@@ -28,6 +28,7 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 	rep.Hold = hold
 	var shards []string
 	reducers := map[string]string{}
+	planned := map[string]int{}
 	for _, id := range runIDs {
 		run, ok := byID[id]
 		if !ok {
@@ -107,6 +108,9 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 			if _, seen := reducers[name]; !seen && ts.Reducer != "" {
 				reducers[name] = ts.Reducer
 			}
+			if ts.Attempts > planned[name] {
+				planned[name] = ts.Attempts
+			}
 		}
 		pts, err := db.Ramp(ctx, id)
 		if err != nil {
@@ -123,6 +127,7 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 	rep.Recount()
 	for i := range rep.Tasks {
 		rep.Tasks[i].Reducer = reducers[rep.Tasks[i].Name]
+		rep.Tasks[i].Planned = planned[rep.Tasks[i].Name]
 	}
 	rep.Rescore()
 	// The last setpoint per task, from the ramp history.

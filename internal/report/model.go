@@ -101,6 +101,9 @@ type TaskReport struct {
 	// pass costs, whatever this run paid. Absent with no spend or no pass.
 	CostUSD     float64  `json:"cost_usd,omitempty"`
 	CostPerPass *float64 `json:"cost_per_pass_usd,omitempty"`
+	// Planned is the task's attempts per sample (0: not recorded); attempts
+	// numbered above it are extra (launch --confirm, decide).
+	Planned int `json:"planned_attempts,omitempty"`
 }
 
 // AttemptRow is one attempt.
