@@ -879,7 +879,10 @@ func (c *Controller) Window() ControllerWindow {
 	w := ControllerWindow{
 		Episodes: c.win.episodes, RateLimited: c.win.rateLimited, Peak: c.win.peak,
 		InFlight: c.inflight, Limit: c.limitLocked(), Ceiling: c.ceiling,
-		Saturated: c.win.saturated || c.rateBoundLocked(now), Pushback: c.win.pushback,
+		Saturated: c.win.saturated || c.rateBoundLocked(now),
+		// The key over its target while requests waited for the pace:
+		// the provider takes no more from this gateway (share.go).
+		Pushback: c.win.pushback || (c.p.ShareKey && c.share.over && c.share.heldAt.After(c.win.start)),
 	}
 	if p := c.paceRate(); p > 0 && c.latency > 0 && c.p.Fixed == 0 {
 		w.Need = int(math.Ceil(p * c.latency.Seconds()))

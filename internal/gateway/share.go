@@ -60,6 +60,11 @@ import (
 //   - A gateway whose requests neither waited for the limit or the pace
 //     nor filled it (demand-bound) keeps its pace, but no more than a
 //     quarter above what it sent.
+//   - While the last update found the key over and requests waited for
+//     the pace, the window reports pushback: the provider cannot take more
+//     from this gateway, whatever the 429s (a gateway that yields its
+//     share meets few of them), so the ramp stops climbing and, if it
+//     lasts, reverses (R2).
 //   - A 429 still lowers the pace factor as before (short-interval
 //     enforcement, tokens above the average). The pace is kept as a share
 //     of the lone gateway's, so it follows the announced rate and the
@@ -170,6 +175,9 @@ type keyShare struct {
 	// heldAt is the last time an admission waited (for the limit or the
 	// pace): a gateway that waited is not demand-bound.
 	heldAt time.Time
+	// over: the last update found the key over its target (others, or
+	// this gateway with them, take more than it allows).
+	over bool
 	// slow: since the first answer, no update found the key over: the
 	// pace starts at half the lone gateway's and doubles per update, so
 	// that a gateway joining a key others fill does not send them a
@@ -317,7 +325,7 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	if ownU >= shareAlone*rho {
 		// Alone on the key (what it used is what the key used): the lone
 		// gateway's pace.
-		s.pace, s.frac, s.slow = in.full, 0, false
+		s.pace, s.frac, s.slow, s.over = in.full, 0, false, false
 		s.updates++
 		s.lastRho, s.lastOwn = rho, ownU
 		return s.pace != before
@@ -329,12 +337,13 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	// The additive climb, the same for every gateway of the key: what
 	// makes shares fair over time.
 	add := shareAdditive * in.rate * sec
+	s.over = false
 	switch {
 	case s.slow && (rho <= tau || atTop) && !rateLimited:
 		s.pace = 2 * math.Max(s.pace, ownRate)
 	case rho > tau && !atTop:
 		// Over: to what the provider admitted from this gateway, scaled.
-		s.slow = false
+		s.slow, s.over = false, true
 		target := ownRate * (1 + shareGain*(tau/rho-1))
 		if paceBound {
 			s.pace = target

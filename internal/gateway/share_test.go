@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/steward-evals/steward/internal/clock"
 )
 
 // bucket1s is a reading of a 1 200 RPM bucket enforced per second (20
@@ -153,5 +155,35 @@ func TestParseBuckets(t *testing.T) {
 	h.Set("x-ratelimit-reset-requests", "0s")
 	if b = parseBuckets(h, now); b[0].interval() != 0 {
 		t.Fatalf("interval of a full bucket %v, want 0 (unknown)", b[0].interval())
+	}
+}
+
+// A window in which the key was over its target and requests waited for
+// the pace is pushback for the ramp, 429s or not; the next window, with
+// the key back under its target, is not.
+func TestKeyShareOverIsPushback(t *testing.T) {
+	c := NewController(StewardPolicy(), clock.NewFake(testEpoch))
+	c.mu.Lock()
+	c.share.over = true
+	c.share.held(c.clock.Now().Add(time.Millisecond))
+	c.mu.Unlock()
+	if w := c.Window(); !w.Pushback {
+		t.Fatal("key over with requests waiting: no pushback")
+	}
+	c.mu.Lock()
+	c.share.over = false
+	c.mu.Unlock()
+	if w := c.Window(); w.Pushback {
+		t.Fatal("pushback with the key under its target")
+	}
+	var s keyShare
+	s.reading(testEpoch, bucket1s(0.5), false, shareIn)
+	for k := 1; k <= 20; k++ {
+		s.sent(testEpoch.Add(time.Duration(k) * 90 * time.Millisecond))
+	}
+	s.held(testEpoch.Add(time.Second))
+	s.reading(testEpoch.Add(2*time.Second), bucket1s(0.5), false, shareIn)
+	if !s.over {
+		t.Fatal("an update that found the key over (ρ 1, half of it this gateway's) did not say so")
 	}
 }
