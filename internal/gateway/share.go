@@ -60,7 +60,8 @@ import (
 //   - A gateway whose requests neither waited for the limit or the pace
 //     nor filled it (demand-bound) keeps its pace, but no more than a
 //     quarter above what it sent.
-//   - While the last update found the key over and requests waited for
+//   - While the last update found the key over the lone target (97 % of
+//     its rate, not just the shared one) and requests waited for
 //     the pace, the window reports pushback: the provider cannot take more
 //     from this gateway, whatever the 429s (a gateway that yields its
 //     share meets few of them), so the ramp stops climbing and, if it
@@ -343,7 +344,8 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 		s.pace = 2 * math.Max(s.pace, ownRate)
 	case rho > tau && !atTop:
 		// Over: to what the provider admitted from this gateway, scaled.
-		s.slow, s.over = false, true
+		// Over the lone target too (not just the shared slack): pushback.
+		s.slow, s.over = false, rho > tau/shareSlack
 		target := ownRate * (1 + shareGain*(tau/rho-1))
 		if paceBound {
 			s.pace = target
