@@ -47,7 +47,7 @@ func TestMatchAnswer(t *testing.T) {
 }
 
 func TestMatchVocabulary(t *testing.T) {
-	if got := strings.Join(MatchNames(), ","); got != "exact,includes,regex,numeric" {
+	if got := strings.Join(MatchNames(), ","); got != "exact,includes,regex,numeric,choice" {
 		t.Fatalf("MatchNames = %s", got)
 	}
 	for _, m := range Matches {
