@@ -122,11 +122,31 @@ type commenter struct {
 	number int
 }
 
+// mediaType is the Accept header of every API call: GitHub's current media
+// type. go-github sends the retired reactions preview
+// ("application/vnd.github.squirrel-girl-preview") when it lists comments.
+const mediaType = "application/vnd.github+json"
+
+// acceptTransport sets the Accept header of every request.
+type acceptTransport struct{ base http.RoundTripper }
+
+func (t acceptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Accept", mediaType)
+	base := t.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return base.RoundTrip(r)
+}
+
 // client builds a fresh API client. A fresh one per call matters after a
 // rate-limit wait: go-github remembers the limit and refuses locally until
 // its reset by the wall clock, which an injected clock does not move.
 func (c *commenter) client() (*github.Client, error) {
-	cl := github.NewClient(c.a.env.HTTPClient).WithAuthToken(c.a.in.Token)
+	hc := *c.a.env.HTTPClient
+	hc.Transport = acceptTransport{base: hc.Transport}
+	cl := github.NewClient(&hc).WithAuthToken(c.a.in.Token)
 	api := c.a.env.Getenv("GITHUB_API_URL")
 	if api == "" {
 		return cl, nil
@@ -139,9 +159,34 @@ func (c *commenter) client() (*github.Client, error) {
 	return cl, nil
 }
 
-// call runs one API call, waiting out rate limits a bounded number of times.
+// errServer marks GitHub's own failure (a 5xx) that outlasted the retries,
+// or, for a call that is not retried (a create), its first one.
+var errServer = errors.New("GitHub answered a server error")
+
+// serverBackoff is the wait before retry n (from 0) after a GitHub 5xx:
+// 2 s, 4 s, 8 s, … on the action's clock.
+func serverBackoff(n int) time.Duration { return (2 * time.Second) << min(n, 5) }
+
+// serverError says whether err is GitHub's own failure (5xx).
+func serverError(err error) (int, bool) {
+	var er *github.ErrorResponse
+	if errors.As(err, &er) && er.Response != nil && er.Response.StatusCode >= 500 {
+		return er.Response.StatusCode, true
+	}
+	return 0, false
+}
+
+// call runs one API call, waiting out rate limits and GitHub's 5xx a bounded
+// number of times (RateLimitRetries each). An idempotent call is retried after
+// a 5xx; a create is not (GitHub may have made the comment before failing):
+// the caller looks again first.
 func (c *commenter) call(ctx context.Context, what string, op func(*github.Client) (*github.Response, error)) error {
+	return c.callRetry(ctx, what, true, op)
+}
+
+func (c *commenter) callRetry(ctx context.Context, what string, retry5xx bool, op func(*github.Client) (*github.Response, error)) error {
 	env := c.a.env
+	servers := 0
 	for attempt := 0; ; attempt++ {
 		cl, err := c.client()
 		if err != nil {
@@ -150,6 +195,18 @@ func (c *commenter) call(ctx context.Context, what string, op func(*github.Clien
 		_, err = op(cl)
 		if err == nil {
 			return nil
+		}
+		if code, ok := serverError(err); ok {
+			if !retry5xx || servers >= env.RateLimitRetries {
+				return fmt.Errorf("%s: %w (%d) after %d retries: %v", what, errServer, code, servers, err)
+			}
+			wait := serverBackoff(servers)
+			servers++
+			c.a.gh.Infof("GitHub answered %d on %s: retrying in %s (%d of %d)", code, what, wait, servers, env.RateLimitRetries)
+			if err := clock.Sleep(ctx, env.Clock, wait); err != nil {
+				return fmt.Errorf("%s: wait out a server error: %w", what, err)
+			}
+			continue
 		}
 		wait, limited := rateLimitWait(err, env.Clock.Now())
 		if !limited {
@@ -160,13 +217,13 @@ func (c *commenter) call(ctx context.Context, what string, op func(*github.Clien
 			}
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		if attempt >= env.RateLimitRetries {
-			return fmt.Errorf("%s: still rate limited after %d retries: %w", what, attempt, err)
+		if attempt-servers >= env.RateLimitRetries {
+			return fmt.Errorf("%s: still rate limited after %d retries: %w", what, attempt-servers, err)
 		}
 		if wait > env.MaxRateLimitWait {
 			return fmt.Errorf("%s: rate limited for %s, longer than the %s this action waits: %w", what, wait.Round(time.Second), env.MaxRateLimitWait, err)
 		}
-		c.a.gh.Infof("GitHub rate limit on %s: waiting %s before retrying (%d of %d)", what, wait.Round(time.Second), attempt+1, env.RateLimitRetries)
+		c.a.gh.Infof("GitHub rate limit on %s: waiting %s before retrying (%d of %d)", what, wait.Round(time.Second), attempt-servers+1, env.RateLimitRetries)
 		if err := clock.Sleep(ctx, env.Clock, wait); err != nil {
 			return fmt.Errorf("%s: wait out rate limit: %w", what, err)
 		}
@@ -201,13 +258,17 @@ func rateLimitWait(err error, now time.Time) (time.Duration, bool) {
 }
 
 // actionsBot is the login of the Actions token (an installation token of the
-// GitHub Actions app): GET /user refuses installation tokens, so this is who
-// such a token comments as.
+// GitHub Actions app): the identity assumed when neither GET /user nor
+// GraphQL's viewer names the token's own.
 const actionsBot = "github-actions[bot]"
 
-// identity is the login the token comments as: GET /user for a user token or
-// a personal access token; the Actions bot for an installation token, which
-// GET /user refuses (403).
+// identity is the login the token comments as. GET /user names it for a user
+// token or a personal access token; an installation token (the Actions
+// token, or a GitHub App's, "ghs_…") is refused there with 403, and
+// GraphQL's viewer names it instead: "github-actions[bot]" for the Actions
+// token, "<app slug>[bot]" for an App's (issue 23 item 9: assuming the
+// Actions bot for an App token made its own comments look like imitations,
+// and every run posted a new one).
 func (c *commenter) identity(ctx context.Context) (string, error) {
 	var login string
 	err := c.call(ctx, "read the token's identity", func(cl *github.Client) (*github.Response, error) {
@@ -216,6 +277,12 @@ func (c *commenter) identity(ctx context.Context) (string, error) {
 		return resp, err
 	})
 	if errors.Is(err, errCannotComment) {
+		viewer, verr := c.viewer(ctx)
+		if verr == nil {
+			return viewer, nil
+		}
+		c.a.gh.Infof("GET /user refused the token (an installation token) and GraphQL's viewer did not name it (%s): taking it for %s",
+			report.Plain(c.a.relText(verr.Error()), 300), actionsBot)
 		return actionsBot, nil
 	}
 	if err != nil {
@@ -227,24 +294,98 @@ func (c *commenter) identity(ctx context.Context) (string, error) {
 	return login, nil
 }
 
+// viewerQuery asks GraphQL for the token's own login; it answers for
+// installation tokens too.
+const viewerQuery = "query { viewer { login } }"
+
+// graphqlURL is GraphQL's endpoint: GITHUB_GRAPHQL_URL (the runner sets it),
+// else beside GITHUB_API_URL (GitHub Enterprise Server: /api/v3 → /api/graphql).
+func (c *commenter) graphqlURL() string {
+	if u := c.a.env.Getenv("GITHUB_GRAPHQL_URL"); u != "" {
+		return u
+	}
+	api := strings.TrimSuffix(c.a.env.Getenv("GITHUB_API_URL"), "/")
+	if api == "" {
+		return "https://api.github.com/graphql"
+	}
+	if base, ok := strings.CutSuffix(api, "/api/v3"); ok {
+		return base + "/api/graphql"
+	}
+	return api + "/graphql"
+}
+
+// viewer reads the token's login from GraphQL's viewer.
+func (c *commenter) viewer(ctx context.Context) (string, error) {
+	var out struct {
+		Data struct {
+			Viewer struct {
+				Login string `json:"login"`
+			} `json:"viewer"`
+		} `json:"data"`
+		Errors []struct {
+			Message string `json:"message"`
+		} `json:"errors"`
+	}
+	err := c.call(ctx, "read the token's identity (GraphQL viewer)", func(cl *github.Client) (*github.Response, error) {
+		req, err := cl.NewRequest(http.MethodPost, c.graphqlURL(), map[string]string{"query": viewerQuery})
+		if err != nil {
+			return nil, err
+		}
+		return cl.Do(ctx, req, &out)
+	})
+	if err != nil {
+		return "", err
+	}
+	if len(out.Errors) > 0 {
+		return "", fmt.Errorf("GraphQL: %s", out.Errors[0].Message)
+	}
+	if out.Data.Viewer.Login == "" {
+		return "", errors.New("GraphQL's viewer has no login")
+	}
+	return out.Data.Viewer.Login, nil
+}
+
 // upsert finds our comment (written by the token's own identity and starting
 // with marker; paginating through all comments) and edits it, or creates it
 // when there is none. A comment by anyone else that carries the marker is an
-// imitation: it is never edited, and never trusted.
+// imitation: it is never edited, and never trusted. A create GitHub answered
+// with a 5xx may have been made: the comments are read again before the next
+// try, which edits it when it is there (bounded, with the same backoff).
 func (c *commenter) upsert(ctx context.Context, marker, body string) (commentURL string, created bool, err error) {
 	me, err := c.identity(ctx)
 	if err != nil {
 		return "", false, err
 	}
+	for try := 0; ; try++ {
+		commentURL, created, err = c.upsertOnce(ctx, me, marker, body)
+		if !errors.Is(err, errServer) || !created || try >= c.a.env.RateLimitRetries {
+			return commentURL, created, err
+		}
+		wait := serverBackoff(try)
+		c.a.gh.Infof("Creating the report comment failed on GitHub's side: looking again in %s (%d of %d)", wait, try+1, c.a.env.RateLimitRetries)
+		if err := clock.Sleep(ctx, c.a.env.Clock, wait); err != nil {
+			return "", false, fmt.Errorf("create the report comment: wait out a server error: %w", err)
+		}
+	}
+}
+
+func (c *commenter) upsertOnce(ctx context.Context, me, marker, body string) (commentURL string, created bool, err error) {
 	var found *github.IssueComment
 	imitations := 0
-	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
-	for page := 0; page < 1000; page++ {
+	for page := 1; page <= 1000; page++ {
 		var comments []*github.IssueComment
 		var resp *github.Response
 		err := c.call(ctx, "list pull request comments", func(cl *github.Client) (*github.Response, error) {
-			var err error
-			comments, resp, err = cl.Issues.ListComments(ctx, c.owner, c.repo, c.number, opts)
+			u := fmt.Sprintf("repos/%s/%s/issues/%d/comments?per_page=100", url.PathEscape(c.owner), url.PathEscape(c.repo), c.number)
+			if page > 1 {
+				u += "&page=" + strconv.Itoa(page)
+			}
+			req, err := cl.NewRequest(http.MethodGet, u, nil)
+			if err != nil {
+				return nil, err
+			}
+			comments = nil
+			resp, err = cl.Do(ctx, req, &comments)
 			return resp, err
 		})
 		if err != nil {
@@ -265,7 +406,7 @@ func (c *commenter) upsert(ctx context.Context, marker, body string) (commentURL
 		if found != nil || resp == nil || resp.NextPage == 0 {
 			break
 		}
-		opts.Page = resp.NextPage
+		page = resp.NextPage - 1
 	}
 	if imitations > 0 {
 		c.a.gh.Infof("Ignored %d comment(s) carrying Steward's marker that %s did not write", imitations, report.Plain(me, 100))
@@ -280,7 +421,7 @@ func (c *commenter) upsert(ctx context.Context, marker, body string) (commentURL
 		})
 		return out.GetHTMLURL(), false, err
 	}
-	err = c.call(ctx, "create the report comment", func(cl *github.Client) (*github.Response, error) {
+	err = c.callRetry(ctx, "create the report comment", false, func(cl *github.Client) (*github.Response, error) {
 		var resp *github.Response
 		var err error
 		out, resp, err = cl.Issues.CreateComment(ctx, c.owner, c.repo, c.number, &github.IssueComment{Body: github.String(body)})

@@ -339,7 +339,8 @@ func (a *action) compare(ctx context.Context, rep *report.Report) {
 // each decide round is one more look of the Rounds+1 fixed in advance).
 func (a *action) compareOptions(look int) report.CompareOptions {
 	j := a.in.Judge
-	o := report.CompareOptions{Confidence: j.Confidence, MinEffect: j.MinEffect, MinEffectSet: true, Look: look, Looks: 1}
+	o := report.CompareOptions{Confidence: j.Confidence, MinEffect: j.MinEffect, MinEffectSet: true, Look: look, Looks: 1,
+		DecideExtras: look > 1}
 	if a.decideWith.Rounds > 0 {
 		o.Looks = a.decideWith.Rounds + 1
 	}
@@ -644,6 +645,18 @@ func (a *action) rel(p string) string {
 		return r
 	}
 	return p
+}
+
+// relText shows the workspace's paths in a message (a warning, an error)
+// relative to it: "/github/workspace/shards/x" means nothing on the runner
+// or in the pull request, "shards/x" does.
+func (a *action) relText(msg string) string {
+	ws := strings.TrimSuffix(a.workspace, "/")
+	if ws == "" || ws == "." {
+		return msg
+	}
+	msg = strings.ReplaceAll(msg, ws+"/", "")
+	return strings.ReplaceAll(msg, ws, ".")
 }
 
 func (a *action) expandRecords(pats []string) ([]string, error) {

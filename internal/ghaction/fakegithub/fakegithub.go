@@ -1,8 +1,10 @@
-// Package fakegithub is a fake of the part of GitHub's REST API that the
-// action uses (issue comments), served on loopback for tests. It is strict:
-// every request GitHub would reject (unknown route or method, missing or bad
-// credentials, a read-only token writing, bad JSON, an over-long body, a
-// comment that does not exist) is answered the way GitHub answers it AND
+// Package fakegithub is a fake of the part of GitHub's API that the action
+// uses (issue comments, GET /user, GraphQL's viewer), served on loopback for
+// tests. It is strict: every request GitHub would reject (unknown route or
+// method, missing or bad credentials, a read-only token writing, bad JSON, an
+// over-long body, a comment that does not exist, a GraphQL query it does not
+// know) or that GitHub has retired (a preview media type in Accept) is
+// answered the way GitHub answers it AND
 // recorded as a rejection, and the test that made it fails at cleanup unless
 // it took the rejections itself with TakeRejections.
 package fakegithub
@@ -91,7 +93,17 @@ type Server struct {
 	requests   []Request
 	rejections []Request
 	limits     []injected
+	failures   []failure
 	now        func() time.Time
+}
+
+// failure is an injected server error: status, and whether the request is
+// carried out before the error is answered (a create that GitHub made but
+// failed to answer).
+type failure struct {
+	method string
+	status int
+	commit bool
 }
 
 type injected struct {
@@ -143,6 +155,27 @@ func (s *Server) AddToken(tok, user string, write bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tokens[tok] = token{user: user, write: write}
+}
+
+// AddAppToken makes tok (it must start "ghs_", as installation tokens do) a
+// GitHub App's installation token: it comments as "<slug>[bot]", GET /user
+// refuses it with 403 (GitHub's own body), and GraphQL's viewer names it.
+func (s *Server) AddAppToken(tok, slug string, write bool) {
+	if !strings.HasPrefix(tok, "ghs_") {
+		s.t.Fatalf("fake GitHub: an installation token starts ghs_, not %q", tok)
+	}
+	s.AddToken(tok, slug+"[bot]", write)
+}
+
+// InjectServerError answers the next request that route matches ("" any;
+// "GET" any GET; "POST /comments" a POST whose path ends so; each request
+// takes the first injected failure that matches it) with
+// status (a 5xx) and GitHub's error body; with commit the request is carried
+// out first (a comment created, then the answer lost). Calls queue up.
+func (s *Server) InjectServerError(route string, status int, commit bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures = append(s.failures, failure{method: route, status: status, commit: commit})
 }
 
 // AddPullRequest makes owner/repo#number exist.
@@ -274,6 +307,66 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 		s.limits = s.limits[1:]
 		rec.RateLimited = l.kind
 		s.rateLimit(w, l, &rec)
+		return
+	}
+	// Preview media types are retired: the REST API's media type is
+	// application/vnd.github+json (go-github still sends the reactions
+	// preview when it lists comments).
+	// GitHub still answers such a request (it ignores a graduated preview),
+	// so the fake does too, and records it as a request not to make.
+	for _, acc := range req.Header.Values("Accept") {
+		if strings.Contains(acc, "-preview") {
+			r := rec
+			r.Rejected = "a retired preview media type in Accept: " + acc
+			s.rejections = append(s.rejections, r)
+		}
+	}
+	fi := -1
+	for i, f := range s.failures {
+		m, suffix, _ := strings.Cut(f.method, " ")
+		if f.method == "" || m == req.Method && strings.HasSuffix(req.URL.Path, suffix) {
+			fi = i
+			break
+		}
+	}
+	if fi >= 0 {
+		f := s.failures[fi]
+		s.failures = append(s.failures[:fi:fi], s.failures[fi+1:]...)
+		if f.commit {
+			n := len(s.requests)
+			s.route(httptest.NewRecorder(), req, body, tok, who, &Request{}, func(int, any, string) {}, func(int, string, string) {})
+			s.requests = s.requests[:n] // recorded below, with the error answered
+		}
+		finish(f.status, apiError{Message: "Server Error"}, "")
+		return
+	}
+	s.route(w, req, body, tok, who, &rec, finish, reject)
+}
+
+// route answers an authenticated request.
+func (s *Server) route(w http.ResponseWriter, req *http.Request, body []byte, tok string, who token, recp *Request,
+	finish func(int, any, string), reject func(int, string, string)) {
+	rec := *recp
+	if req.URL.Path == "/graphql" || req.URL.Path == "/api/graphql" {
+		if req.Method != http.MethodPost {
+			reject(http.StatusNotFound, "Not Found", "method "+req.Method+" not allowed on /graphql")
+			return
+		}
+		var q struct {
+			Query string `json:"query"`
+		}
+		if err := json.Unmarshal(body, &q); err != nil || q.Query == "" {
+			reject(http.StatusBadRequest, "Problems parsing JSON", "a GraphQL request without a query")
+			return
+		}
+		// The one query the action sends: the token's own login. GraphQL
+		// answers it for installation tokens too ("<slug>[bot]").
+		norm := strings.Join(strings.Fields(strings.NewReplacer("{", " { ", "}", " } ").Replace(q.Query)), " ")
+		if norm != "query { viewer { login } }" && norm != "{ viewer { login } }" {
+			reject(http.StatusBadRequest, "the fake GitHub answers only the viewer query", "unknown GraphQL query: "+q.Query)
+			return
+		}
+		finish(http.StatusOK, map[string]any{"data": map[string]any{"viewer": map[string]any{"login": who.user}}}, "")
 		return
 	}
 

@@ -97,7 +97,9 @@ func TestRejectsWhatGitHubRejects(t *testing.T) {
 }
 
 func client(t *testing.T, s *Server, token string) *github.Client {
-	c := github.NewClient(nil).WithAuthToken(token)
+	// go-github sends a retired preview media type when it lists comments;
+	// the action sends GitHub's current one, and so does this client.
+	c := github.NewClient(&http.Client{Transport: acceptCurrent{}}).WithAuthToken(token)
 	u, err := url.Parse(s.URL + "/")
 	if err != nil {
 		t.Fatal(err)
@@ -245,4 +247,13 @@ func TestRefusesNoUserAgent(t *testing.T) {
 	if r := s.TakeRejections(); len(r) != 1 || r[0].Rejected != "no User-Agent header" {
 		t.Fatalf("rejections %+v", r)
 	}
+}
+
+// acceptCurrent sends GitHub's current media type.
+type acceptCurrent struct{}
+
+func (acceptCurrent) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Accept", "application/vnd.github+json")
+	return http.DefaultTransport.RoundTrip(r)
 }
