@@ -365,7 +365,7 @@ func (c *Controller) tryLocked() (*Ticket, time.Duration) {
 	c.inflight++
 	c.win.admitted++
 	if c.p.ShareKey {
-		c.share.sent(now)
+		c.share.sent(now) // bounded (shareKeep) if no answer ever tells the rate
 	}
 	if c.inflight > c.win.peak {
 		c.win.peak = c.inflight

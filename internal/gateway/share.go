@@ -190,7 +190,14 @@ type keyShare struct {
 	lastRho, lastOwn float64
 }
 
+// shareKeep bounds the sends and refusals kept between updates (a
+// provider that stops answering with headers must not grow them forever).
+const shareKeep = 1 << 16
+
 func (s *keyShare) sent(at time.Time) {
+	if len(s.sends) >= shareKeep {
+		s.sends = append(s.sends[:0:0], s.sends[len(s.sends)/2:]...)
+	}
 	s.sends = append(s.sends, at)
 }
 
@@ -198,6 +205,9 @@ func (s *keyShare) sent(at time.Time) {
 func (s *keyShare) held(now time.Time) { s.heldAt = now }
 
 func (s *keyShare) refuse(at time.Time) {
+	if len(s.refused) >= shareKeep {
+		s.refused = append(s.refused[:0:0], s.refused[len(s.refused)/2:]...)
+	}
 	i := sort.Search(len(s.refused), func(i int) bool { return s.refused[i].After(at) })
 	s.refused = append(s.refused, time.Time{})
 	copy(s.refused[i+1:], s.refused[i:])
