@@ -41,6 +41,8 @@ func decodedLimit(n int) int64 {
 type pos struct {
 	file      string
 	line, col int
+	// cols: messages show the column (cells of CSV and Parquet files).
+	cols bool
 }
 
 // decoder turns yaml.v3 node trees into the types of this package, keeping
@@ -67,7 +69,12 @@ type decoder struct {
 	via   *yaml.Node
 	depth int
 	blown bool
+	// cols: the file's messages name columns too (CSV, TSV, Parquet).
+	cols bool
 }
+
+// posOf is where node n was written.
+func (d *decoder) posOf(n *yaml.Node) pos { return pos{d.file, n.Line, n.Column, d.cols} }
 
 func newDecoder(file string, errs *Errors) *decoder {
 	return &decoder{file: file, errs: errs, at: map[string]pos{}, written: map[string]string{}, bad: map[string]bool{}}
@@ -75,7 +82,7 @@ func newDecoder(file string, errs *Errors) *decoder {
 
 func (d *decoder) errNode(n *yaml.Node, field, format string, args ...any) {
 	d.bad[field] = true
-	e := Error{File: d.file, Field: field, Msg: fmt.Sprintf(format, args...)}
+	e := Error{File: d.file, Field: field, Msg: fmt.Sprintf(format, args...), ShowColumn: d.cols}
 	if n != nil {
 		e.Line, e.Column = n.Line, n.Column
 	}
@@ -269,7 +276,7 @@ func infoOf(t reflect.Type) *structInfo {
 
 func init() {
 	// Fill the cache up front so concurrent loads only read it.
-	for _, v := range []any{EvalSet{}, Model{}, Prices{}, Task{}, Sandbox{}, Scorer{}, HostHooks{}, Group{}, SharedState{}, Sample{}, Fleet{}} {
+	for _, v := range []any{EvalSet{}, Model{}, Prices{}, Task{}, Sandbox{}, Scorer{}, HostHooks{}, Group{}, SharedState{}, Sample{}, Fleet{}, FieldMap{}} {
 		t := reflect.TypeOf(v)
 		infoCache[t] = infoOf(t)
 	}
@@ -285,6 +292,7 @@ var (
 	typeBytes     = reflect.TypeOf(Bytes(0))
 	typeRamp      = reflect.TypeOf(RampRange{})
 	typeReducer   = reflect.TypeOf(score.Reducer{})
+	typeColumns   = reflect.TypeOf(Columns(nil))
 	typeTask      = reflect.TypeOf(Task{})
 	typeSample    = reflect.TypeOf(Sample{})
 	typeStringMap = reflect.TypeOf(map[string]string{})
@@ -338,7 +346,7 @@ func (d *decoder) decodeValue(at, n *yaml.Node, v reflect.Value, path string) {
 		d.blown = true
 		return
 	}
-	d.at[path] = pos{d.file, at.Line, at.Column}
+	d.at[path] = d.posOf(at)
 	bad := func(want string) { d.errNode(n, shown, "expected %s, got %s", want, describe(n)) }
 
 	switch v.Type() {
@@ -374,6 +382,12 @@ func (d *decoder) decodeValue(at, n *yaml.Node, v reflect.Value, path string) {
 		}
 		v.Set(reflect.ValueOf(x))
 		return
+	case typeColumns:
+		// One name or a list of names.
+		if n.Kind == yaml.ScalarNode && n.Tag != "!!bool" {
+			v.Set(reflect.ValueOf(Columns{n.Value}))
+			return
+		}
 	case typeReducer:
 		x, err := reducerFromNode(n)
 		if err != nil {
@@ -479,7 +493,7 @@ func (d *decoder) decodeValue(at, n *yaml.Node, v reflect.Value, path string) {
 					d.errNode(val, kp, "expected a string, got %s", describe(val))
 					continue
 				}
-				d.at[kp] = pos{d.file, p.key.Line, p.key.Column}
+				d.at[kp] = d.posOf(p.key)
 				m[p.key.Value] = val.Value
 			}
 			if len(m) > 0 {
@@ -539,7 +553,7 @@ func (d *decoder) generic(n *yaml.Node, path string, track bool) any {
 	}
 	if track {
 		if _, ok := d.at[path]; !ok {
-			d.at[path] = pos{d.file, n.Line, n.Column}
+			d.at[path] = d.posOf(n)
 		}
 	}
 	switch n.Kind {
@@ -631,7 +645,6 @@ var hints = map[reflect.Type]map[string]string{
 		"provider": "did you mean upstream?",
 	},
 	reflect.TypeOf(Sample{}): {
-		"choices": "multiple-choice samples are not supported; put the options in input and the letter in target",
 		"sandbox": "sandbox is set per task, not per sample",
 	},
 }

@@ -20,6 +20,9 @@ type Error struct {
 	// syntax errors and for problems with a whole file.
 	Field string
 	Msg   string
+	// ShowColumn prints the column too (file:line:column), for the cells
+	// of CSV, TSV and Parquet samples files.
+	ShowColumn bool
 }
 
 // Error formats the problem as "file:line: field: message". Parts that are
@@ -31,6 +34,10 @@ func (e Error) Error() string {
 		if e.Line > 0 {
 			b.WriteByte(':')
 			b.WriteString(strconv.Itoa(e.Line))
+			if e.ShowColumn && e.Column > 0 {
+				b.WriteByte(':')
+				b.WriteString(strconv.Itoa(e.Column))
+			}
 		}
 		b.WriteString(": ")
 	}

@@ -256,7 +256,7 @@ func parseEvalSet(display, abs string, data []byte, errs *Errors) *EvalSet {
 		errs.add(Error{File: display, Msg: "the eval set is empty: it needs at least a tasks list"})
 		return es
 	}
-	d.at[""] = pos{display, root.Line, root.Column}
+	d.at[""] = pos{file: display, line: root.Line, col: root.Column}
 	d.decodeStruct(root, reflect.ValueOf(es).Elem(), "")
 	if d.blown {
 		return es
@@ -290,6 +290,11 @@ func ParseJSONL(name string, data []byte) ([]*Sample, error) {
 // decodeJSONL decodes every line of data into a sample, recording
 // positions under prefix[i].
 func (d *decoder) decodeJSONL(data []byte, prefix string) []*Sample {
+	return d.decodeJSONLWith(data, prefix, nil)
+}
+
+// decodeJSONLWith is decodeJSONL through a fields map (nil: none).
+func (d *decoder) decodeJSONLWith(data []byte, prefix string, fm *FieldMap) []*Sample {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '[' {
 		d.errs.add(Error{File: d.file, Line: 1, Msg: "samples_file must be JSON Lines (one JSON object per line), not a JSON array"})
@@ -341,10 +346,7 @@ func (d *decoder) decodeJSONL(data []byte, prefix string) []*Sample {
 			d.errs.add(Error{File: d.file, Line: lineNo, Field: path, Msg: "expected a JSON object per line, got " + jsonKind(v)})
 			continue
 		}
-		d.nodes, d.limit = 0, maxAliasNodes+len(line) // no aliases in JSON: the line bounds it
-		n := jsonToNode(m, lineNo)
-		s := &Sample{}
-		d.decodeValue(n, n, reflect.ValueOf(s).Elem(), path)
+		s := d.record(jsonToNode(m, lineNo), path, fm, false)
 		if d.blown {
 			return out
 		}

@@ -313,7 +313,7 @@ func TestErrorsImplementErrorAndCap(t *testing.T) {
 	if !strings.HasSuffix(err.Error(), "… and 50 more problems") {
 		t.Errorf("tail: %q", err.Error()[len(err.Error())-40:])
 	}
-	if first := strings.SplitN(err.Error(), "\n", 2)[0]; !strings.HasSuffix(first, `steward.yaml:5: tasks[0].samples[0].bogus: unknown key "bogus" (known keys: files, id, input, metadata, setup, target)`) {
+	if first := strings.SplitN(err.Error(), "\n", 2)[0]; !strings.HasSuffix(first, `steward.yaml:5: tasks[0].samples[0].bogus: unknown key "bogus" (known keys: choices, files, id, input, metadata, setup, target)`) {
 		t.Errorf("first line %q", first)
 	}
 }

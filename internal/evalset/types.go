@@ -106,6 +106,23 @@ type Task struct {
 	// SamplesFile is absolute or "".
 	Samples     []*Sample `yaml:"samples" json:"samples"`
 	SamplesFile string    `yaml:"samples_file" json:"samples_file"`
+	// SamplesFormat is samples_file's format: jsonl, json, csv, tsv or
+	// parquet; "" means from the file's extension (docs/evalset.md).
+	SamplesFormat string `yaml:"samples_format" json:"samples_format,omitempty"`
+	// Fields maps samples_file's columns (or JSON keys) to the sample's
+	// fields, like Inspect's FieldSpec; nil reads them by their own names.
+	Fields *FieldMap `yaml:"fields" json:"fields,omitempty"`
+	// Shuffle orders the samples by a hash of Seed and their id (after ids
+	// are assigned, before SamplesLimit); SamplesLimit keeps the first N
+	// (0 = all). ShuffleChoices shuffles each multiple-choice sample's
+	// choices (by Seed and its id) and remaps its target letters.
+	Shuffle        bool  `yaml:"shuffle" json:"shuffle,omitempty"`
+	SamplesLimit   int   `yaml:"samples_limit" json:"samples_limit,omitempty"`
+	ShuffleChoices bool  `yaml:"shuffle_choices" json:"shuffle_choices,omitempty"`
+	Seed           int64 `yaml:"seed" json:"seed,omitempty"`
+	// ChoicesTemplate is the prompt a multiple-choice sample's input is
+	// rendered into ({question}, {choices}, {letters}); "" = the built-in one.
+	ChoicesTemplate string `yaml:"choices_template" json:"choices_template,omitempty"`
 
 	// Attempts per sample (alias: epochs). Default 1.
 	Attempts int `yaml:"attempts" json:"attempts"`
@@ -244,10 +261,33 @@ type Sample struct {
 	Files map[string]string `yaml:"files" json:"files"`
 	// Setup is a shell script run in the sandbox before the agent.
 	Setup string `yaml:"setup" json:"setup"`
+	// Choices make a multiple-choice sample (lettered A, B, …; in the
+	// order presented, after shuffle_choices). After Load its Input holds
+	// the question rendered with them (the task's choices_template) and
+	// its Target the correct letters.
+	Choices []string `yaml:"choices,omitempty" json:"choices,omitempty"`
 
 	// Source is "file:line" where the sample was declared.
 	Source string `yaml:"-" json:"-"`
 }
+
+// FieldMap is a task's fields: which column of samples_file (or key of its
+// JSON records) holds each sample field, like Inspect's FieldSpec. Empty
+// entries read the field's own name, when the record has it.
+type FieldMap struct {
+	ID     string `yaml:"id" json:"id,omitempty"`
+	Input  string `yaml:"input" json:"input,omitempty"`
+	Target string `yaml:"target" json:"target,omitempty"`
+	// Choices is one column holding a list, or several columns, one choice each.
+	Choices Columns `yaml:"choices" json:"choices,omitempty"`
+	// Metadata names the columns kept as the sample's metadata.
+	Metadata Columns `yaml:"metadata" json:"metadata,omitempty"`
+	Files    string  `yaml:"files" json:"files,omitempty"`
+	Setup    string  `yaml:"setup" json:"setup,omitempty"`
+}
+
+// Columns is one column name or a list of them.
+type Columns []string
 
 // Fleet holds run-wide settings (_steward.yaml, STEWARD_* env, flags).
 type Fleet struct {

@@ -81,7 +81,7 @@ func (v *validator) errf(path, format string, args ...any) {
 	if w, ok := v.d.written[path]; ok {
 		shown = w
 	}
-	v.d.errs.add(Error{File: p.file, Line: p.line, Column: p.col, Field: shown, Msg: fmt.Sprintf(format, args...)})
+	v.d.errs.add(Error{File: p.file, Line: p.line, Column: p.col, ShowColumn: p.cols, Field: shown, Msg: fmt.Sprintf(format, args...)})
 }
 
 func parent(path string) string {
@@ -164,8 +164,7 @@ func (v *validator) loadSampleFiles() {
 			v.samplesOK[i] = false
 			continue
 		}
-		sd := &decoder{file: display, errs: v.d.errs, at: v.d.at, written: v.d.written, bad: v.d.bad}
-		t.Samples = sd.decodeJSONL(data, tp+".samples")
+		t.Samples = v.readSamples(i, t, rel, display, data)
 		if v.d.errs.Len() > before {
 			v.samplesOK[i] = false
 		}
@@ -336,9 +335,17 @@ func (v *validator) task(i int, t *Task) {
 	}
 	t.SharedState.Key = strings.TrimSpace(t.SharedState.Key)
 
+	if t.Fields != nil && t.SamplesFile == "" {
+		v.errf(tp+".fields", "applies to samples_file only: inline samples use the sample keys")
+	}
+	if t.SamplesFormat != "" && !oneOf(t.SamplesFormat, SampleFormats) {
+		v.errf(tp+".samples_format", "%s", badEnum("samples_format", t.SamplesFormat, SampleFormats))
+	}
 	ids := v.samples(i, t)
+	v.choices(i, t)
 	v.scorer(i, t)
 	v.groups(i, t, ids)
+	v.order(i, t)
 }
 
 func (v *validator) sandbox(sp string, s *Sandbox) {
@@ -622,7 +629,7 @@ func (v *validator) scorer(i int, t *Task) {
 		}
 		any := false
 		for _, s := range t.Samples {
-			if s != nil && s.HasTarget() {
+			if s != nil && (s.HasTarget() || len(s.Choices) > 0) {
 				any = true
 				break
 			}
@@ -632,12 +639,21 @@ func (v *validator) scorer(i int, t *Task) {
 			return
 		}
 		sc.Match = DefaultMatch
+		for _, s := range t.Samples {
+			if s != nil && len(s.Choices) > 0 {
+				sc.Match = score.Choice // multiple-choice samples are judged by their letters
+				break
+			}
+		}
 	}
 	for j, s := range t.Samples {
 		if s == nil {
 			continue
 		}
 		sp := index(tp+".samples", j)
+		if v.d.bad[sp+".target"] {
+			continue // already reported
+		}
 		if !s.HasTarget() {
 			v.errf(sp, "no target, but the task's scorer matches targets (scorer.match %s)", sc.Match)
 			continue
