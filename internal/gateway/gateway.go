@@ -108,6 +108,10 @@ type Usage struct {
 	UpstreamFailed int64 `json:"upstream_failed"`
 	// BudgetRefused counts calls the run's --budget refused.
 	BudgetRefused int64 `json:"budget_refused"`
+	// LimitRefused counts calls the attempt's own limits refused, and
+	// LimitReached names the first bound (LimitTokens, …; "" if none).
+	LimitRefused int64  `json:"limit_refused,omitempty"`
+	LimitReached string `json:"limit_reached,omitempty"`
 }
 
 type attempt struct {
@@ -118,6 +122,7 @@ type attempt struct {
 	inflight int
 	idle     chan struct{} // closed when inflight drops to 0; nil while idle
 	bodyMem  int64         // request body bytes buffered for this attempt now
+	quota    quotaState    // the attempt's limits (quota.go)
 }
 
 // begin counts a request in; it returns how many are in flight with it.

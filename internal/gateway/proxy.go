@@ -132,6 +132,15 @@ var sandboxOnly = map[string]bool{
 // ServeHTTP is the gateway's handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f := g.format(r)
+	if r.URL.Path == RemainingPath && r.Method == http.MethodGet {
+		a, _ := g.lookup(bearer(r), r.RemoteAddr)
+		if a == nil {
+			g.writeError(w, f, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "steward gateway: the remaining endpoint needs the attempt's token")
+			return
+		}
+		g.remaining(w, a)
+		return
+	}
 	if why := badPath(r); why != "" {
 		g.writeError(w, f, http.StatusBadRequest, "invalid_request_error", "invalid_path",
 			"steward gateway: refused path: "+why)
@@ -209,6 +218,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer g.unreserve(est.cost)
+	if which := a.admit(est, g.clock.Now()); which != "" {
+		g.refuseLimit(w, f, a, which)
+		return
+	}
+	defer a.release(est)
 	g.mu.Lock()
 	g.win.requests++
 	g.mu.Unlock()
