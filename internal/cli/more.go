@@ -78,6 +78,32 @@ type mergeOptions struct {
 	evalSet string // to name what missing shards held; "" or unreadable: not named
 	getenv  func(string) string
 	warn    io.Writer
+	// warnf, when set, takes the merge's warnings instead of warn (the
+	// action raises them as ::warning:: once workflow commands are back on).
+	warnf func(msg string)
+}
+
+func (o mergeOptions) warning(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if o.warnf != nil {
+		o.warnf(msg)
+		return
+	}
+	fmt.Fprintln(o.warn, "steward merge: "+msg)
+}
+
+// missingShardsError is a merge that lacks shard records: which ones, of
+// how many, and what they held (ghaction.MissingShards).
+type missingShardsError struct {
+	msg      string
+	missing  []string
+	expected int
+	held     string
+}
+
+func (e *missingShardsError) Error() string { return e.msg }
+func (e *missingShardsError) MissingShards() ([]string, int, string) {
+	return e.missing, e.expected, e.held
 }
 
 // shardRecord is one input's newest run.
@@ -156,7 +182,7 @@ func merge(ctx context.Context, out string, inputs []string, o mergeOptions) (*r
 		}
 		if prev, dup := seenRun[sr.run.ID]; dup {
 			// The same run twice (an artifact downloaded twice): it counts once.
-			fmt.Fprintf(o.warn, "steward merge: %s holds run %s, already read from %s: counted once\n", sr.dir, sr.run.ID, prev)
+			o.warning("%s holds run %s, already read from %s: counted once", sr.dir, sr.run.ID, prev)
 			continue
 		}
 		seenRun[sr.run.ID] = sr.dir
@@ -192,7 +218,7 @@ func merge(ctx context.Context, out string, inputs []string, o mergeOptions) (*r
 		if sr.n == 0 && (sharded || o.shards > 0) {
 			// A whole (unsharded) run among shard runs: a record restored
 			// from the cache into a shard job that failed before it ran.
-			fmt.Fprintf(o.warn, "steward merge: %s is left out: its newest run %s (%s) is not a shard run (a record restored from the cache into a shard job that never ran?)\n",
+			o.warning("%s is left out: its newest run %s (%s) is not a shard run (a record restored from the cache into a shard job that never ran?)",
 				sr.dir, sr.run.ID, sr.run.Started.UTC().Format(time.RFC3339))
 			continue
 		}
@@ -253,12 +279,13 @@ func merge(ctx context.Context, out string, inputs []string, o mergeOptions) (*r
 			}
 			msg := fmt.Sprintf("merge: %d shards expected (%s), %d missing: %s (did their jobs fail before uploading a record?)",
 				n, how, len(missing), strings.Join(missing, ", "))
-			if held := unmergedAttempts(o, bySeq); held != "" {
+			held := unmergedAttempts(o, bySeq)
+			if held != "" {
 				msg += "\nthey held: " + held
 			} else if o.evalSet == "" {
 				msg += "\n(pass --eval-set to name the tasks they held)"
 			}
-			return nil, exitWith(ExitBadInput, errors.New(msg))
+			return nil, exitWith(ExitBadInput, &missingShardsError{msg: msg, missing: missing, expected: n, held: held})
 		}
 	}
 
@@ -400,7 +427,7 @@ func newAction(env Env) *cobra.Command {
 					if out == "" {
 						out = ".steward"
 					}
-					rep, err := merge(ctx, out, o.Records, mergeOptions{title: o.Title, shards: o.Shards, evalSet: o.EvalSet, getenv: env.Getenv, warn: o.Log})
+					rep, err := merge(ctx, out, o.Records, mergeOptions{title: o.Title, shards: o.Shards, evalSet: o.EvalSet, getenv: env.Getenv, warn: o.Log, warnf: o.Warn})
 					if err != nil {
 						return nil, ExitBadInput, err
 					}

@@ -69,6 +69,17 @@ type LaunchOptions struct {
 	// ignored by the runner (and print the secret), so every secret is
 	// masked before the launch, from Env.Secrets.
 	Log io.Writer
+	// Warn takes a warning the launch wants raised (a shard record left
+	// out of the merge): it is written to the log as ::warning:: once
+	// workflow commands are back on, with the workspace's paths relative.
+	Warn func(msg string)
+}
+
+// MissingShards is implemented by the merge's error when shard records are
+// missing: which (i/n), of how many, and what they held ("" unknown). The
+// action then says so plainly instead of "the eval set has errors".
+type MissingShards interface {
+	MissingShards() (missing []string, expected int, held string)
 }
 
 // LaunchFunc runs (or merges) and returns the report, the exit code the CLI
@@ -233,6 +244,8 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 		Confirm: in.Confirm, ConfirmSamples: in.ConfirmSamples,
 		Log: env.Stdout,
 	}
+	var warnings []string
+	opts.Warn = func(msg string) { warnings = append(warnings, msg) }
 
 	what := "Steward: run " + in.EvalSet
 	if opts.Merge {
@@ -259,16 +272,24 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 	rep, code, lerr := launch(ctx, opts)
 	resume()
 	gh.EndGroup()
+	for _, w := range warnings {
+		gh.Warningf("Steward: %s", report.Plain(a.relText(w), 1000))
+	}
 
 	if rep == nil {
 		if lerr == nil {
 			lerr = fmt.Errorf("launch returned no report")
 		}
+		var ms MissingShards
+		if code == ExitBadInput && errors.As(lerr, &ms) {
+			a.missingShards(ms)
+			return code
+		}
 		if code == ExitBadInput {
 			a.badInput(in.EvalSet, lerr)
 			return code
 		}
-		gh.Errorf("%s", report.Plain(lerr.Error(), 2000))
+		gh.Errorf("%s", report.Plain(a.relText(lerr.Error()), 2000))
 		if code == ExitOK {
 			code = ExitInfra
 		}
@@ -309,7 +330,7 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 		lerr = nil
 	}
 	if lerr != nil {
-		gh.Errorf("%s", report.Plain(lerr.Error(), 2000))
+		gh.Errorf("%s", report.Plain(a.relText(lerr.Error()), 2000))
 		if code == ExitOK {
 			code = ExitInfra
 		}
@@ -326,8 +347,8 @@ func (a *action) compare(ctx context.Context, rep *report.Report) {
 	}
 	base, err := a.env.Baseline(ctx, a.path(a.in.Baseline))
 	if err != nil {
-		a.gh.Warningf("Steward: no comparison with the base: %s", report.Plain(err.Error(), 500))
-		a.notes = append(a.notes, "_No comparison with the base: "+report.MD(err.Error(), 300)+"._")
+		a.gh.Warningf("Steward: no comparison with the base: %s", report.Plain(a.relText(err.Error()), 500))
+		a.notes = append(a.notes, "_No comparison with the base: "+report.MD(a.relText(err.Error()), 300)+"._")
 		return
 	}
 	a.relativize(base)
@@ -522,6 +543,9 @@ func (a *action) badInput(what string, err error) {
 	var items []string
 	for _, line := range strings.Split(strings.TrimSpace(err.Error()), "\n") {
 		line = strings.TrimSpace(line)
+		if locatedRe.FindStringSubmatch(line) == nil {
+			line = a.relText(line)
+		}
 		if line == "" {
 			continue
 		}
@@ -546,6 +570,33 @@ func (a *action) badInput(what string, err error) {
 	fmt.Fprintf(&b, "## Steward: bad input\n\nNothing ran: %s %s %d error(s). Fix them and push again.\n\n",
 		what, map[bool]string{true: "has", false: "have"}[!strings.HasPrefix(what, "the ")], len(items))
 	b.WriteString(strings.Join(items, "\n") + "\n")
+	a.gh.AddStepSummary(b.String())
+}
+
+// missingShards reports a merge that lacks shard records, plainly: which
+// shards, of how many, what they held, and what to do; nothing was merged.
+func (a *action) missingShards(ms MissingShards) {
+	missing, n, held := ms.MissingShards()
+	which := "shard " + strings.Join(missing, ", ")
+	if len(missing) > 1 {
+		which = "shards " + strings.Join(missing, ", ")
+	}
+	msg := fmt.Sprintf("The merge has no record of %s (%d of %d shards missing): did the job fail before it uploaded its record, or was the artifact not downloaded? Nothing was merged.",
+		which, len(missing), n)
+	if held != "" {
+		msg += " Not run: " + held + "."
+	}
+	a.gh.WithFieldsMap(map[string]string{"title": "Steward: shard records missing"}).Errorf("%s", report.Plain(msg, 2000))
+	if a.env.Getenv("GITHUB_STEP_SUMMARY") == "" {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "## Steward: shard records missing\n\nNothing was merged: %d shards were expected and the merge has no record of **%s**. "+
+		"Did the job fail before it uploaded its record, or was the artifact not downloaded? Re-run the failed shard jobs.\n",
+		n, report.MD(strings.Join(missing, ", "), 300))
+	if held != "" {
+		fmt.Fprintf(&b, "\nWhat the missing shards held (not run): %s\n", report.MD(held, 2000))
+	}
 	a.gh.AddStepSummary(b.String())
 }
 
