@@ -35,7 +35,7 @@ func checkLimitRefusal(resp *http.Response, body string, anthropic bool, which s
 	}
 	if anthropic {
 		var e struct {
-			Type  string `json:"type"`
+			Type  string                `json:"type"`
 			Error struct{ Type string } `json:"error"`
 		}
 		if json.Unmarshal([]byte(body), &e) != nil || e.Type != "error" || e.Error.Type != "permission_error" {
