@@ -77,6 +77,10 @@ func (l *launcher) dryReport() *report.Report {
 func (l *launcher) printDry() error {
 	w := l.opts.Stdout
 	fmt.Fprintln(w, report.PlanLine(l.planLine))
+	fmt.Fprintln(w, l.fc.String())
+	for _, n := range l.fc.Notes {
+		fmt.Fprintln(w, "  "+n)
+	}
 	type agg struct{ samples, attempts, run, carry int }
 	// carry counts every attempt that does not run (carried results and
 	// early-exit skips of samples whose pass is carried).

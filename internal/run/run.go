@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/steward-evals/steward/internal/evalset"
+	"github.com/steward-evals/steward/internal/forecast"
 	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/record"
@@ -139,6 +140,9 @@ func badInput(format string, args ...any) error {
 type Result struct {
 	Report    *report.Report
 	Cancelled bool
+	// Forecast is what the launch predicted before it ran (launch --dry
+	// prints it; the PLAN line holds it when the record had history).
+	Forecast *forecast.Forecast
 }
 
 // launcher is one launch. Its state is grouped by what guards it.
@@ -150,6 +154,7 @@ type launcher struct {
 	p         *plan.Plan
 	seqIndex  map[int]*plan.Attempt
 	extras    []plan.Extra // --confirm's attempts (workers add them too)
+	fc        forecast.Forecast
 	db        *record.DB
 	runID     string
 	start     time.Time
@@ -249,9 +254,13 @@ func (l *launcher) launch(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	if l.opts.Dry {
-		return &Result{Report: l.dryReport()}, l.printDry()
+		return &Result{Report: l.dryReport(), Forecast: &l.fc}, l.printDry()
 	}
-	return l.execute(ctx)
+	res, err := l.execute(ctx)
+	if res != nil {
+		res.Forecast = &l.fc
+	}
+	return res, err
 }
 
 // load builds the plan (attempts in discovery order) and opens the record;
@@ -315,6 +324,10 @@ func (l *launcher) carry(ctx context.Context) error {
 		return record.Classify(l.es.Fleet.Record, err)
 	}
 	l.planLine = l.makePlanLine()
+	l.fc = l.makeForecast(ctx)
+	if s := l.fc.PlanPart(); s != "" {
+		l.planLine += " · " + s
+	}
 	return nil
 }
 
