@@ -9,8 +9,12 @@
 #
 # Build arguments: VERSION and COMMIT are stamped into the binary
 # (`steward version`, the report footers). The build stage runs on
-# $BUILDPLATFORM, which BuildKit sets: the default `docker build` on
-# GitHub-hosted runners and in docker/build-push-action.
+# $BUILDPLATFORM, which BuildKit sets (the default `docker build` on
+# GitHub-hosted runners and in docker/build-push-action). The legacy builder
+# (Docker Engine before 23, or DOCKER_BUILDKIT=0) sets no BUILDPLATFORM:
+# "${BUILDPLATFORM:-linux}" then names the daemon's own architecture, and
+# TARGETARCH, empty, compiles for it (cmd/steward/dockerfile_test.go
+# TestDockerfileWithoutBuildKit).
 ARG GO_VERSION=1.26
 ARG DEBIAN_VERSION=bookworm
 
@@ -22,7 +26,7 @@ RUN apt-get update -qq \
 
 # Build stage: compile steward without cgo on the builder's platform, for the
 # target's (no emulation for the Go compiler in multi-arch builds).
-FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS build
+FROM --platform=${BUILDPLATFORM:-linux} golang:${GO_VERSION} AS build
 ARG TARGETOS=linux
 ARG TARGETARCH
 ARG VERSION=dev
