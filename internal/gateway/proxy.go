@@ -474,6 +474,8 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 	a.mu.Unlock()
 	var waited time.Duration
 	var prev *Ticket
+	// unreachable: the last try reached no upstream (a connection error).
+	var unreachable bool
 	for try := 0; ; try++ {
 		t, err := g.ctl.Acquire(ctx)
 		if err != nil {
@@ -492,6 +494,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 			return 0, 0, true
 		}
 		resp, err := g.transport.RoundTrip(req)
+		unreachable = false
 		var (
 			status   int
 			lastBody []byte
@@ -511,6 +514,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 			g.ctl.Done(t, OutcomeError, RateInfo{})
 			status = http.StatusBadGateway
 			reason = "upstream connection failed: " + err.Error()
+			unreachable = true
 		} else {
 			info = ParseRateInfo(resp.Header, g.clock.Now())
 		}
@@ -599,6 +603,12 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 			why := serr
 			if why == nil {
 				why = berr
+			}
+			if unreachable {
+				// The agent gave up (its own timeout, the attempt's end)
+				// while the upstream could not be reached: the provider's
+				// doing, as when the retries run out (issue 23 item 10).
+				a.upstreamFailed()
 			}
 			g.writeError(w, f, http.StatusServiceUnavailable, "api_error", "", fmt.Sprintf("steward gateway: %s; the retry was abandoned: %v", reason, why))
 			return 0, 0, true
