@@ -29,6 +29,9 @@ type launchFlags struct {
 	shard, title, record, samplesRamp, reportDir    string
 	events                                          string
 	kubeconfig                                      string
+	// --model, --model-base-url, --upstream, -M key=value: over the eval set's model.
+	model, modelBaseURL, upstream string
+	modelSettings                 []string
 	tendInterval, grace                             time.Duration
 	// --confirm N and --confirm-samples: more attempts of the selected samples.
 	confirm        int
@@ -92,6 +95,10 @@ ramp, and print the results table in discovery order.`,
 	fl.StringVar(&f.title, "title", "", "report title")
 	fl.StringVar(&f.record, "record", "", "record directory (default .steward beside the eval set)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for provider: kubernetes (wins over KUBECONFIG and _steward.yaml)")
+	fl.StringVar(&f.model, "model", "", "the model's name (replaces model.name, as if written there: fingerprints and carry alike)")
+	fl.StringVar(&f.modelBaseURL, "model-base-url", "", "the upstream's base URL (replaces model.base_url)")
+	fl.StringVar(&f.upstream, "upstream", "", "the upstream: mock, openai or anthropic (replaces model.upstream)")
+	fl.StringArrayVarP(&f.modelSettings, "model-setting", "M", nil, "a model setting key=value, the value read as YAML (-M temperature=0.2; repeatable; set over model.settings)")
 	fl.Var(rawFlag{&f.rawWorkers, "int"}, "max-workers", "worker processes to pack tasks into")
 	fl.Var(rawFlag{&f.rawTasks, "int"}, "max-tasks", "tasks running at once (default all)")
 	fl.StringVar(&f.samplesRamp, "samples-ramp", "", `sample ramp range "40,300", or "false"`)
@@ -172,6 +179,16 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 	if changed("kubeconfig") {
 		ov.Kubeconfig = &f.kubeconfig
 	}
+	if changed("model") {
+		ov.Model = &f.model
+	}
+	if changed("model-base-url") {
+		ov.ModelBaseURL = &f.modelBaseURL
+	}
+	if changed("upstream") {
+		ov.Upstream = &f.upstream
+	}
+	ov.ModelSettings = f.modelSettings
 	var workerTimeout time.Duration
 	if v := env.Getenv("STEWARD_WORKER_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)

@@ -71,6 +71,10 @@ type decoder struct {
 	blown bool
 	// cols: the file's messages name columns too (CSV, TSV, Parquet).
 	cols bool
+	// getenv expands ${NAME} in string values (nil: no expansion, as in
+	// samples files); expanded lists what was expanded, and where.
+	getenv   func(string) string
+	expanded []expansion
 }
 
 // posOf is where node n was written.
@@ -339,6 +343,9 @@ func (d *decoder) decodeValue(at, n *yaml.Node, v reflect.Value, path string) {
 	if n == nil || isNull(n) || !d.visit(n, shown) {
 		return
 	}
+	if n = d.expand(n, shown); isNull(n) {
+		return
+	}
 	d.depth++
 	defer func() { d.depth-- }()
 	if d.depth > maxDepth {
@@ -484,7 +491,7 @@ func (d *decoder) decodeValue(at, n *yaml.Node, v reflect.Value, path string) {
 			m := map[string]string{}
 			for _, p := range d.pairs(n, path) {
 				kp := join(path, p.key.Value)
-				val := d.resolve(p.val, kp)
+				val := d.expand(d.resolve(p.val, kp), kp)
 				if val == nil || isNull(val) {
 					m[p.key.Value] = ""
 					continue
@@ -542,6 +549,9 @@ func (d *decoder) decodeValue(at, n *yaml.Node, v reflect.Value, path string) {
 func (d *decoder) generic(n *yaml.Node, path string, track bool) any {
 	n = d.resolve(n, path)
 	if n == nil || !d.visit(n, path) {
+		return nil
+	}
+	if n = d.expand(n, path); n == nil {
 		return nil
 	}
 	d.depth++

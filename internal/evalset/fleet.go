@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/steward-evals/steward/internal/secret"
 )
 
 // Default fleet settings.
@@ -76,7 +78,7 @@ func LoadFleet(path string, getenv func(string) string, flags FleetOverrides) (F
 			errs.add(Error{File: display, Msg: "is a directory, not a file"})
 		} else if data, ok := readLimited(abs, display, errs); ok {
 			f.File = abs
-			decodeFleetFile(display, filepath.Dir(abs), data, &f, errs)
+			decodeFleetFile(display, filepath.Dir(abs), data, &f, errs, getenv)
 		}
 	}
 	applyFleetEnv(&f, getenv, errs)
@@ -87,8 +89,15 @@ func LoadFleet(path string, getenv func(string) string, flags FleetOverrides) (F
 	return f, nil
 }
 
-func decodeFleetFile(display, dir string, data []byte, f *Fleet, errs *Errors) {
+func decodeFleetFile(display, dir string, data []byte, f *Fleet, errs *Errors, getenv func(string) string) {
 	d := newDecoder(display, errs)
+	d.getenv = envOrEmpty(getenv)
+	defer func() {
+		// The secrets this file names and the ones that always are; Load
+		// checks again against the eval set's (api_key_env, secret_env).
+		f.expanded = d.expanded
+		refuseSecrets(errs, d.expanded, secret.Names(f.Secrets), nil)
+	}()
 	doc := parseYAML(display, data, errs)
 	d.limit = countNodes(doc) + maxAliasNodes
 	d.byteLimit = decodedLimit(len(data))

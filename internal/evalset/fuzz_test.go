@@ -46,7 +46,7 @@ func FuzzLoad(f *testing.F) {
 		}
 		ferrs := &Errors{}
 		fl := DefaultFleet(dir)
-		decodeFleetFile(FleetFileName, dir, data, &fl, ferrs)
+		decodeFleetFile(FleetFileName, dir, data, &fl, ferrs, nil)
 		checkErrors(t, ferrs)
 		if ferrs.Len() == 0 && fl.SamplesRamp.Enabled && (fl.SamplesRamp.Lo < 1 || fl.SamplesRamp.Lo > fl.SamplesRamp.Hi) {
 			t.Fatalf("bad ramp accepted: %+v", fl.SamplesRamp)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,6 +18,8 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/steward-evals/steward/internal/secret"
 )
 
 // FleetFileName is the fleet settings file read beside an eval set.
@@ -55,6 +58,17 @@ type FleetOverrides struct {
 	// Kubeconfig is kubernetes.kubeconfig (wins over KUBECONFIG); relative
 	// to the current working directory.
 	Kubeconfig *string
+
+	// The eval set's model, from launch's flags (--model, --model-base-url,
+	// --upstream, -M key=value): each replaces what the YAML says, exactly
+	// as if written there, so fingerprints and carry are the same. They
+	// travel with the other flags to the workers.
+	Model        *string  `json:",omitempty"`
+	ModelBaseURL *string  `json:",omitempty"`
+	Upstream     *string  `json:",omitempty"`
+	// ModelSettings are "key=value" pairs set over model.settings; the
+	// value is read as a YAML value (0.2 a number, true a boolean).
+	ModelSettings []string `json:",omitempty"`
 }
 
 // LoadOptions are what Load needs from the outside world.
@@ -86,7 +100,7 @@ func Load(path string, opts LoadOptions) (*EvalSet, error) {
 	data, ok := readLimited(abs, display, errs)
 	var es *EvalSet
 	if ok {
-		es = parseEvalSet(display, abs, data, errs)
+		es = parseEvalSetWith(display, abs, data, errs, opts)
 	}
 	fleet, ferr := LoadFleet(filepath.Join(filepath.Dir(path), FleetFileName), opts.Getenv, opts.Flags)
 	if ferr != nil {
@@ -96,6 +110,18 @@ func Load(path string, opts LoadOptions) (*EvalSet, error) {
 		} else {
 			return nil, ferr
 		}
+	}
+	if es != nil {
+		// Now that every secret name is known: the eval set's expansions
+		// against all of them, _steward.yaml's against those LoadFleet
+		// could not know.
+		names := secret.Names([]string{es.Model.APIKeyEnv}, es.SecretEnv, fleet.Secrets)
+		refuseSecrets(errs, es.expanded, names, nil)
+		known := map[string]bool{}
+		for _, n := range secret.Names(fleet.Secrets) {
+			known[n] = true
+		}
+		refuseSecrets(errs, fleet.expanded, names, known)
 	}
 	if err := errs.orNil(); err != nil {
 		return nil, err
@@ -236,8 +262,16 @@ func yamlError(display string, data []byte, err error) Error {
 // parseEvalSet decodes and validates an eval set held in data. abs is the
 // eval set's absolute path (its directory resolves relative paths).
 func parseEvalSet(display, abs string, data []byte, errs *Errors) *EvalSet {
+	return parseEvalSetWith(display, abs, data, errs, LoadOptions{})
+}
+
+// parseEvalSetWith is parseEvalSet with ${…} read through opts.Getenv and
+// the model flags of opts.Flags applied.
+func parseEvalSetWith(display, abs string, data []byte, errs *Errors, opts LoadOptions) *EvalSet {
 	es := &EvalSet{File: abs, Dir: filepath.Dir(abs)}
 	d := newDecoder(display, errs)
+	d.getenv = envOrEmpty(opts.Getenv)
+	defer func() { es.expanded = d.expanded }()
 	doc := parseYAML(display, data, errs)
 	d.limit = countNodes(doc) + maxAliasNodes
 	d.byteLimit = decodedLimit(len(data))
@@ -261,6 +295,7 @@ func parseEvalSet(display, abs string, data []byte, errs *Errors) *EvalSet {
 	if d.blown {
 		return es
 	}
+	applyModelFlags(&es.Model, opts.Flags, errs)
 	v := &validator{d: d, es: es, display: display}
 	v.loadSampleFiles()
 	v.validate()
@@ -407,4 +442,83 @@ func jsonToNode(v any, line int) *yaml.Node {
 		n.Kind, n.Tag, n.Value = yaml.ScalarNode, "!!null", "null"
 	}
 	return n
+}
+
+// envOrEmpty is getenv, or an empty environment for nil.
+func envOrEmpty(getenv func(string) string) func(string) string {
+	if getenv == nil {
+		return func(string) string { return "" }
+	}
+	return getenv
+}
+
+// applyModelFlags puts launch's model flags over the eval set's model,
+// checking each as the YAML value it replaces is checked (reported as
+// "flag: --NAME: …"). Model.Sources says which came from a flag.
+func applyModelFlags(m *Model, fl FleetOverrides, errs *Errors) {
+	bad := func(name, format string, args ...any) {
+		errs.add(Error{File: "flag", Field: name, Msg: fmt.Sprintf(format, args...)})
+	}
+	from := func(key string) {
+		if m.Sources == nil {
+			m.Sources = map[string]string{}
+		}
+		m.Sources[key] = SourceFlag
+	}
+	if fl.Upstream != nil {
+		if u := strings.TrimSpace(*fl.Upstream); !oneOf(u, Upstreams) {
+			bad("--upstream", "%s", badEnum("upstream", u, Upstreams))
+		} else {
+			m.Upstream = u
+			from("upstream")
+		}
+	}
+	if fl.Model != nil {
+		if strings.TrimSpace(*fl.Model) == "" {
+			bad("--model", "must name a model")
+		} else {
+			m.Name = *fl.Model
+			from("name")
+		}
+	}
+	if fl.ModelBaseURL != nil {
+		if msg := checkBaseURL(*fl.ModelBaseURL); msg != "" {
+			bad("--model-base-url", "%s", msg)
+		} else {
+			m.BaseURL = *fl.ModelBaseURL
+			from("base_url")
+		}
+	}
+	for _, kv := range fl.ModelSettings {
+		k, val, ok := strings.Cut(kv, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			bad("-M", "%q is not key=value (e.g. -M temperature=0.2)", kv)
+			continue
+		}
+		var x any
+		if err := yaml.Unmarshal([]byte(val), &x); err != nil {
+			x = val // not YAML: the text itself
+		}
+		if x == nil && strings.TrimSpace(val) != "" && strings.TrimSpace(val) != "null" && strings.TrimSpace(val) != "~" {
+			x = val // a comment-only value ("#x") is text, never nothing
+		}
+		if m.Settings == nil {
+			m.Settings = map[string]any{}
+		}
+		m.Settings[k] = x
+		from("settings." + k)
+	}
+}
+
+// checkBaseURL says what is wrong with a model base URL ("" if nothing).
+func checkBaseURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Sprintf("%q is not an http(s) URL", s)
+	}
+	if u.User != nil {
+		return "must not carry credentials: name the key's variable in api_key_env"
+	}
+	return ""
 }

@@ -36,6 +36,9 @@ type EvalSet struct {
 	// environment variables and flags were applied.
 	Fleet Fleet `yaml:"-" json:"-"`
 
+	// expanded are the ${…} Load expanded in the eval set (secrets refused).
+	expanded []expansion
+
 	// snap holds every files: source (task, sample, scorer) as read once at
 	// Load, by absolute path: what is fingerprinted and copied into sandboxes
 	// is what was validated, whatever happens to the files later.
@@ -82,6 +85,11 @@ type Model struct {
 	// Settings are extra model settings (temperature, …) that the
 	// quickstart agent sends and that enter the fingerprint.
 	Settings map[string]any `yaml:"settings" json:"settings"`
+
+	// Sources names the values launch's flags set ("name", "base_url",
+	// "upstream", "settings.KEY" -> "flag"), for the PLAN line; nil when
+	// every value is the file's.
+	Sources map[string]string `yaml:"-" json:"-"`
 }
 
 // Prices are USD per million tokens.
@@ -313,6 +321,9 @@ type Fleet struct {
 
 	// File is the _steward.yaml path it came from ("" if none).
 	File string `yaml:"-" json:"-"`
+	// expanded are the ${…} expanded in _steward.yaml (for Load's secret check).
+	expanded []expansion
+
 	// Sources says where each setting's value came from, keyed by its
 	// _steward.yaml name: "default", "_steward.yaml:LINE",
 	// "env STEWARD_MAX_SANDBOXES" or "flag" (for the PLAN line, C2).

@@ -2,7 +2,6 @@ package evalset
 
 import (
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -218,15 +217,12 @@ func (v *validator) model() {
 	m := &v.es.Model
 	if m.Upstream == "" {
 		m.Upstream = DefaultUpstream
-	} else if !oneOf(m.Upstream, Upstreams) {
+	} else if !oneOf(m.Upstream, Upstreams) && m.Sources["upstream"] == "" {
 		v.errf("model.upstream", "%s", badEnum("upstream", m.Upstream, Upstreams))
 	}
-	if m.BaseURL != "" {
-		u, err := url.Parse(m.BaseURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			v.errf("model.base_url", "%q is not an http(s) URL", m.BaseURL)
-		} else if u.User != nil {
-			v.errf("model.base_url", "must not carry credentials: name the key's variable in api_key_env")
+	if m.BaseURL != "" && m.Sources["base_url"] == "" {
+		if msg := checkBaseURL(m.BaseURL); msg != "" {
+			v.errf("model.base_url", "%s", msg)
 		}
 	}
 	if m.APIKeyEnv == "" {
