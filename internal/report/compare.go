@@ -92,6 +92,9 @@ type Comparison struct {
 	// (known-flaky ones are in Flaky instead): what changed, not the
 	// verdict (the verdict is the test's).
 	NewlyFail  []SampleDelta `json:"newly_failing"`
+	// History is the base's recent runs with the head beside them, when
+	// the base's report carried its trend (the action's baseline record).
+	History *Trends `json:"history,omitempty"`
 	NewlyFixed []SampleDelta `json:"newly_fixed"`
 	Flaky      []SampleDelta `json:"flaky,omitempty"`
 	// OnlyHead and OnlyBase are samples judged on one side only: reported,
@@ -338,6 +341,9 @@ func Compare(head, base *Report, baseLabel string, opts ...CompareOptions) *Comp
 		}
 	}
 	c.Summary, c.Decide = summarize(c)
+	if base.Trends != nil {
+		c.History = base.Trends.WithHead(head)
+	}
 	return c
 }
 

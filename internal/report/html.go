@@ -126,6 +126,14 @@ type htmlPage struct {
 	Duration string
 	Opts     HTMLOptions
 	Statuses []status.Attempt
+	// Trends are the trend's small charts and TrendNames its legend.
+	Trends     []htmlTrendChart
+	TrendNames []htmlTrendSeries
+	TrendRuns  int
+	// Pairs are the side by side of a comparison (changed samples first,
+	// at most htmlPairs); PairsSame how many unchanged ones were left out.
+	Pairs     []SamplePair
+	PairsLeft int
 }
 
 // HTML writes the report as one self-contained HTML page: no network, no
@@ -145,6 +153,14 @@ func HTML(w io.Writer, r *Report, opts HTMLOptions) error {
 	}
 	tmpl, err := template.New("report.html.tmpl").Funcs(template.FuncMap{
 		"c": func(s string) string { return clean(s, " ") },
+		// t keeps line breaks (inside <pre>).
+		"t": func(s string) string { return clean(s, "\n") },
+		"score": func(a AttemptRow) string {
+			if a.Score == nil {
+				return ""
+			}
+			return fmt.Sprintf("%.2f", *a.Score)
+		},
 	}).ParseFS(htmlAssets, "assets/report.html.tmpl")
 	if err != nil {
 		return fmt.Errorf("render html: %w", err)
@@ -225,6 +241,14 @@ func HTML(w io.Writer, r *Report, opts HTMLOptions) error {
 		}
 	}
 	p.Statuses = status.Attempts
+	if tr := trendsOf(r); tr != nil {
+		p.Trends = trendCharts(tr)
+		if len(p.Trends) > 0 {
+			p.TrendNames = p.Trends[0].Series
+			p.TrendRuns = len(tr.Runs)
+		}
+	}
+	p.Pairs, p.PairsLeft = pairsShown(r.SideBySide)
 	if err := tmpl.Execute(w, p); err != nil {
 		return fmt.Errorf("render html: %w", err)
 	}

@@ -124,6 +124,7 @@ func markdown(r *Report, opts MarkdownOptions, failed []AttemptRow, failCap, ram
 	if r.Comparison != nil {
 		b.WriteString(comparisonMarkdown(r.Comparison, "### Compared with base\n\n", failCap, opts.ReasonWidth, true))
 	}
+	b.WriteString(trendsMarkdown(trendsOf(r)))
 	if len(r.Tasks) > 0 {
 		b.WriteString("### Pass rate per task\n\n")
 		b.WriteString(taskTable(r, true))

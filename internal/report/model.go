@@ -37,6 +37,13 @@ type Report struct {
 	Shard    string       `json:"shard,omitempty"`
 	// Comparison judges the run against its base, when a baseline was given.
 	Comparison *Comparison `json:"comparison,omitempty"`
+	// Trends is the record's earlier runs of the eval set per task, when
+	// asked for (steward report --trends, steward view): trends.go.
+	Trends *Trends `json:"trends,omitempty"`
+	// SideBySide pairs the base's and the head's attempts of each sample
+	// with the diff of their answers (steward compare --format html,
+	// steward view): sidebyside.go.
+	SideBySide []SamplePair `json:"-"`
 	// KnownFlaky are the samples the record's ledger knows as flaky at
 	// this report's identities ("task\x00sample"): set on a baseline's
 	// report, so the comparison lists their flips apart.
