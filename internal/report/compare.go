@@ -91,10 +91,10 @@ type Comparison struct {
 	// NewlyFail and NewlyFixed are the samples whose score fell or rose
 	// (known-flaky ones are in Flaky instead): what changed, not the
 	// verdict (the verdict is the test's).
-	NewlyFail  []SampleDelta `json:"newly_failing"`
+	NewlyFail []SampleDelta `json:"newly_failing"`
 	// History is the base's recent runs with the head beside them, when
 	// the base's report carried its trend (the action's baseline record).
-	History *Trends `json:"history,omitempty"`
+	History    *Trends       `json:"history,omitempty"`
 	NewlyFixed []SampleDelta `json:"newly_fixed"`
 	Flaky      []SampleDelta `json:"flaky,omitempty"`
 	// OnlyHead and OnlyBase are samples judged on one side only: reported,

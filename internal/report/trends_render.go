@@ -38,7 +38,7 @@ func trendPct(p *TrendPoint) (float64, bool) {
 // (ties: trend order), and returns their indices in trend order.
 func trendTasks(t *Trends, n int) []int {
 	type mv struct {
-		i     int
+		i      int
 		spread float64
 	}
 	var ms []mv
