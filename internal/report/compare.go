@@ -87,14 +87,14 @@ type Comparison struct {
 	Looks      int     `json:"looks"`
 	// Family is how the tasks' p-values were adjusted ("holm").
 	Family string      `json:"family_adjustment"`
+	// History is the base's recent runs with the head beside them, when
+	// the base's report carried its trend (the action's baseline record).
+	History *Trends `json:"history,omitempty"`
 	Tasks  []TaskDelta `json:"tasks"`
 	// NewlyFail and NewlyFixed are the samples whose score fell or rose
 	// (known-flaky ones are in Flaky instead): what changed, not the
 	// verdict (the verdict is the test's).
-	NewlyFail []SampleDelta `json:"newly_failing"`
-	// History is the base's recent runs with the head beside them, when
-	// the base's report carried its trend (the action's baseline record).
-	History    *Trends       `json:"history,omitempty"`
+	NewlyFail  []SampleDelta `json:"newly_failing"`
 	NewlyFixed []SampleDelta `json:"newly_fixed"`
 	Flaky      []SampleDelta `json:"flaky,omitempty"`
 	// OnlyHead and OnlyBase are samples judged on one side only: reported,
