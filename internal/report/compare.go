@@ -86,11 +86,11 @@ type Comparison struct {
 	Look       int     `json:"look"`
 	Looks      int     `json:"looks"`
 	// Family is how the tasks' p-values were adjusted ("holm").
-	Family string      `json:"family_adjustment"`
+	Family string `json:"family_adjustment"`
 	// History is the base's recent runs with the head beside them, when
 	// the base's report carried its trend (the action's baseline record).
-	History *Trends `json:"history,omitempty"`
-	Tasks  []TaskDelta `json:"tasks"`
+	History *Trends     `json:"history,omitempty"`
+	Tasks   []TaskDelta `json:"tasks"`
 	// NewlyFail and NewlyFixed are the samples whose score fell or rose
 	// (known-flaky ones are in Flaky instead): what changed, not the
 	// verdict (the verdict is the test's).
