@@ -159,6 +159,8 @@ func TestSchemaAgreesWithLoader(t *testing.T) {
 		{"unknown network", okTask + "    sandbox: {network: none}\n", false, false},
 		{"unknown match", okTask + "    scorer: {match: exakt}\n", false, false},
 		{"command and match", okTask + "    scorer: {command: x, match: exact}\n", false, false},
+		{"judge_failed_agents", okTask + "    scorer: {command: x}\n    judge_failed_agents: false\n", false, true},
+		{"judge_failed_agents not a bool", okTask + "    scorer: {command: x}\n    judge_failed_agents: sometimes\n", false, false},
 		{"image and build", okTask + "    sandbox: {image: a, build: b}\n", false, false},
 		{"unknown upstream", "model: {upstream: openia}\n" + okTask, false, false},
 		{"reserved env", okTask + "    env: {OPENAI_API_KEY: x}\n", false, false},

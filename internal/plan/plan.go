@@ -227,6 +227,10 @@ func taskFingerprint(es *evalset.EvalSet, t *evalset.Task) (string, error) {
 		"cap_add": sb.CapAdd, "workdir": sb.Workdir, "setup": t.Setup, "agent": t.Agent, "scorer": t.Scorer,
 		"timeout": t.Timeout, "env": env, "files": files, "host": t.Host, "sandbox_reuse": t.SandboxReuse,
 	}
+	if t.JudgeFailedAgents != nil && !*t.JudgeFailedAgents {
+		// Only when set apart from the default: fingerprints stay as they were.
+		parts["judge_failed_agents"] = false
+	}
 	if len(t.Scorer.Files) > 0 {
 		sf := map[string]string{}
 		for dst, src := range t.Scorer.Files {

@@ -98,4 +98,3 @@ func TestTriesOlderRecord(t *testing.T) {
 		t.Fatalf("a migrated record read: %+v %v", as, err)
 	}
 }
-

@@ -59,6 +59,8 @@ func retriedMarkdown(r *Report, n, reasonWidth int) string {
 	if len(rows) == 0 {
 		return ""
 	}
+	// The problem table's cap follows the failures; these get their own.
+	n = min(max(n, 20), len(rows))
 	return fmt.Sprintf("**Retried after infrastructure errors (%d):**\n\n", len(rows)) + problemTable(rows, n, reasonWidth) + "\n"
 }
 

@@ -117,11 +117,16 @@ func (l *launcher) tryAttempt(ctx context.Context, it sched.Item, a *plan.Attemp
 	gwID := l.runID + "/" + strconv.Itoa(a.Seq)
 	token := l.gw.Issue(gwID, &hooks{d: l.disp, id: it.ID, name: a.ID(l.p), logf: func(f string, args ...any) { fmt.Fprintf(l.opts.Stderr, f, args...) }})
 	var row record.Attempt
+	var why []string
 	for try := 0; ; try++ {
 		row = l.runner.attempt(ctx, a, token)
-		if row.Status != status.Infra || try >= retries || ctx.Err() != nil {
+		row.Tries, row.RetryReasons = try+1, why
+		// A try whose agent ran to its end is never retried: a verdict, or
+		// an error after the agent's work, is the attempt's (issue 23 item 2).
+		if row.Status != status.Infra || row.ReachedJudging || try >= retries || ctx.Err() != nil {
 			break
 		}
+		why = append(why, row.Reason)
 		fmt.Fprintf(l.opts.Stderr, "steward: %s: infrastructure error, retrying (%d of %d): %s\n", a.ID(l.p), try+1, retries, l.scrub(row.Reason))
 	}
 	l.gw.Revoke(token)
@@ -132,8 +137,13 @@ func (l *launcher) tryAttempt(ctx context.Context, it sched.Item, a *plan.Attemp
 	cancel()
 	if u, ok := l.gw.Usage(gwID); ok {
 		row.InputTokens, row.OutputTokens, row.CostUSD, row.Requests = u.InputTokens, u.OutputTokens, u.CostUSD, u.Requests
+		providerCaused(&row, u)
 	}
 	l.scrubRow(&row)
+	row.AgentOutput = l.scrub(row.AgentOutput) // the agent's output beside its verdict
+	for i := range row.RetryReasons {
+		row.RetryReasons[i] = l.scrub(row.RetryReasons[i])
+	}
 	// The supervisor's plan holds the fingerprint with the resolved image ID.
 	row.Fingerprint, row.Parts = a.Fingerprint, a.PartsJSON()
 	return row, l.gw.Transcript(gwID)

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/score"
 	"github.com/steward-evals/steward/internal/status"
 )
 
@@ -222,11 +222,20 @@ func (r *attemptRun) agent() (record.Attempt, bool) {
 		r.healthy = false
 		return r.classify(err, "run agent"), true
 	}
+	// The agent ran to its end: from here on the try is judged, and never
+	// retried for another verdict (issue 23 item 2).
+	r.row.ReachedJudging = true
 	if p := execProblem("agent", res, r.t); p != "" {
 		if res.OOMKilled || res.TimedOut {
 			r.healthy = false
 		}
-		return r.finish(status.Errored, p), true
+		// A scorer command judges what an agent that exited non-zero left
+		// (Harbor's rule; judge_failed_agents: false opts out); its exit and
+		// output stay beside the verdict. A match has no answer to judge.
+		if !(res.ExitCode != 0 && !res.OOMKilled && !res.TimedOut && !res.DiskFull && r.t.JudgesFailedAgents()) {
+			return r.finish(status.Errored, p), true
+		}
+		r.row.AgentExit, r.row.AgentOutput = res.ExitCode, score.OutputTail(res.Stdout, res.Stderr, score.TailBytes)
 	}
 	if err := r.sb.Settle(r.ctx); err != nil {
 		r.healthy = false
@@ -243,20 +252,44 @@ func (r *attemptRun) judge() record.Attempt {
 		answer = strings.TrimSpace(string(b))
 	}
 	r.row.Answer = truncate(answer, 8<<10)
-	passed, score, expl, serr := r.e.score(r.ctx, r.sb, r.t, r.a.Sample, answer, r.env, r.token, r.deadline, &r.logb)
+	v, serr := r.e.score(r.ctx, r.sb, r.t, r.a.Sample, answer, r.env, r.token, r.deadline, &r.logb)
 	r.row.Log = tail([]byte(r.logb.String()), 16<<10)
+	agent := ""
+	if r.row.AgentExit != 0 {
+		agent = fmt.Sprintf("agent exited %d", r.row.AgentExit)
+		if r.row.AgentOutput != "" {
+			agent += ": " + r.row.AgentOutput
+		}
+	}
 	if serr != nil {
-		if errors.Is(serr, sandbox.ErrInfra) || r.ctx.Err() != nil {
+		var nv *score.NoVerdict
+		switch {
+		case errors.Is(serr, sandbox.ErrAgentWorkdir):
+			// What the agent left cannot be judged: its failure, never infra.
+			zero := 0.0
+			r.row.Score, r.row.Explanation = &zero, truncate(serr.Error(), 4<<10)
+			return r.finish(status.Failed, "")
+		case errors.Is(serr, sandbox.ErrInfra) || r.ctx.Err() != nil:
 			r.healthy = false
 			return r.classify(serr, "run scorer")
+		case errors.As(serr, &nv):
+			return r.finish(status.Errored, withAgent(nv.Reason, agent))
 		}
-		return r.finish(status.Errored, serr.Error())
+		return r.finish(status.Errored, withAgent(serr.Error(), agent))
 	}
-	r.row.Score, r.row.Explanation = &score, truncate(expl, 4<<10)
-	if passed {
+	r.row.Score, r.row.Explanation = &v.Score, truncate(v.Explanation, 4<<10)
+	if v.Passed {
 		return r.finish(status.Passed, "")
 	}
 	return r.finish(status.Failed, "")
+}
+
+// withAgent adds what the agent did to an errored scorer's reason.
+func withAgent(reason, agent string) string {
+	if agent == "" {
+		return reason
+	}
+	return reason + " (" + agent + ")"
 }
 
 func execProblem(what string, res sandbox.ExecResult, t *evalset.Task) string {
@@ -268,7 +301,11 @@ func execProblem(what string, res sandbox.ExecResult, t *evalset.Task) string {
 	case res.DiskFull:
 		return fmt.Sprintf("%s exceeded the sandbox's disk quota (disk %s): disk quota exceeded", what, t.Sandbox.Disk)
 	case res.ExitCode != 0:
-		return fmt.Sprintf("%s exited %d: %s", what, res.ExitCode, tail(res.Stderr, 300))
+		out := score.OutputTail(res.Stdout, res.Stderr, score.TailBytes)
+		if out == "" {
+			out = "no output"
+		}
+		return fmt.Sprintf("%s exited %d: %s", what, res.ExitCode, out)
 	}
 	return ""
 }
@@ -357,112 +394,21 @@ func sampleFiles(es *evalset.EvalSet, s *evalset.Sample) ([]sandbox.File, error)
 	return out, nil
 }
 
-// score judges the answer: a scorer command in the sandbox, or a target match.
-func (e *executor) score(ctx context.Context, sb sandbox.Sandbox, t *evalset.Task, s *evalset.Sample, answer string, env map[string]string, token string, deadline time.Time, logb *strings.Builder) (bool, float64, string, error) {
+// score judges the answer: a scorer command in the sandbox, or a target
+// match (internal/score decides; this runs).
+func (e *executor) score(ctx context.Context, sb sandbox.Sandbox, t *evalset.Task, s *evalset.Sample, answer string, env map[string]string, token string, deadline time.Time, logb *strings.Builder) (score.Verdict, error) {
 	targets := s.Targets()
 	if t.Scorer.Command != "" {
 		return e.runScorer(ctx, sb, t, targets, answer, env, token, deadline, logb)
 	}
-	ok, expl, err := Match(t.Scorer.Match, t.Scorer.IgnoreCase, answer, targets)
+	ok, expl, err := score.MatchAnswer(t.Scorer.Match, t.Scorer.IgnoreCase, answer, targets)
 	if err != nil {
-		return false, 0, "", err
+		return score.Verdict{}, err
 	}
 	if ok {
-		return true, 1, expl, nil
+		return score.Verdict{Passed: true, Score: 1, Explanation: expl}, nil
 	}
-	return false, 0, expl, nil
-}
-
-// judgeScorerOutput: the last stdout line may be JSON {"passed","score","explanation"};
-// otherwise exit 0 passes.
-func judgeScorerOutput(exit int, stdout []byte) (bool, float64, string, error) {
-	lines := strings.Split(strings.TrimSpace(string(stdout)), "\n")
-	last := strings.TrimSpace(lines[len(lines)-1])
-	if strings.HasPrefix(last, "{") {
-		var v struct {
-			Passed      *bool    `json:"passed"`
-			Score       *float64 `json:"score"`
-			Explanation string   `json:"explanation"`
-		}
-		if err := json.Unmarshal([]byte(last), &v); err == nil && (v.Passed != nil || v.Score != nil) {
-			passed := exit == 0
-			if v.Passed != nil {
-				passed = *v.Passed
-			}
-			if passed && exit != 0 {
-				// The line may be the agent's own output (a scorer that shows
-				// it before checking it): a verdict can fail an attempt whose
-				// scorer exited 0, never pass one whose scorer failed.
-				return false, 0, fmt.Sprintf("scorer exited %d (its last line says passed: the exit status wins)", exit), nil
-			}
-			score := 0.0
-			if passed {
-				score = 1
-			}
-			if v.Score != nil {
-				score = *v.Score
-			}
-			return passed, score, v.Explanation, nil
-		}
-	}
-	if exit == 0 {
-		return true, 1, "", nil
-	}
-	return false, 0, fmt.Sprintf("scorer exited %d", exit), nil
-}
-
-// Match compares an answer with targets (any target matching passes).
-func Match(kind string, ignoreCase bool, answer string, targets []string) (bool, string, error) {
-	if len(targets) == 0 {
-		return false, "", errors.New("the sample has no target to match")
-	}
-	norm := func(s string) string {
-		s = strings.TrimSpace(s)
-		if ignoreCase {
-			s = strings.ToLower(s)
-		}
-		return s
-	}
-	for _, tg := range targets {
-		switch kind {
-		case "", "exact":
-			if norm(answer) == norm(tg) {
-				return true, "exact match", nil
-			}
-		case "includes":
-			if strings.Contains(norm(answer), norm(tg)) {
-				return true, "answer includes the target", nil
-			}
-		case "regex":
-			pat := tg
-			if ignoreCase {
-				pat = "(?i)" + pat
-			}
-			re, err := regexp.Compile(pat)
-			if err != nil {
-				return false, "", fmt.Errorf("target regex %q: %w", tg, err)
-			}
-			if re.MatchString(answer) {
-				return true, "regex match", nil
-			}
-		case "numeric":
-			a, err1 := strconv.ParseFloat(strings.TrimSpace(strings.ReplaceAll(answer, ",", "")), 64)
-			b, err2 := strconv.ParseFloat(strings.TrimSpace(tg), 64)
-			if err1 == nil && err2 == nil && (a == b || abs(a-b) <= 1e-9*max(abs(a), abs(b))) {
-				return true, "numeric match", nil
-			}
-		default:
-			return false, "", fmt.Errorf("unknown match %q", kind)
-		}
-	}
-	return false, fmt.Sprintf("answer %q does not match target %q", truncate(answer, 200), truncate(targets[0], 200)), nil
-}
-
-func abs(x float64) float64 {
-	if x < 0 {
-		return -x
-	}
-	return x
+	return score.Verdict{Explanation: expl}, nil
 }
 
 // taskFiles reads the task's `files:`, copied into the workdir of every

@@ -2,7 +2,6 @@ package run
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/sandbox"
+	"github.com/steward-evals/steward/internal/score"
 )
 
 // The agent cannot influence its verdict (docs/security.md). By the time
@@ -19,14 +19,14 @@ import (
 // its files copied there only now, and the targets only in its environment.
 
 // runScorer runs the task's scorer command for a settled sandbox.
-func (e *executor) runScorer(ctx context.Context, sb sandbox.Sandbox, t *evalset.Task, targets []string, answer string, env map[string]string, token string, deadline time.Time, logb *strings.Builder) (bool, float64, string, error) {
+func (e *executor) runScorer(ctx context.Context, sb sandbox.Sandbox, t *evalset.Task, targets []string, answer string, env map[string]string, token string, deadline time.Time, logb *strings.Builder) (score.Verdict, error) {
 	files, err := e.scorerFiles(t, sb)
 	if err != nil {
-		return false, 0, "", err
+		return score.Verdict{}, err
 	}
 	g, dir, err := sb.Grader(ctx, append(files, valueFiles(env, answer, targets)...))
 	if err != nil {
-		return false, 0, "", fmt.Errorf("prepare the scorer's sandbox: %w", err)
+		return score.Verdict{}, fmt.Errorf("prepare the scorer's sandbox: %w", err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
@@ -40,7 +40,7 @@ func (e *executor) runScorer(ctx context.Context, sb sandbox.Sandbox, t *evalset
 	if gp, ok := g.(gatewayPeer); ok && e.x.bind != nil && token != "" {
 		if ip, ok := gp.GatewayPeer(); ok {
 			if err := e.x.bind(ctx, token, ip); err != nil {
-				return false, 0, "", sandbox.InfraError(fmt.Errorf("bind the gateway token to the scorer's sandbox: %w", err))
+				return score.Verdict{}, sandbox.InfraError(fmt.Errorf("bind the gateway token to the scorer's sandbox: %w", err))
 			}
 		}
 	}
@@ -56,12 +56,12 @@ func (e *executor) runScorer(ctx context.Context, sb sandbox.Sandbox, t *evalset
 	res, err := g.Exec(ctx, sandbox.ExecSpec{Shell: t.Scorer.Command, Env: senv, Timeout: time.Until(deadline), MaxOutput: 256 << 10})
 	logb.WriteString(section("scorer", res))
 	if err != nil {
-		return false, 0, "", err
+		return score.Verdict{}, err
 	}
-	if res.TimedOut || res.OOMKilled {
-		return false, 0, "", errors.New(execProblem("scorer", res, t))
-	}
-	return judgeScorerOutput(res.ExitCode, res.Stdout)
+	// The contract (internal/score, docs/evalset.md): 0 passes, 1 fails,
+	// anything else (a crash, a timeout, no verdict) is errored.
+	return score.Command(score.Run{Exit: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, TimedOut: res.TimedOut, OOMKilled: res.OOMKilled},
+		"task timeout "+t.Timeout.String())
 }
 
 // scorerFiles are the scorer's files, and the steward binary where the

@@ -116,7 +116,7 @@ func hostileSet(t *testing.T, provider, attack string) (path, loot string) {
 		task = `
     agent: 'echo wrong > answer.txt; mkdir -p out; ln -s /opt/steward/scorer/expected out/result; ln -s . c; ln -s c/../opt/steward/scorer/expected result2; ln -s /proc/self/environ out/env'
     scorer:
-      command: 'for f in out/result result2; do test "$(cat $f)" = "$(cat "$STEWARD_SCORER_DIR/expected")" && exit 0; done; grep -q "STEWARD_TARGET=$STEWARD_TARGET" out/env'
+      command: 'for f in out/result result2; do test "$(cat $f)" = "$(cat "$STEWARD_SCORER_DIR/expected")" && exit 0; done; grep -q "STEWARD_TARGET=$STEWARD_TARGET" out/env || exit 1'
       files: {expected: expected.txt}
     samples:
       - {id: a, input: "x", target: "42"}`
