@@ -20,8 +20,8 @@ type ciSim struct {
 	samples int
 	changed int
 	t0      time.Time
-	version []int       // each sample's definition
-	src     []Ref       // each sample's newest own row (SrcRun, SrcSeq)
+	version []int // each sample's definition
+	src     []Ref // each sample's newest own row (SrcRun, SrcSeq)
 	outcome func(s, v, attempt int) status.Attempt
 	runs    int
 	rng     *rand.Rand
