@@ -420,7 +420,7 @@ func newAction(env Env) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			genv := ghaction.Env{Getenv: env.Getenv, Stdout: env.Stdout, Stderr: env.Stderr,
-				Secrets: func(path string) []string { return modelSecrets(path, env) }, Baseline: readBaseline}
+				Secrets: func(path string) []string { return modelSecrets(path, env) }, Baseline: readBaseline, Prune: actionPrune}
 			code := ghaction.Run(cmd.Context(), genv, func(ctx context.Context, o ghaction.LaunchOptions) (*report.Report, int, error) {
 				if o.Merge {
 					out := o.Record
@@ -471,6 +471,24 @@ func newAction(env Env) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// actionPrune prunes the action's record before the workflow caches it
+// (req.Off: only measures it).
+func actionPrune(ctx context.Context, req ghaction.PruneRequest) (ghaction.PruneSummary, error) {
+	if req.Off {
+		n := record.SizeOf(req.Record)
+		return ghaction.PruneSummary{Before: n, After: n}, nil
+	}
+	var args []string
+	if req.EvalSet != "" {
+		args = []string{req.EvalSet}
+	}
+	res, err := pruneRecord(ctx, req.Record, args, req.KeepRuns, req.KeepTranscripts, false)
+	if err != nil {
+		return ghaction.PruneSummary{}, err
+	}
+	return ghaction.PruneSummary{Before: res.BytesBefore, After: res.BytesAfter, Line: pruneSummary(res, false)}, nil
 }
 
 // readBaseline reads the base's results: the newest run in the record at

@@ -75,6 +75,22 @@ type LaunchOptions struct {
 	Warn func(msg string)
 }
 
+// PruneRequest asks Env.Prune to prune the record at Record (only the runs
+// of EvalSet, when set), keeping the newest KeepRuns runs whole and the
+// transcripts of the newest KeepTranscripts; Off only measures it.
+type PruneRequest struct {
+	Record, EvalSet           string
+	KeepRuns, KeepTranscripts int
+	Off                       bool
+}
+
+// PruneSummary is the record's size before and after, and what was
+// dropped, in a line.
+type PruneSummary struct {
+	Before, After int64
+	Line          string
+}
+
 // MissingShards is implemented by the merge's error when shard records are
 // missing: which (i/n), of how many, and what they held ("" unknown). The
 // action then says so plainly instead of "the eval set has errors".
@@ -104,6 +120,9 @@ type Env struct {
 	// Baseline reads the base's results from the record at path (a
 	// directory or its record.sqlite): its newest run's report.
 	Baseline func(ctx context.Context, path string) (*report.Report, error)
+	// Prune prunes the record before it is cached (req.Off: only measures
+	// it) and says its size; nil: the record is neither pruned nor measured.
+	Prune func(ctx context.Context, req PruneRequest) (PruneSummary, error)
 	// Secrets returns the secret values the eval set at path will load (the
 	// model key in the variable its api_key_env names); they are masked
 	// before anything runs and before workflow commands are switched off.
@@ -306,6 +325,7 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 	}
 	a.compare(ctx, rep)
 	rep, code = a.decide(ctx, opts, launch, rep, code)
+	a.prune(ctx, rep)
 
 	// Reporting goes on after a cancellation, on a context of its own, short
 	// enough to finish before the runner's kill.
@@ -336,6 +356,55 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 		}
 	}
 	return a.failOn(rep, code)
+}
+
+// prune prunes the record before the workflow caches it (the prune input)
+// and puts its size in the job summary. It never fails the run: a record
+// that could not be pruned is cached as it is, with a warning. A cancelled
+// or partial run is not pruned (the reporting's time is short).
+func (a *action) prune(ctx context.Context, rep *report.Report) {
+	if a.env.Prune == nil || rep.Partial || ctx.Err() != nil {
+		return
+	}
+	rec := a.in.Record
+	if rec == "" {
+		rec = ".steward"
+	}
+	req := PruneRequest{Record: a.path(rec), KeepRuns: a.in.Prune.KeepRuns, KeepTranscripts: a.in.Prune.KeepTranscripts, Off: a.in.Prune.Off}
+	if a.in.Mode == ModeRun {
+		req.EvalSet = a.path(a.in.EvalSet)
+	}
+	a.gh.Group("Steward: prune the record")
+	res, err := a.env.Prune(ctx, req)
+	where := "`" + report.Plain(a.rel(filepath.Join(req.Record, "record.sqlite")), 300) + "`"
+	switch {
+	case err != nil:
+		a.gh.EndGroup()
+		a.gh.Warningf("Steward: the record was not pruned: %s", report.Plain(a.relText(err.Error()), 500))
+		a.summaryNotes = append(a.summaryNotes, "**Record** "+where+": not pruned ("+report.MD(a.relText(err.Error()), 300)+").")
+		return
+	case req.Off:
+		a.gh.Infof("The record is %s (prune: false)", humanBytes(res.After))
+		a.summaryNotes = append(a.summaryNotes, fmt.Sprintf("**Record** %s: %s (not pruned: `prune: false`).", where, humanBytes(res.After)))
+	default:
+		a.gh.Infof("%s", report.Plain(res.Line, 1000))
+		a.summaryNotes = append(a.summaryNotes, fmt.Sprintf("**Record** %s: %s after pruning (was %s; keeps %d runs whole and the transcripts of %d).",
+			where, humanBytes(res.After), humanBytes(res.Before), req.KeepRuns, req.KeepTranscripts))
+	}
+	a.gh.EndGroup()
+}
+
+// humanBytes shows a size as people read it: 512 B, 3.4 KiB, 12.0 MiB.
+func humanBytes(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
 }
 
 // compare judges the run against the baseline record, when one is given.
@@ -639,6 +708,8 @@ type action struct {
 	in        Inputs
 	workspace string
 	notes     []string // for the summary and the comment
+	// summaryNotes are for the summary alone (the record's size).
+	summaryNotes []string
 	// base is the baseline's report, once read (compare).
 	base *report.Report
 	// masked are the values already registered as masks (each once).
@@ -775,7 +846,7 @@ func (a *action) report(ctx context.Context, rep *report.Report) error {
 
 	a.annotate(rep)
 
-	notes := append([]string(nil), a.notes...)
+	notes := append(append([]string(nil), a.notes...), a.summaryNotes...)
 	summaryURL := a.summaryURL()
 	// The comment, like the summary, points at the HTML report.
 	body := report.Comment(rep, report.CommentOptions{SummaryURL: summaryURL, Notes: append(append([]string(nil), a.notes...), htmlNote(summaryURL))})

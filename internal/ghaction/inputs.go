@@ -40,6 +40,50 @@ type Inputs struct {
 	// ConfirmSamples, "task/sample"): the nightly evidence job.
 	Confirm        int
 	ConfirmSamples []string
+	// Prune says what the record keeps when the action prunes it before it
+	// is cached (prune input; default on, the record package's defaults).
+	Prune Prune
+}
+
+// Prune is the prune input: Off, or what to keep.
+type Prune struct {
+	Off             bool
+	KeepRuns        int
+	KeepTranscripts int
+}
+
+// Default prune settings (record.DefaultKeepRuns, DefaultKeepTranscripts).
+const (
+	defaultPruneRuns        = 10
+	defaultPruneTranscripts = 3
+)
+
+// parsePrune reads the prune input: "true" (the defaults), "false", or
+// settings "runs=N,transcripts=M".
+func parsePrune(v string) (Prune, error) {
+	v = strings.TrimSpace(strings.ToLower(v))
+	p := Prune{KeepRuns: defaultPruneRuns, KeepTranscripts: defaultPruneTranscripts}
+	switch v {
+	case "", "true", "on", "yes":
+		return p, nil
+	case "false", "off", "no":
+		return Prune{Off: true}, nil
+	}
+	for _, kv := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == '\n' }) {
+		k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		n, err := strconv.Atoi(strings.TrimSpace(val))
+		switch {
+		case !ok || err != nil:
+			return p, fmt.Errorf("input prune: %q is not true, false or runs=N,transcripts=M", v)
+		case strings.TrimSpace(k) == "runs" && n >= 1:
+			p.KeepRuns = n
+		case strings.TrimSpace(k) == "transcripts" && n >= 0:
+			p.KeepTranscripts = n
+		default:
+			return p, fmt.Errorf("input prune: %q: runs is at least 1, transcripts at least 0, and nothing else is a setting", strings.TrimSpace(kv))
+		}
+	}
+	return p, nil
 }
 
 // Judge is how the comparison with the base decides.
@@ -325,6 +369,9 @@ func ParseInputs(getenv func(string) string) (Inputs, error) {
 	}
 	if in.Decide.Rounds > 0 && in.Mode == ModeMerge {
 		errs = append(errs, errors.New("input decide: merge mode runs nothing, so it cannot decide; put decide on the shards' job, or judge the merged record without it"))
+	}
+	if in.Prune, err = parsePrune(input(getenv, "prune")); err != nil {
+		errs = append(errs, err)
 	}
 	if v := input(getenv, "pr-number"); v != "" {
 		n, err := strconv.Atoi(v)
