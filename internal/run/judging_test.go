@@ -88,8 +88,14 @@ tasks:
 // of stdout and stderr. On the old code the harbor task's attempts were
 // errored ("agent exited 1: " and stderr only) and never scored.
 func TestFailedAgentIsJudgedByItsScorer(t *testing.T) {
-	dir := t.TempDir()
-	path := write(t, dir, "steward.yaml", `
+	for _, workers := range []bool{false, true} {
+		t.Run(map[bool]string{false: "in-process", true: "workers"}[workers], func(t *testing.T) {
+			failedAgentJudged(t, write(t, t.TempDir(), "steward.yaml", failedAgentSet), workers)
+		})
+	}
+}
+
+const failedAgentSet = `
 tasks:
   - name: harbor
     sandbox: {provider: local}
@@ -114,8 +120,14 @@ tasks:
     scorer: {match: exact}
     samples:
       - {id: matched, input: x, target: "partial answer"}
-`)
-	r := launchSet(t, path, nil)
+`
+
+func failedAgentJudged(t *testing.T, path string, workers bool) {
+	r := launchSet(t, path, func(o *Options) {
+		if workers {
+			o.Workers, o.Exe = true, buildSteward(t)
+		}
+	})
 	if got := statuses(r.rep); got != "right:p wrong:f strict:e matched:e" {
 		t.Fatalf("statuses %s\n%+v", got, r.rep.Attempts)
 	}
