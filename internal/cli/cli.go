@@ -110,7 +110,7 @@ func newRoot(env Env) *cobra.Command {
 	root.AddCommand(
 		newLaunch(env), newReport(env), newVersion(env), newDoctor(env), newSweep(env),
 		newRamp(env), newTend(env), newLease(env), newMerge(env), newAction(env), newAgent(env),
-		newWorker(env), newView(env), newRuns(env), newFlaky(env), newCompare(env), newPrune(env),
+		newWorker(env), newView(env), newRuns(env), newFlaky(env), newCompare(env), newTrends(env), newPrune(env),
 	)
 	root.AddCommand(newInternal(env)...)
 	root.InitDefaultCompletionCmd() // now, so that refuseUnknownSubcommands sees it too

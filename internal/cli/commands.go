@@ -100,6 +100,11 @@ func newReport(env Env) *cobra.Command {
 					return err
 				}
 			}
+			if format == "html" { // the trend of the eval set's runs up to this one
+				if rep.Trends, err = runTrends(ctx, db, runID); err != nil {
+					return err
+				}
+			}
 			judgeReport(ctx, db, runID, rep)
 			return render(env.Stdout, rep, format, env)
 		},

@@ -82,30 +82,14 @@ read from another record (main's, restored from CI). A run id may be "newest"
 			if err != nil {
 				return err
 			}
-			base, err := report.FromRecord(ctx, baseDB, []string{baseID}, "")
-			if err != nil {
-				return exitWith(ExitInfra, err)
-			}
-			runs, err := baseDB.Runs(ctx)
-			if err != nil {
-				return exitWith(ExitInfra, err)
-			}
-			if err := baseEvidence(ctx, baseDB, runs, base); err != nil {
-				return exitWith(ExitInfra, err)
-			}
-			if err := knownFlaky(ctx, baseDB, base); err != nil {
-				return exitWith(ExitInfra, err)
-			}
-			head, err := report.FromRecord(ctx, headDB, []string{headID}, "")
-			if err != nil {
-				return exitWith(ExitInfra, err)
-			}
-			opts.Flaky = base.KnownFlaky
 			label := "run " + baseID
 			if baseRecord != "" {
 				label += " of " + baseDB.Path
 			}
-			head.Comparison = report.Compare(head, base, label, opts)
+			head, err := compareRuns(ctx, baseDB, headDB, baseID, headID, label, opts, format == "html")
+			if err != nil {
+				return exitWith(ExitInfra, err)
+			}
 			switch format {
 			case "json":
 				return report.WriteComparisonJSON(env.Stdout, head.Comparison)
@@ -148,4 +132,34 @@ func resolveRun(ctx context.Context, db *record.DB, id string) (string, error) {
 		}
 	}
 	return "", exitWith(ExitBadInput, fmt.Errorf("run %s: no such run in the record %s (`steward runs` lists them)", id, db.Path))
+}
+
+// compareRuns judges run headID of headDB against run baseID of baseDB as
+// the pull request comparison does, and returns head's report with the
+// comparison; sideBySide adds the per-sample side by side (HTML).
+func compareRuns(ctx context.Context, baseDB, headDB *record.DB, baseID, headID, label string, opts report.CompareOptions, sideBySide bool) (*report.Report, error) {
+	base, err := report.FromRecord(ctx, baseDB, []string{baseID}, "")
+	if err != nil {
+		return nil, err
+	}
+	runs, err := baseDB.Runs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := baseEvidence(ctx, baseDB, runs, base); err != nil {
+		return nil, err
+	}
+	if err := knownFlaky(ctx, baseDB, base); err != nil {
+		return nil, err
+	}
+	head, err := report.FromRecord(ctx, headDB, []string{headID}, "")
+	if err != nil {
+		return nil, err
+	}
+	opts.Flaky = base.KnownFlaky
+	head.Comparison = report.Compare(head, base, label, opts)
+	if sideBySide {
+		head.SideBySide = report.SideBySide(head, base)
+	}
+	return head, nil
 }

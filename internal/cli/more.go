@@ -524,6 +524,10 @@ func readBaseline(ctx context.Context, path string) (*report.Report, error) {
 		if err := knownFlaky(ctx, db, rep); err != nil {
 			return nil, fmt.Errorf("read baseline: %w", err)
 		}
+		// The base's recent history, drawn beside the pull request's run.
+		if rep.Trends, err = runTrends(ctx, db, r.ID); err != nil {
+			return nil, fmt.Errorf("read baseline: %w", err)
+		}
 		return rep, nil
 	}
 	return nil, fmt.Errorf("read baseline: the record at %s holds no finished run", path)

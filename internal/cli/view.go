@@ -11,12 +11,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/run"
 	"github.com/steward-evals/steward/internal/status"
 )
 
@@ -25,13 +27,16 @@ func newView(env Env) *cobra.Command {
 	var port int
 	cmd := &cobra.Command{
 		Use:   "view [RECORD]",
-		Short: "Serve the HTML report of a run, with transcripts, on 127.0.0.1 (refreshing while the run is live)",
-		Long: `Serve the newest run of a record (or --run) as the HTML report on
-http://127.0.0.1:PORT/ (a random free port unless --port), and print the URL.
-RECORD is a record directory (.steward), its record.sqlite, or an eval set
-whose record to read (default: the record beside ./steward.yaml). While the
-run is live the page refreshes itself as attempts are published. Stop with
-Ctrl-C.`,
+		Short: "Serve the record on 127.0.0.1: every run's HTML report with transcripts, the list of runs, any two compared, the flaky samples",
+		Long: `Serve the record on http://127.0.0.1:PORT/ (a random free port unless --port),
+and print the URL. / is the newest run's HTML report (or --run's), /runs
+lists every run (status, counts, spend, when, who) and opens any
+(/run/ID), compares any two (/compare?base=ID&head=ID: the verdict and the
+answers side by side with their diff), and /flaky is the flaky-sample
+ledger. RECORD is a record directory (.steward), its record.sqlite, or an
+eval set whose record to read (default: the record beside ./steward.yaml).
+While a run is live its page refreshes itself as attempts are published.
+Stop with Ctrl-C.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -154,8 +159,11 @@ func viewHandler(db *record.DB, runID, addr string) http.Handler {
 			return
 		}
 		ctx := r.Context()
-		switch r.URL.Path {
-		case "/version":
+		path := r.URL.Path
+		var page []byte
+		var err error
+		switch {
+		case path == "/version":
 			v, err := db.Version(ctx)
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -163,19 +171,38 @@ func viewHandler(db *record.DB, runID, addr string) http.Handler {
 			}
 			h.Set("Content-Type", "text/plain; charset=utf-8")
 			fmt.Fprint(w, v)
-		case "/":
-			page, err := viewPage(ctx, db, runID)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusInternalServerError)
-				return
-			}
-			h.Set("Content-Type", "text/html; charset=utf-8")
-			_, _ = w.Write(page)
+			return
+		case path == "/":
+			page, err = viewPage(ctx, db, runID)
+		case path == "/runs":
+			page, err = viewRuns(ctx, db)
+		case path == "/flaky":
+			page, err = viewFlaky(ctx, db)
+		case strings.HasPrefix(path, "/run/"):
+			page, err = viewPage(ctx, db, strings.TrimPrefix(path, "/run/"))
+		case path == "/compare":
+			page, err = viewCompare(ctx, db, r.URL.Query().Get("base"), r.URL.Query().Get("head"))
 		default:
 			http.NotFound(w, r)
+			return
+		}
+		var nf notFound
+		switch {
+		case errors.As(err, &nf):
+			http.Error(w, err.Error(), http.StatusNotFound)
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		default:
+			h.Set("Content-Type", "text/html; charset=utf-8")
+			_, _ = w.Write(page)
 		}
 	})
 }
+
+// notFound is a run the record does not hold (404).
+type notFound struct{ what string }
+
+func (e notFound) Error() string { return e.what }
 
 func viewPage(ctx context.Context, db *record.DB, runID string) ([]byte, error) {
 	// The version is read first: anything published while the page is
@@ -200,7 +227,7 @@ func viewPage(ctx context.Context, db *record.DB, runID string) ([]byte, error) 
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("no run %s in the record %s", runID, db.Path)
+			return nil, notFound{fmt.Sprintf("no run %s in the record %s", runID, db.Path)}
 		}
 	}
 	rep, err := report.FromRecord(ctx, db, []string{run.ID}, "")
@@ -210,9 +237,102 @@ func viewPage(ctx context.Context, db *record.DB, runID string) ([]byte, error) 
 	if err := report.LoadTranscripts(ctx, db, rep); err != nil {
 		return nil, err
 	}
+	if rep.Trends, err = runTrends(ctx, db, run.ID); err != nil {
+		return nil, err
+	}
 	var b bytes.Buffer
-	opts := report.HTMLOptions{LiveURL: "version", Version: v, Live: run.Status == status.Running}
+	opts := report.HTMLOptions{LiveURL: "/version", Version: v, Live: run.Status == status.Running, Nav: report.ViewerNav}
 	if err := report.HTML(&b, rep, opts); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// viewRuns is the list of the record's runs: status, counts, spend, when
+// and who, each linked to its report, with a form comparing two.
+func viewRuns(ctx context.Context, db *record.DB) ([]byte, error) {
+	runs, err := db.Runs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var rows []report.RunListRow
+	for _, r := range runs {
+		as, err := db.Attempts(ctx, r.ID)
+		if err != nil {
+			return nil, err
+		}
+		rep := &report.Report{}
+		var usd float64
+		for _, a := range as {
+			rep.Attempts = append(rep.Attempts, report.AttemptRow{Status: a.Status, Carried: a.CarriedFrom != "", Task: a.Task})
+			if a.CarriedFrom == "" {
+				usd += a.CostUSD
+			}
+		}
+		rep.Recount()
+		owner := run.OwnerOf(ctx, db, r)
+		who := owner.Host
+		if who == "" {
+			who = r.Host
+		}
+		if owner.User != "" {
+			who = owner.User + "@" + who
+		}
+		row := report.RunListRow{ID: r.ID, Title: r.Title, EvalSet: r.EvalSet, Status: string(r.Status), Who: who, Started: r.Started,
+			Counts: rep.Counts, SpendUSD: usd}
+		if !r.Finished.IsZero() {
+			row.Took = r.Finished.Sub(r.Started)
+		}
+		rows = append(rows, row)
+	}
+	var b bytes.Buffer
+	if err := report.RunsPage(&b, db.Path, rows); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// viewFlaky is the record's flaky-sample ledger (every eval set's runs).
+func viewFlaky(ctx context.Context, db *record.DB) ([]byte, error) {
+	ledger, err := db.Ledger(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var rows []report.FlakyListRow
+	for _, l := range ledger {
+		if l.Flaky() {
+			rows = append(rows, report.FlakyListRow{Task: l.Task, Sample: l.Sample, Passed: l.Passed, Failed: l.Failed, Errored: l.Errored, Runs: l.Runs, Last: l.Last})
+		}
+	}
+	var b bytes.Buffer
+	if err := report.FlakyPage(&b, db.Path, rows); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// viewCompare judges run head against run base as `steward compare` does
+// and shows head's report with the verdict and the side by side.
+func viewCompare(ctx context.Context, db *record.DB, base, head string) ([]byte, error) {
+	if base == "" || head == "" {
+		return nil, notFound{"compare: name both runs (/compare?base=RUN&head=RUN)"}
+	}
+	runs, err := db.Runs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range []string{base, head} {
+		if !slices.ContainsFunc(runs, func(r record.Run) bool { return r.ID == id }) {
+			return nil, notFound{fmt.Sprintf("no run %s in the record %s", id, db.Path)}
+		}
+	}
+	opts := report.CompareOptions{Confidence: report.DefaultConfidence, MinEffect: report.DefaultMinEffect, MinEffectSet: true}
+	rep, err := compareRuns(ctx, db, db, base, head, "run "+base, opts, true)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := report.HTML(&b, rep, report.HTMLOptions{Nav: report.ViewerNav}); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil

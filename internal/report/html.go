@@ -32,6 +32,8 @@ type HTMLOptions struct {
 	Version string
 	// Live says the run was still running when the page was rendered.
 	Live bool
+	// Nav links the page to the viewer's other pages (steward view).
+	Nav []NavLink
 }
 
 // htmlRowCut bounds the one-line reason in the attempt table; the full text

@@ -108,8 +108,7 @@ func meanScore(as []AttemptRow) float64 {
 	return s / float64(n)
 }
 
-// WordDiff diffs a against b by words (whitespace runs kept with the word
-// before them), merging adjacent runs of one kind.
+// WordDiff diffs a against b by words, merging adjacent runs of one kind.
 func WordDiff(a, b string) []DiffOp {
 	if a == b {
 		return nil // nothing to show: the answers are the same
@@ -159,19 +158,26 @@ func WordDiff(a, b string) []DiffOp {
 }
 
 func words(s string) []string {
-	// Words and the whitespace between them are tokens of their own.
+	// Tokens: runs of letters and digits, runs of whitespace, and every
+	// other character on its own (so "6," is "6" then ",").
+	class := func(r rune) int {
+		switch {
+		case unicode.IsSpace(r):
+			return 0
+		case unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_':
+			return 1
+		}
+		return 2
+	}
 	var out []string
 	start, prev := 0, -1
 	for i, r := range s {
-		sp := 0
-		if unicode.IsSpace(r) {
-			sp = 1
-		}
-		if prev >= 0 && sp != prev {
+		c := class(r)
+		if prev >= 0 && (c != prev || c == 2) {
 			out = append(out, s[start:i])
 			start = i
 		}
-		prev = sp
+		prev = c
 	}
 	if start < len(s) {
 		out = append(out, s[start:])

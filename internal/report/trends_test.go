@@ -81,6 +81,7 @@ func TestWordDiff(t *testing.T) {
 		{"the answer is 42", "the answer is 41", "the answer is [-42-]{+41+}"},
 		{"a b c", "a c", "a [-b -]c"},
 		{"", "new", "{+new+}"},
+		{"answer 6", "answer 6, or 7", "answer 6{+, or 7+}"},
 		{"line one\nline two\n", "line one\nline 2\n", "line one\nline [-two-]{+2+}\n"},
 	} {
 		if got := diffText(WordDiff(tc.a, tc.b)); got != tc.want {
