@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -69,11 +70,15 @@ func (s *Sandbox) Grader(ctx context.Context, files []sandbox.File) (sandbox.San
 	errb := sandbox.NewCapped(64 << 10)
 	code, err := g.stream(ctx, []string{"tar", "-C", g.workdir, "-xf", "-"}, pr, io.Discard, errb)
 	_ = pr.CloseWithError(io.ErrClosedPipe)
-	if oerr := <-outErr; oerr != nil && err == nil {
+	oerr := <-outErr
+	if oerr != nil && err == nil {
 		err = oerr
 	}
 	if err == nil && code != 0 {
 		err = fmt.Errorf("tar exited %d: %s", code, errb.Bytes())
+	}
+	if errors.Is(oerr, sandbox.ErrAgentWorkdir) {
+		return fail(oerr) // what the agent left: its outcome, never a retry
 	}
 	if err != nil {
 		return fail(sandbox.InfraError(fmt.Errorf("copy the workdir into the scorer's pod: %w", err)))
@@ -107,7 +112,8 @@ type limitWriter struct {
 
 func (l *limitWriter) Write(b []byte) (int, error) {
 	if int64(len(b)) > l.left {
-		return 0, fmt.Errorf("the workdir is larger than %d bytes", int64(maxGraderCopy))
+		// Sparse files count at their full size: the agent's outcome (issue 23 item 3).
+		return 0, sandbox.AgentWorkdirError(fmt.Errorf("the workdir is larger than %d MiB (sparse files count at their full size): not handed to the scorer", int64(maxGraderCopy)>>20))
 	}
 	l.left -= int64(len(b))
 	return l.w.Write(b)
