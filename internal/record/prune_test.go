@@ -303,12 +303,16 @@ func TestPruneKeepsWhatCarryAndFlakyNeed(t *testing.T) {
 }
 
 // The record's size after 100 simulated CI runs of a 2 000-attempt eval set
-// with 5 changed samples each, without prune and with the action's
-// defaults after every run (docs/benchmarks.md, "The record over time").
+// with 5 changed samples each, without prune, with the action's defaults
+// after every run, and keeping no transcripts (docs/benchmarks.md, "The record over time").
 func BenchmarkRecordOver100Runs(b *testing.B) {
-	for _, pruned := range []bool{false, true} {
-		name := map[bool]string{false: "no-prune", true: "prune"}[pruned]
-		b.Run(name, func(b *testing.B) {
+	for _, c := range []struct {
+		name        string
+		pruned      bool
+		transcripts int
+	}{{"no-prune", false, 0}, {"prune", true, DefaultKeepTranscripts}, {"prune-transcripts-0", true, 0}} {
+		pruned := c.pruned
+		b.Run(c.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				ctx := context.Background()
 				db, err := Open(ctx, b.TempDir())
@@ -322,7 +326,7 @@ func BenchmarkRecordOver100Runs(b *testing.B) {
 					sim.run(b, status.Finished, 0)
 					if pruned {
 						start := time.Now()
-						if _, err := db.Prune(ctx, PruneOptions{KeepRuns: DefaultKeepRuns, KeepTranscripts: DefaultKeepTranscripts}); err != nil {
+						if _, err := db.Prune(ctx, PruneOptions{KeepRuns: DefaultKeepRuns, KeepTranscripts: c.transcripts}); err != nil {
 							b.Fatal(err)
 						}
 						took = max(took, time.Since(start))
