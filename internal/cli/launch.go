@@ -213,7 +213,7 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 	}
 	opts := run.Options{
 		EvalSet: es, TaskGlobs: f.tasks, SampleGlobs: f.samples, Concurrency: f.concurrency, BudgetUSD: f.budget,
-		Rerun: f.rerun, EarlyExit: f.earlyExit, Dry: f.dry, Shard: f.shard, Title: f.title,
+		Rerun: f.rerun, EarlyExit: f.earlyExit, Dry: f.dry, DryJSON: f.dry && f.jsonOut, Shard: f.shard, Title: f.title,
 		ConfirmAttempts: f.confirm, ConfirmSamples: f.confirmSamples,
 		Stdout: env.Stdout, Stderr: env.Stderr, TTY: env.StderrTTY, Color: env.StderrTTY && env.Getenv("NO_COLOR") == "",
 		Getenv: env.Getenv, Exe: env.Exe, Providers: run.Registry{Getenv: env.Getenv}, Grace: f.grace, Hard: env.Hard,

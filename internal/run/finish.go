@@ -3,6 +3,7 @@ package run
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/olekukonko/tablewriter"
 
+	"github.com/steward-evals/steward/internal/forecast"
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/sandbox"
@@ -76,6 +78,9 @@ func (l *launcher) dryReport() *report.Report {
 // action (carry or run), reason and lane.
 func (l *launcher) printDry() error {
 	w := l.opts.Stdout
+	if l.opts.DryJSON {
+		return l.printDryJSON(w)
+	}
 	fmt.Fprintln(w, report.PlanLine(l.planLine))
 	fmt.Fprintln(w, l.fc.String())
 	for _, n := range l.fc.Notes {
@@ -162,4 +167,28 @@ func (l *launcher) preflight(ctx context.Context, name string, prov sandbox.Prov
 		confirm = func(string) bool { return false }
 	}
 	return pf.PreflightRun(ctx, specs, l.budget, l.opts.Stderr, confirm, l.opts.WriteDaemonJSON)
+}
+
+// printDryJSON is `launch --dry --json`: the PLAN line, the forecast and
+// every attempt with its action, in discovery order.
+func (l *launcher) printDryJSON(w io.Writer) error {
+	type row struct {
+		Task    string `json:"task"`
+		Sample  string `json:"sample"`
+		Attempt int    `json:"attempt"`
+		Action  string `json:"action"`
+		Reason  string `json:"reason"`
+		Lane    string `json:"lane,omitempty"`
+	}
+	out := struct {
+		Plan     string             `json:"plan"`
+		Forecast *forecast.Forecast `json:"forecast"`
+		Attempts []row              `json:"attempts"`
+	}{Plan: l.planLine, Forecast: &l.fc}
+	for _, a := range l.p.Attempts {
+		out.Attempts = append(out.Attempts, row{Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number, Action: a.Action, Reason: a.Reason, Lane: a.Lane})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
 }

@@ -41,8 +41,11 @@ type Options struct {
 	Rerun       bool
 	EarlyExit   bool
 	Dry         bool
-	Shard       string // "i/n" or ""
-	Title       string
+	// DryJSON prints the dry run as JSON (the PLAN line, the forecast and
+	// every attempt's action) instead of tables (launch --dry --json).
+	DryJSON bool
+	Shard   string // "i/n" or ""
+	Title   string
 
 	Stdout, Stderr io.Writer
 	// TTY: redraw the panel in place; otherwise plain periodic lines.
