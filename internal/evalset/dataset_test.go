@@ -178,3 +178,37 @@ func TestDatasetFormatFromContent(t *testing.T) {
 	}
 	_ = os.Remove(filepath.Join(dir, "data"))
 }
+
+// hfRow is shaped as pyarrow (Hugging Face's datasets) writes a split:
+// every column nullable, strings dictionary-encoded, pages snappy- or
+// zstd-compressed, the answer an int64 class label beside a letter column.
+type hfRow struct {
+	Question *string  `parquet:"question,optional,dict,snappy"`
+	Choices  []string `parquet:"choices,optional,list,zstd"`
+	Answer   *string  `parquet:"answer_letter,optional,dict"`
+	Label    *int64   `parquet:"answer,optional"`
+	Subject  *string  `parquet:"subject,optional,dict,snappy"`
+	Score    *float32 `parquet:"score,optional"`
+}
+
+func TestDatasetParquetLikeHuggingFace(t *testing.T) {
+	s := func(v string) *string { return &v }
+	i := func(v int64) *int64 { return &v }
+	f := func(v float32) *float32 { return &v }
+	data := writeParquet(t, []hfRow{
+		{s("What is 2+2?"), []string{"3", "4"}, s("B"), i(1), s("math"), f(0.5)},
+		{s("Capital of Italy?"), []string{"Rome", "Paris"}, s("A"), i(0), nil, nil},
+	})
+	y := "tasks:\n  - name: hf\n    agent: x\n    samples_file: train-00000-of-00001.parquet\n    fields: {input: question, target: answer_letter, choices: choices, metadata: [subject, answer, score]}\n"
+	es := mustLoad(t, writeTree(t, map[string]string{"steward.yaml": y, "train-00000-of-00001.parquet": data}), LoadOptions{})
+	got := brief(es.Tasks[0].Samples)
+	if len(got) != 2 || got[0].ID != "1" || got[1].ID != "2" || strings.Join(got[1].Choices, ",") != "Rome,Paris" || strings.Join(got[1].Target.([]string), ",") != "A" {
+		t.Fatalf("samples %#v", got)
+	}
+	if m := got[0].Metadata; m["subject"] != "math" || m["answer"] != 1 || m["score"] != 0.5 {
+		t.Errorf("metadata %#v", m)
+	}
+	if m := got[1].Metadata; m["subject"] != nil || len(m) != 3 {
+		t.Errorf("metadata of nulls %#v", m)
+	}
+}
