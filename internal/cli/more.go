@@ -671,7 +671,9 @@ attempt's token, set by Steward) and prints the reply on stdout. An input
 that is a list of chat messages is sent whole (system prompt and history
 included); a text input is sent as one user message. --system puts a system
 prompt first. The model settings (model.settings: temperature, max_tokens,
-…; STEWARD_MODEL_SETTINGS) go with the request.`,
+…; STEWARD_MODEL_SETTINGS) go with the request. A multiple-choice sample's
+input already holds its choices lettered and asks for 'ANSWER: $LETTER' (the
+task's choices_template, Inspect's prompt by default), judged by match: choice.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			base := env.Getenv("OPENAI_BASE_URL")
