@@ -32,7 +32,7 @@ type launchFlags struct {
 	// --model, --model-base-url, --upstream, -M key=value: over the eval set's model.
 	model, modelBaseURL, upstream string
 	modelSettings                 []string
-	tendInterval, grace                             time.Duration
+	tendInterval, grace           time.Duration
 	// --confirm N and --confirm-samples: more attempts of the selected samples.
 	confirm        int
 	confirmSamples []string

@@ -63,9 +63,9 @@ type FleetOverrides struct {
 	// --upstream, -M key=value): each replaces what the YAML says, exactly
 	// as if written there, so fingerprints and carry are the same. They
 	// travel with the other flags to the workers.
-	Model        *string  `json:",omitempty"`
-	ModelBaseURL *string  `json:",omitempty"`
-	Upstream     *string  `json:",omitempty"`
+	Model        *string `json:",omitempty"`
+	ModelBaseURL *string `json:",omitempty"`
+	Upstream     *string `json:",omitempty"`
 	// ModelSettings are "key=value" pairs set over model.settings; the
 	// value is read as a YAML value (0.2 a number, true a boolean).
 	ModelSettings []string `json:",omitempty"`
