@@ -195,7 +195,7 @@ func realSharedCells() []realShared {
 	if os.Getenv("SHAREDBENCH_ONE") != "" {
 		return []realShared{mk(4, 1500*time.Millisecond, false)}
 	}
-	return []realShared{mk(4, 1500*time.Millisecond, false), mk(8, 300*time.Millisecond, true)}
+	return []realShared{mk(4, 1500*time.Millisecond, false), mk(8, 300*time.Millisecond, true), mk(4, 10*time.Second, false)}
 }
 
 // BenchmarkSharedKeyLoopback runs shared-key cells in real time: n real
