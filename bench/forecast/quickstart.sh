@@ -4,7 +4,10 @@
 # nothing carries) but not what an attempt costs; before each run
 # `launch --dry` forecasts it from the runs before. Prints one line per run:
 #   run  forecast_usd lo hi  actual_usd  forecast_s lo hi  actual_s
-# Usage: bench/forecast/quickstart.sh STEWARD_BIN [RUNS]
+# With SLEEPY=1 a third task is added: eight samples whose agent sleeps a
+# random 0.3–0.9 s, at most three at once (the scheduler model is measured
+# against the real dispatcher).
+# Usage: [SLEEPY=1] bench/forecast/quickstart.sh STEWARD_BIN [RUNS]
 set -eu
 bin=$1
 runs=${2:-12}
@@ -14,6 +17,27 @@ cp -r "$(dirname "$0")/../../examples/quickstart/." "$dir/"
 cd "$dir"
 # Prices make the mock's (deterministic) tokens cost something.
 sed 's/^  name: mock-1$/  name: mock-1\n  prices: {input_per_mtok: 3, output_per_mtok: 15}/' steward.yaml > base.yaml
+if [ "${SLEEPY:-}" = 1 ]; then
+	cat >> base.yaml <<'YAML'
+  - name: sleepy
+    sandbox:
+      provider: local
+    exclusive: false
+    max_samples: 3
+    agent: 'sleep "$(awk "BEGIN{srand(); printf \"%.2f\", 0.3 + rand() * 0.6}")"; echo done'
+    scorer:
+      command: 'echo "{\"passed\": true, \"score\": 1}"'
+    samples:
+      - {id: z1, input: "1", target: "1"}
+      - {id: z2, input: "2", target: "2"}
+      - {id: z3, input: "3", target: "3"}
+      - {id: z4, input: "4", target: "4"}
+      - {id: z5, input: "5", target: "5"}
+      - {id: z6, input: "6", target: "6"}
+      - {id: z7, input: "7", target: "7"}
+      - {id: z8, input: "8", target: "8"}
+YAML
+fi
 i=1
 while [ "$i" -le "$runs" ]; do
 	sed "s/^    agent: /    env: {REP: \"$i\"}\n    agent: /" base.yaml > steward.yaml

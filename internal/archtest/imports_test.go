@@ -26,6 +26,7 @@ var forbidden = []struct{ from, to, why string }{
 	{"internal/sched", "internal/...", "the scheduler is pure and standalone"},
 	{"internal/ramp", "internal/...", "the ramp is pure and standalone"},
 	{"internal/shard", "internal/...", "shard assignment is pure and standalone"},
+	{"internal/forecast", "internal/...", "the forecast is a pure function of plain values"},
 	{"internal/status", "internal/...", "the status vocabulary is the lowest package"},
 	{"internal/stats", "internal/...", "the verdict's statistics are pure functions checked against reference values"},
 	{"internal/secret", "internal/...", "the secret names and the scrubber are the lowest package: the gateway, the supervisor, the CLI and the action share them"},
