@@ -429,7 +429,8 @@ func (a *action) compare(ctx context.Context, rep *report.Report) {
 // each decide round is one more look of the Rounds+1 fixed in advance).
 func (a *action) compareOptions(look int) report.CompareOptions {
 	j := a.in.Judge
-	o := report.CompareOptions{Confidence: j.Confidence, MinEffect: j.MinEffect, MinEffectSet: true, Look: look, Looks: 1}
+	o := report.CompareOptions{Confidence: j.Confidence, MinEffect: j.MinEffect, MinEffectSet: true, Look: look, Looks: 1,
+		DecideExtras: look > 1}
 	if a.decideWith.Rounds > 0 {
 		o.Looks = a.decideWith.Rounds + 1
 	}
@@ -512,6 +513,7 @@ func (a *action) decide(ctx context.Context, opts LaunchOptions, launch LaunchFu
 		}
 		a.relativize(next)
 		next.Comparison = report.Compare(next, a.base, a.in.Baseline, a.compareOptions(round+1))
+		next.Comparison.KeepDecided(rep.Comparison)
 		n := len(samples) * d.PerRound
 		spentAttempts += n
 		spentUSD += next.Spend.USD

@@ -892,7 +892,7 @@ func (d *decideStub) launch(_ context.Context, opts ghaction.LaunchOptions) (*re
 	r := &report.Report{Title: "nightly", EvalSet: "evals/steward.yaml", RunIDs: []string{run}}
 	for i := 0; i < 40; i++ {
 		st := status.Passed
-		if i < 6 || i >= 36 { // q1..q6 broke on head; q37..q40 fail on both sides
+		if i < 2 || i >= 36 { // q1, q2 broke on head; q37..q40 fail on both sides
 			st = status.Failed
 		}
 		row := report.AttemptRow{Task: "qa", Sample: fmt.Sprintf("q%d", i+1), Attempt: 1, Status: st, Run: run}
@@ -930,11 +930,24 @@ func (d *decideStub) launch(_ context.Context, opts ghaction.LaunchOptions) (*re
 		}
 	}
 	r.Decide = d.evalSet
+	r.Tasks[0].Planned = 1 // attempts above 1 are decide's extras
 	return r, ghaction.ExitFailed, nil
 }
 
 func TestDecideSpendsOnlyOnUncertainSamples(t *testing.T) {
-	base := manyReport("b", 40, 36) // q1..q36 pass on base
+	// Base holds three attempts of every sample (a nightly --confirm's
+	// evidence): q1..q36 passed all three, q37..q40 none.
+	base := &report.Report{Title: "nightly", EvalSet: "evals/steward.yaml", RunIDs: []string{"b"}}
+	for i := 0; i < 40; i++ {
+		for a := 1; a <= 3; a++ {
+			st := status.Passed
+			if i >= 36 {
+				st = status.Failed
+			}
+			base.Attempts = append(base.Attempts, report.AttemptRow{Task: "qa", Sample: fmt.Sprintf("q%d", i+1), Attempt: a, Status: st, Run: "b"})
+		}
+	}
+	base.Recount()
 	var evalSet *report.DecideSettings
 	run := func(decide string) (*decideStub, int, *actionEnv) {
 		e := newActionEnv(t, "http://127.0.0.1:9", writeTok)
@@ -947,45 +960,52 @@ func TestDecideSpendsOnlyOnUncertainSamples(t *testing.T) {
 		d := &decideStub{extra: map[string]int{}, evalSet: evalSet}
 		return d, ghaction.Run(context.Background(), env, d.launch), e
 	}
-	// Without decide: 6 of 36 flipped one way, p = 1/64 < 0.025 on the only
-	// look: regressed.
+	// Without decide: q1 and q2 failed their one attempt where base passed
+	// three of three: p = (1/4)² = 0.0625, not below 0.025: inconclusive,
+	// and the step passes.
 	d, code, e := run("off")
-	if code != ghaction.ExitFailed || len(d.calls) != 1 {
+	if code != ghaction.ExitOK || len(d.calls) != 1 {
 		t.Fatalf("decide off: exit %d after %d launches\n%s", code, len(d.calls), e.stdout.String())
 	}
-	// With decide the first look is the first of four and tests at its
-	// share (alpha 0.0179: p = 1/64 is not below 0.0089): inconclusive, so
-	// one more round runs on exactly the six discordant samples (q37..q40
-	// fail on both sides: nothing to learn there), and that settles it.
+	// With decide the first look (of four) tests at 0.04: still
+	// inconclusive, so rounds run on exactly the two discordant samples
+	// (q37..q40 fail on both sides: nothing to learn there). Their extra
+	// attempts fail again; conditioned on the selection that added them,
+	// after one round each sample gives 1/20 (not the plain 1/64): p =
+	// 0.0025, not below look 2's 0.0017; after two, 1/52 each: p = 0.00037,
+	// regressed at look 3.
 	d, code, e = run("rounds=3,per-round=2,attempts=100")
-	if code != ghaction.ExitFailed || len(d.calls) != 2 {
+	if code != ghaction.ExitFailed || len(d.calls) != 3 {
 		t.Fatalf("decide: exit %d after %d launches\n%s", code, len(d.calls), e.stdout.String())
 	}
 	got := d.calls[1]
-	if got.Confirm != 2 || strings.Join(got.ConfirmSamples, ",") != "qa/q1,qa/q2,qa/q3,qa/q4,qa/q5,qa/q6" {
+	if got.Confirm != 2 || strings.Join(got.ConfirmSamples, ",") != "qa/q1,qa/q2" {
 		t.Errorf("round 2 ran %d more of %v", got.Confirm, got.ConfirmSamples)
 	}
 	sum := e.read("GITHUB_STEP_SUMMARY")
-	if !strings.Contains(sum, "**Decide:** 1 round(s), 12 extra attempt(s)") || !strings.Contains(sum, "look 2 of 4") || !strings.Contains(sum, "🔻 **regressed**") {
+	if !strings.Contains(sum, "**Decide:** 2 round(s), 8 extra attempt(s)") || !strings.Contains(sum, "look 3 of 4") || !strings.Contains(sum, "🔻 **regressed**") {
 		t.Errorf("summary:\n%s", sum)
 	}
-	// The attempts limit truncates the round and then stops decide.
-	// (One sample at 0 of 3 and five at 0 of 1 against base's passes:
-	// p = 1/4 · 1/32 = 0.0078, not below look 2's 0.0064.)
-	d, code, e = run("rounds=3,per-round=2,attempts=2")
-	if len(d.calls) != 2 || len(d.calls[1].ConfirmSamples) != 1 {
-		t.Fatalf("attempts=2: %d launches, %v", len(d.calls), d.calls)
+	// The attempts limit stops decide before a round it cannot pay for.
+	d, code, e = run("rounds=3,per-round=2,attempts=1")
+	if len(d.calls) != 1 {
+		t.Fatalf("attempts=1: %d launches, %v", len(d.calls), d.calls)
 	}
-	if sum := e.read("GITHUB_STEP_SUMMARY"); code != ghaction.ExitOK || !strings.Contains(sum, "stopped undecided: the 2 extra attempts are spent") {
-		t.Errorf("attempts=2: exit %d\n%s", code, sum)
+	if sum := e.read("GITHUB_STEP_SUMMARY"); code != ghaction.ExitOK || !strings.Contains(sum, "stopped undecided: the 1 extra attempts are spent") {
+		t.Errorf("attempts=1: exit %d\n%s", code, sum)
+	}
+	// A limit smaller than a round truncates it to the samples it pays for.
+	d, _, _ = run("rounds=3,per-round=2,attempts=4")
+	if len(d.calls) < 2 || len(d.calls[1].ConfirmSamples) != 2 {
+		t.Errorf("attempts=4: %d launches, %v", len(d.calls), d.calls)
 	}
 	// The eval set's decide: applies when the input is not set, and
 	// decide: off turns it off.
 	evalSet = &report.DecideSettings{Rounds: 3, PerRound: 2, Attempts: 100}
-	if d, code, _ := run(""); code != ghaction.ExitFailed || len(d.calls) != 2 {
+	if d, code, _ := run(""); code != ghaction.ExitFailed || len(d.calls) != 3 {
 		t.Errorf("the eval set's decide: exit %d after %d launches", code, len(d.calls))
 	}
-	if d, code, _ := run("off"); code != ghaction.ExitFailed || len(d.calls) != 1 {
+	if d, code, _ := run("off"); code != ghaction.ExitOK || len(d.calls) != 1 {
 		t.Errorf("decide: off over the eval set's: exit %d after %d launches", code, len(d.calls))
 	}
 	evalSet = nil

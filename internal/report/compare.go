@@ -145,6 +145,9 @@ type TaskDelta struct {
 	PRegress float64       `json:"p_regress"`
 	PImprove float64       `json:"p_improve"`
 	Verdict  stats.Verdict `json:"verdict"`
+	// Look is the look the verdict was reached at (decide keeps a verdict
+	// an earlier look reached).
+	Look int `json:"look"`
 	// Why says in words why the verdict is what it is.
 	Why string `json:"why"`
 	// Uncertain are the samples more attempts could move (discordant or
@@ -300,6 +303,7 @@ func Compare(head, base *Report, baseLabel string, opts ...CompareOptions) *Comp
 			d := &c.Tasks[i]
 			d.PRegress, d.PImprove = pr[j], pi[j]
 			d.Verdict = stats.Judge(*d.Test, d.PRegress, d.PImprove, alpha, o.MinEffect)
+			d.Look = o.Look
 			d.Regressed, d.Improvement = d.Verdict == stats.Regressed, d.Verdict == stats.Improved
 			d.Why = whyOf(d, alpha, o.MinEffect)
 		}
@@ -730,4 +734,29 @@ func ComparisonTerminal(w io.Writer, c *Comparison) error {
 	list("only on base (not tested)", c.OnlyBase)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// KeepDecided puts back the tasks an earlier look decided: a verdict
+// reached at a look stands (judging it again at a later look's smaller
+// level could only take it back, and the error rate was already spent on
+// it). The overall verdict and the sentence are made again.
+func (c *Comparison) KeepDecided(earlier *Comparison) {
+	prev := map[string]TaskDelta{}
+	for _, d := range earlier.Tasks {
+		if d.Test != nil && d.Verdict != stats.Inconclusive {
+			prev[d.Name] = d
+		}
+	}
+	var tested []int
+	for i := range c.Tasks {
+		if p, ok := prev[c.Tasks[i].Name]; ok {
+			c.Tasks[i] = p
+		}
+		if c.Tasks[i].Test != nil {
+			tested = append(tested, i)
+		}
+	}
+	c.Verdict = overall(c.Tasks, tested)
+	c.Regressed = c.Verdict == stats.Regressed
+	c.Summary, c.Decide = summarize(c)
 }

@@ -198,3 +198,25 @@ func TestCompareGolden(t *testing.T) {
 		t.Errorf("no version footer:\n%s", b.String())
 	}
 }
+
+// A verdict a look reached stands at later looks: KeepDecided puts the
+// task back as it was decided and judges the whole again.
+func TestKeepDecided(t *testing.T) {
+	// Task t: 500 agreeing samples, unchanged at the first look.
+	base := synthetic("b", append(repeat(400, "1"), repeat(100, "0")...)...)
+	head := synthetic("h", append(repeat(400, "1"), repeat(100, "0")...)...)
+	first := Compare(head, base, "base", CompareOptions{Look: 1, Looks: 4})
+	if first.Verdict != stats.Unchanged {
+		t.Fatalf("first look: %s", first.Summary)
+	}
+	// A later look at a tiny level with a much wider min-effect need would
+	// judge it again; as if it came out inconclusive, KeepDecided restores it.
+	later := Compare(head, base, "base", CompareOptions{Look: 2, Looks: 4, MinEffect: 0.001})
+	if later.Verdict == stats.Unchanged {
+		t.Fatalf("the later look should not decide on its own here: %s", later.Summary)
+	}
+	later.KeepDecided(first)
+	if later.Verdict != stats.Unchanged || later.Tasks[0].Look != 1 || !strings.HasPrefix(later.Summary, "Unchanged") {
+		t.Errorf("after KeepDecided: %s (look %d): %s", later.Verdict, later.Tasks[0].Look, later.Summary)
+	}
+}

@@ -40,7 +40,7 @@ type simResult struct {
 	fixed                       map[Verdict]int // one look at α
 	decided                     map[Verdict]int // decide, extra attempts recorded as Extra
 	naiveRegressed              int             // decide with the extra attempts recorded as plain head attempts
-	frontRegressed              int             // decide with frontLoaded spending
+	frontRegressed              int             // decide with Pocock-type spending (the alternative)
 	oldRegressed                int             // the rule before the verdicts
 	extraAttempts, naiveAttempt int
 }
@@ -120,17 +120,13 @@ func decide(rng *rand.Rand, base []PairedSample, pHead []float64, red Reducer, n
 	return v, extra
 }
 
-// pocock is decide's spending: LookAlpha over R+1 looks.
-func pocock(j int) float64 { return LookAlpha(1-simConfidence, j, simRounds+1) }
+// pocock is Pocock-type spending over R+1 looks (LookAlphaPocock), the
+// alternative decide's spending was chosen against.
+func pocock(j int) float64 { return LookAlphaPocock(1-simConfidence, j, simRounds+1) }
 
-// frontLoaded spends 80 % of α at the first look and the rest evenly over
-// the rounds (also valid by the union bound; an alternative to compare).
-func frontLoaded(j int) float64 {
-	if j == 1 {
-		return 0.8 * (1 - simConfidence)
-	}
-	return 0.2 * (1 - simConfidence) / simRounds
-}
+// frontLoaded is decide's spending: LookAlpha, 80 % of α at the first look
+// and the rest evenly over the rounds.
+func frontLoaded(j int) float64 { return LookAlpha(1-simConfidence, j, simRounds+1) }
 
 // simulate runs trials synthetic pull requests of a cell with head's
 // per-sample rates lowered by drop.
@@ -155,14 +151,14 @@ func simulate(c simCell, drop float64, trials int, seed uint64, withNaive bool) 
 			r.oldRegressed++
 		}
 		r.fixed[judgeAt(s, red, 1-simConfidence)]++
-		v, extra := decide(rng, s, pHead, red, false, pocock)
+		v, extra := decide(rng, s, pHead, red, false, frontLoaded)
 		r.decided[v]++
 		r.extraAttempts += extra
-		if v, _ := decide(rng, s, pHead, red, false, frontLoaded); v == Regressed {
+		if v, _ := decide(rng, s, pHead, red, false, pocock); v == Regressed {
 			r.frontRegressed++
 		}
 		if withNaive {
-			v, extra := decide(rng, s, pHead, red, true, pocock)
+			v, extra := decide(rng, s, pHead, red, true, frontLoaded)
 			if v == Regressed {
 				r.naiveRegressed++
 			}
@@ -268,7 +264,7 @@ func BenchmarkVerdictSimulation(b *testing.B) {
 		var out strings.Builder
 		fmt.Fprintf(&out, "%d trials per cell; confidence %.2f, min-effect %.2f; per-sample p ~ Beta(mean·%g, (1−mean)·%g); decide: %d rounds of %d head attempts per uncertain sample, $%.2f an attempt\n\n",
 			trials, simConfidence, simMinEffect, simKappa, simKappa, simRounds, simExtra, simUSD)
-		fmt.Fprintln(&out, "| p̄ | samples | attempts | reducer | A/A false alarm | A/A unchanged | A/A inconclusive | false alarm, decide | decide, front-loaded | decide, naive extras | old rule | A/A unchanged, decide | extra attempts (USD), A/A | power −5 / −10 / −20 pts | with decide | decide, front-loaded | extra attempts (USD), −10 pts |")
+		fmt.Fprintln(&out, "| p̄ | samples | attempts | reducer | A/A false alarm | A/A unchanged | A/A inconclusive | false alarm, decide | decide, Pocock | decide, naive extras | old rule | A/A unchanged, decide | extra attempts (USD), A/A | power −5 / −10 / −20 pts | with decide | decide, Pocock | extra attempts (USD), −10 pts |")
 		fmt.Fprintln(&out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, r := range rows {
 			out.WriteString(r)

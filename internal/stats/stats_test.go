@@ -165,9 +165,9 @@ func TestSpending(t *testing.T) {
 	want := []float64{0.01786870097543942, 0.013137024372474455, 0.010393721614229613, 0.008600553037856512}
 	var sum float64
 	for j := 1; j <= 4; j++ {
-		got := LookAlpha(0.05, j, 4)
+		got := LookAlphaPocock(0.05, j, 4)
 		if !near(got, want[j-1], 1e-15) {
-			t.Errorf("LookAlpha(0.05, %d, 4) = %v, want %v", j, got, want[j-1])
+			t.Errorf("LookAlphaPocock(0.05, %d, 4) = %v, want %v", j, got, want[j-1])
 		}
 		sum += got
 	}
@@ -175,12 +175,19 @@ func TestSpending(t *testing.T) {
 		t.Errorf("the looks spend %v in all, want 0.05", sum)
 	}
 	for _, k := range []int{2, 3, 5, 10} {
-		var s float64
+		var s, sp float64
 		for j := 1; j <= k; j++ {
 			s += LookAlpha(0.1, j, k)
+			sp += LookAlphaPocock(0.1, j, k)
 		}
-		if !near(s, 0.1, 1e-15) {
-			t.Errorf("LookAlpha over %d looks sums to %v, want 0.1", k, s)
+		if !near(s, 0.1, 1e-15) || !near(sp, 0.1, 1e-15) {
+			t.Errorf("the looks over %d looks sum to %v (front-loaded) and %v (Pocock), want 0.1", k, s, sp)
+		}
+	}
+	// Front-loaded: 0.04 at the first of four looks, 0.01/3 at each later one.
+	for j, want := range []float64{0.04, 0.01 / 3, 0.01 / 3, 0.01 / 3} {
+		if got := LookAlpha(0.05, j+1, 4); !near(got, want, 1e-15) {
+			t.Errorf("LookAlpha(0.05, %d, 4) = %v, want %v", j+1, got, want)
 		}
 	}
 	if got := LookAlpha(0.05, 1, 1); got != 0.05 {
