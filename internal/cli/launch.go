@@ -254,6 +254,9 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 		return res.Report, false, nil
 	}
 	rep := res.Report
+	if rep != nil && res.Forecast != nil && res.Forecast.Runs > 0 {
+		rep.Forecast = res.Forecast
+	}
 	if d := es.Decide; d != nil && rep != nil {
 		rep.Decide = &report.DecideSettings{Rounds: d.Rounds, PerRound: d.PerRound, Attempts: d.Attempts, USD: d.USD, Time: time.Duration(d.Time)}
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/steward-evals/steward/internal/clock"
+	"github.com/steward-evals/steward/internal/forecast"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/secret"
 	"github.com/steward-evals/steward/internal/stats"
@@ -208,6 +209,12 @@ const (
 	// its sentence.
 	OutVerdict        = "verdict"
 	OutVerdictSummary = "verdict-summary"
+	// OutForecastUSD and OutForecastSeconds are the launch's forecast of
+	// its spend and wall time (the point; "" when the record had no
+	// history of the tasks), OutForecast its line with the range.
+	OutForecastUSD     = "forecast-usd"
+	OutForecastSeconds = "forecast-seconds"
+	OutForecast        = "forecast"
 )
 
 // Run is the action's entry point (`steward action`). It returns the exit
@@ -291,6 +298,9 @@ func Run(ctx context.Context, env Env, launch LaunchFunc) (exitCode int) {
 	rep, code, lerr := launch(ctx, opts)
 	resume()
 	gh.EndGroup()
+	if rep != nil {
+		a.forecast = rep.Forecast // the first launch's: decide's rounds forecast only themselves
+	}
 	for _, w := range warnings {
 		gh.Warningf("Steward: %s", report.Plain(a.relText(w), 1000))
 	}
@@ -714,6 +724,8 @@ type action struct {
 	summaryNotes []string
 	// base is the baseline's report, once read (compare).
 	base *report.Report
+	// forecast is what the first launch predicted (nil: nothing known).
+	forecast *forecast.Forecast
 	// masked are the values already registered as masks (each once).
 	masked map[string]bool
 	// decideWith is the decide input, or the eval set's decide: when the
@@ -901,6 +913,12 @@ func (a *action) report(ctx context.Context, rep *report.Report) error {
 		{OutVerdict, verdict},
 		{OutVerdictSummary, summary},
 	}
+	fusd, fsec, fline := "", "", ""
+	if f := a.forecast; f != nil && f.Runs > 0 {
+		fusd, fsec, fline = strconv.FormatFloat(f.USD.Point, 'f', 4, 64), strconv.FormatFloat(f.Seconds.Point, 'f', 0, 64), f.String()
+	}
+	outputs = append(outputs, struct{ k, v string }{OutForecastUSD, fusd}, struct{ k, v string }{OutForecastSeconds, fsec},
+		struct{ k, v string }{OutForecast, fline})
 	for _, o := range outputs {
 		gh.SetOutput(o.k, o.v)
 	}

@@ -5,6 +5,7 @@ package report
 import (
 	"time"
 
+	"github.com/steward-evals/steward/internal/forecast"
 	"github.com/steward-evals/steward/internal/stats"
 	"github.com/steward-evals/steward/internal/status"
 )
@@ -37,6 +38,9 @@ type Report struct {
 	Shard    string       `json:"shard,omitempty"`
 	// Comparison judges the run against its base, when a baseline was given.
 	Comparison *Comparison `json:"comparison,omitempty"`
+	// Forecast is what the launch predicted before it ran (set by the
+	// launch that made the report; the PLAN line holds it in short).
+	Forecast *forecast.Forecast `json:"forecast,omitempty"`
 	// Trends is the record's earlier runs of the eval set per task, when
 	// asked for (steward report --trends, steward view): trends.go.
 	Trends *Trends `json:"trends,omitempty"`
