@@ -246,6 +246,9 @@ func (r *ghRunner) pushEvent() map[string]any {
 
 // A job of a workflow run.
 type ghJob struct {
+	// proc is the running step's `docker run` process: what the runner
+	// signals when the workflow run is cancelled.
+	proc      *os.Process
 	r         *ghRunner
 	wf        *workflow
 	name      string
@@ -811,7 +814,7 @@ func (j *ghJob) startAction(s workflowStep, during func(name string, exited <-ch
 	defer cancel()
 	c := exec.CommandContext(ctx, "docker", args...)
 	c.Env = cenv
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the test's signals go through the daemon, as the runner's
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the test's own signals (its ^C) do not reach the step
 	var out lockedBuffer
 	c.Stdout, c.Stderr = &out, &out
 	start := time.Now()
@@ -827,6 +830,7 @@ func (j *ghJob) startAction(s workflowStep, during func(name string, exited <-ch
 	})
 	exited := make(chan struct{})
 	var werr error
+	j.proc = c.Process
 	go func() { werr = c.Wait(); close(exited) }()
 	if during != nil {
 		during(name, exited)

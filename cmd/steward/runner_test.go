@@ -629,8 +629,9 @@ func sandboxStarts(t *testing.T, since time.Time, action, task string) <-chan st
 	return out
 }
 
-// The runner's cancellation: `docker kill --signal SIGINT`, SIGTERM 7.5 s
-// later, SIGKILL at 10 s. Steward exits on its own after the SIGINT (before
+// The runner's cancellation: it signals the step's process, `docker run`
+// (which passes SIGINT and SIGTERM on to the container; its SIGKILL ends
+// only the client): SIGINT, SIGTERM 7.5 s later, SIGKILL at 10 s. Steward exits on its own after the SIGINT (before
 // the SIGTERM), with the partial report posted and a notice saying the run
 // was cancelled, and leaves no container or network of the run.
 func runnerCancelled(t *testing.T, img string) {
@@ -662,7 +663,7 @@ func runnerCancelled(t *testing.T, img string) {
 		runnerCancel(t, func(s os.Signal) {
 			sig := map[os.Signal]string{syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM", syscall.SIGKILL: "SIGKILL"}[s]
 			signals = append(signals, sig)
-			_, _ = dockerErr("kill", "--signal", sig, name)
+			_ = j.proc.Signal(s) // docker run passes SIGINT and SIGTERM on to the container
 		}, exited)
 		elapsed = time.Since(start)
 	})
