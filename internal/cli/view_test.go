@@ -94,6 +94,14 @@ func TestTrendsCommand(t *testing.T) {
 	if out, code := steward("trends", "--record", rec, "--limit", "1"); code != ExitBadInput {
 		t.Errorf("trends --limit 1: exit %d\n%s", code, out)
 	}
+	// The HTML report of a run draws its eval set's trend up to it; the
+	// HTML comparison has the side by side.
+	if out, code := steward("report", "--record", rec, "--run", "r3", "--format", "html"); code != 0 || !strings.Contains(out, `id="trends"`) || !strings.Contains(out, "Trend over 3 runs") {
+		t.Errorf("report --format html: exit %d, no trend of 3 runs", code)
+	}
+	if out, code := steward("compare", rec, "r1", "r4", "--format", "html"); code != 0 || !strings.Contains(out, `id="sidebyside"`) || !strings.Contains(out, "answer 6, or rather &lt;b&gt;7&lt;/b&gt;") {
+		t.Errorf("compare --format html: exit %d, no side by side", code)
+	}
 	// Two records merge by start time.
 	other := seedHistory(t)
 	if out, code := steward("trends", "--record", rec, "--record", other, "--json", "--limit", "50"); code != 0 || strings.Count(out, `"id":`) != 8 {
