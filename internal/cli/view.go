@@ -237,8 +237,11 @@ func viewPage(ctx context.Context, db *record.DB, runID string) ([]byte, error) 
 	if err := report.LoadTranscripts(ctx, db, rep); err != nil {
 		return nil, err
 	}
-	if rep.Trends, err = runTrends(ctx, db, run.ID); err != nil {
-		return nil, err
+	if run.Status != status.Running {
+		// A live run's page reloads as it publishes: its trend waits for its end.
+		if rep.Trends, err = runTrends(ctx, db, run.ID); err != nil {
+			return nil, err
+		}
 	}
 	var b bytes.Buffer
 	opts := report.HTMLOptions{LiveURL: "/version", Version: v, Live: run.Status == status.Running, Nav: report.ViewerNav}
