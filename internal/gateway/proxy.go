@@ -494,6 +494,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 			return 0, 0, true
 		}
 		resp, err := g.transport.RoundTrip(req)
+		wasUnreachable := unreachable
 		unreachable = false
 		var (
 			status   int
@@ -509,6 +510,11 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 				// which did not answer within CutDrain: the provider may bill
 				// it, so it is charged its estimate.
 				g.ctl.Done(t, OutcomeCancelled, RateInfo{})
+				if wasUnreachable {
+					// It left during a retry of a call no try had
+					// delivered: the upstream's failure (issue 23 item 10).
+					a.upstreamFailed()
+				}
 				return est.in, est.out, true
 			}
 			g.ctl.Done(t, OutcomeError, RateInfo{})
