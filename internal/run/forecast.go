@@ -3,6 +3,9 @@ package run
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
 
 	"github.com/steward-evals/steward/internal/forecast"
 	"github.com/steward-evals/steward/internal/plan"
@@ -52,7 +55,7 @@ func (l *launcher) makeForecast(ctx context.Context) forecast.Forecast {
 		if len(in.Runs) >= forecastRuns {
 			break
 		}
-		if r.EvalSet != l.es.File || r.Status != status.Finished || r.Finished.IsZero() {
+		if !sameEvalSet(r.EvalSet, l.es.File) || r.Status != status.Finished || r.Finished.IsZero() {
 			continue
 		}
 		cs, err := l.db.Costs(ctx, r.ID)
@@ -95,4 +98,19 @@ func (l *launcher) extraAttempts() []forecast.Attempt {
 		out = append(out, forecast.Attempt{Task: x.Task, Sample: x.Sample, Model: model[[2]string{x.Task, x.Sample}]})
 	}
 	return out
+}
+
+// sameEvalSet says a run recorded at path recorded ran the eval set at
+// current: the same path, or, for a record that moved with its checkout (a
+// CI cache restored elsewhere), the same file name at a path that is no
+// longer there (as `steward runs EVALSET` reads it).
+func sameEvalSet(recorded, current string) bool {
+	if recorded == current {
+		return true
+	}
+	if filepath.Base(recorded) != filepath.Base(current) {
+		return false
+	}
+	_, err := os.Stat(recorded)
+	return errors.Is(err, os.ErrNotExist)
 }
