@@ -980,3 +980,55 @@ func TestWriteInspect(t *testing.T) {
 		t.Error("an unknown format was accepted")
 	}
 }
+
+// TestInspectOptionsForAnEvalSet: the samples' inputs, targets, choices and
+// metadata, the tasks' scorers and the model come from the eval set.
+func TestInspectOptionsForAnEvalSet(t *testing.T) {
+	dir := t.TempDir()
+	yaml := `name: quiz
+model:
+  upstream: openai
+  name: gpt-4o-mini
+  base_url: http://127.0.0.1:9/v1
+tasks:
+  - name: arithmetic
+    agent: echo 4
+    scorer: {match: includes}
+    samples:
+      - {id: add, input: "2 + 2", target: "4", metadata: {level: 1}}
+      - {id: chat, input: [{role: system, content: "Add."}, {role: user, content: "1 + 1"}], target: ["2", "two"]}
+  - name: graded
+    agent: echo ok
+    scorer: {command: "true"}
+    samples:
+      - {id: one, input: "go"}
+`
+	path := filepath.Join(dir, "steward.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := InspectOptionsFor(path, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Model != "openai/gpt-4o-mini" || opts.ModelBaseURL != "http://127.0.0.1:9/v1" {
+		t.Errorf("model %q at %q", opts.Model, opts.ModelBaseURL)
+	}
+	if opts.Tasks["arithmetic"].Scorer != "includes" || opts.Tasks["graded"].Scorer != "command" || opts.Tasks["arithmetic"].Agent != "echo 4" {
+		t.Errorf("tasks %+v", opts.Tasks)
+	}
+	add := opts.Samples[InspectKey("arithmetic", "add")]
+	if add.Input != "2 + 2" || add.Target != "4" || add.Metadata["level"] != 1 {
+		t.Errorf("add %+v", add)
+	}
+	chat := opts.Samples[InspectKey("arithmetic", "chat")]
+	if b, _ := json.Marshal(chat); string(b) != `{"Input":[{"content":"Add.","role":"system"},{"content":"1 + 1","role":"user"}],"Target":["2","two"],"Choices":null,"Metadata":null}` {
+		t.Errorf("chat %s", b)
+	}
+	if one := opts.Samples[InspectKey("graded", "one")]; one.Target != nil {
+		t.Errorf("one's target %v", one.Target)
+	}
+	if _, err := InspectOptionsFor(filepath.Join(dir, "missing.yaml"), nil); err == nil {
+		t.Error("a missing eval set gave no reason")
+	}
+}
