@@ -106,7 +106,7 @@ func TestVerdictGateOnANoisyAgent(t *testing.T) {
 	})
 	t.Run("decide settles it", func(t *testing.T) {
 		t.Parallel()
-		out, code, outs, body := verdictRun(t, "SEED=4\nP=60\n", map[string]string{"INPUT_DECIDE": "rounds=3,per-round=3,attempts=300"}, 4)
+		out, code, outs, body := verdictRun(t, "SEED=4\nP=65\n", map[string]string{"INPUT_DECIDE": "rounds=3,per-round=3,attempts=300"}, 4)
 		if outs["verdict"] != "regressed" || code != 1 || !strings.Contains(body, "**Decide:**") {
 			t.Fatalf("decide: exit %d, verdict %q:\n%s\n%s", code, outs["verdict"], body, out)
 		}
