@@ -1,0 +1,5 @@
+//go:build !unix
+
+package harbor
+
+const oNoFollow = 0

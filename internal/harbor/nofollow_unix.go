@@ -1,0 +1,7 @@
+//go:build unix
+
+package harbor
+
+import "syscall"
+
+const oNoFollow = syscall.O_NOFOLLOW
