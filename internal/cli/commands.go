@@ -56,10 +56,10 @@ func openRecordRO(ctx context.Context, flag string, args []string, env Env) (*re
 }
 
 func newReport(env Env) *cobra.Command {
-	var recFlag, runID, format, title string
+	var recFlag, runID, format, title, logDir, inspectFormat string
 	cmd := &cobra.Command{
 		Use:   "report [EVALSET]",
-		Short: "Render a run's report from the record (terminal, markdown, json, junit, html)",
+		Short: "Render a run's report from the record (terminal, markdown, json, junit, html, inspect)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -95,7 +95,10 @@ func newReport(env Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if format == "html" || format == "json" { // the formats that carry transcripts and artifacts
+			if format == "inspect" && inspectFormat != report.InspectEval && inspectFormat != report.InspectJSON {
+				return exitWith(ExitBadInput, fmt.Errorf("--inspect-format %q: want eval or json", inspectFormat))
+			}
+			if format == "html" || format == "json" || format == "inspect" { // the formats that carry transcripts and artifacts
 				if err := report.LoadTranscripts(ctx, db, rep); err != nil {
 					return err
 				}
@@ -106,12 +109,17 @@ func newReport(env Env) *cobra.Command {
 				}
 			}
 			judgeReport(ctx, db, runID, rep)
+			if format == "inspect" { // one file per task: inspect.go
+				return writeInspectLogs(env, rep, args, logDir, inspectFormat)
+			}
 			return render(env.Stdout, rep, format, env)
 		},
 	}
 	cmd.Flags().StringVar(&recFlag, "record", "", "record directory")
 	cmd.Flags().StringVar(&runID, "run", "", "run id (default the newest)")
-	cmd.Flags().StringVar(&format, "format", "terminal", "terminal, markdown, json, junit or html (one self-contained page with transcripts)")
+	cmd.Flags().StringVar(&format, "format", "terminal", "terminal, markdown, json, junit, html (one self-contained page with transcripts) or inspect (one Inspect log per task in --log-dir)")
+	cmd.Flags().StringVar(&logDir, "log-dir", "logs", "with --format inspect: the directory the logs are written to (inspect view --log-dir DIR opens it)")
+	cmd.Flags().StringVar(&inspectFormat, "inspect-format", report.InspectEval, "with --format inspect: eval (Inspect's ZIP encoding) or json")
 	cmd.Flags().StringVar(&title, "title", "", "report title")
 	return cmd
 }
@@ -132,7 +140,7 @@ func render(w io.Writer, rep *report.Report, format string, env Env) error {
 	case "html":
 		return report.HTML(w, rep, report.HTMLOptions{})
 	}
-	return exitWith(ExitBadInput, fmt.Errorf("--format %q: want terminal, markdown, json, junit, comment or html", format))
+	return exitWith(ExitBadInput, fmt.Errorf("--format %q: want terminal, markdown, json, junit, comment, html or inspect", format))
 }
 
 func newDoctor(env Env) *cobra.Command {

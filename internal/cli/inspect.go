@@ -1,0 +1,31 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/steward-evals/steward/internal/report"
+)
+
+// writeInspectLogs writes rep as one Inspect log per task into dir and
+// prints each file's path. The samples' inputs and targets come from the
+// eval set (args, else ./steward.yaml); without it each sample's input is
+// its first model call's, and stderr says so.
+func writeInspectLogs(env Env, rep *report.Report, args []string, dir, format string) error {
+	path := ""
+	if len(args) > 0 {
+		path = args[0]
+	}
+	opts, err := report.InspectOptionsFor(path, env.Getenv)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "steward report: the eval set was not read (%v): the logs take each sample's input from its first model call and have no targets\n", err)
+	}
+	opts.Format = format
+	files, err := report.WriteInspect(dir, rep, opts)
+	for _, f := range files {
+		fmt.Fprintln(env.Stdout, f)
+	}
+	if err != nil {
+		return exitWith(ExitInfra, err)
+	}
+	return nil
+}
