@@ -202,6 +202,7 @@ const (
 	OutJSONPath    = "json-path"
 	OutReportDir   = "report-dir"
 	OutHTMLPath    = "html-path"
+	OutInspectDir  = "inspect-dir"
 	OutCommentURL  = "comment-url"
 	OutPartial     = "partial"
 	// OutVerdict is the comparison's verdict (regressed, improved,
@@ -847,6 +848,7 @@ func (a *action) report(ctx context.Context, rep *report.Report) error {
 	if err := writeFile(htmlPath, func(w io.Writer) error { return report.HTML(w, rep, report.HTMLOptions{}) }); err != nil {
 		return err
 	}
+	inspectDir := a.writeInspect(dir, rep)
 
 	gh.Group("Steward: results")
 	resume := a.stopCommands()
@@ -908,6 +910,7 @@ func (a *action) report(ctx context.Context, rep *report.Report) error {
 		{OutJSONPath, a.rel(jsonPath)},
 		{OutReportDir, a.rel(dir)},
 		{OutHTMLPath, a.rel(htmlPath)},
+		{OutInspectDir, inspectDir},
 		{OutCommentURL, commentURL},
 		{OutPartial, strconv.FormatBool(rep.Partial)},
 		{OutVerdict, verdict},
@@ -923,6 +926,24 @@ func (a *action) report(ctx context.Context, rep *report.Report) error {
 		gh.SetOutput(o.k, o.v)
 	}
 	return nil
+}
+
+// writeInspect writes the run as one Inspect log per task into
+// report-dir/inspect (inspect view --log-dir opens it) and returns that
+// directory, relative to the workspace; "" when the inspect input is off.
+// A failed export is a warning: the other reports stand.
+func (a *action) writeInspect(dir string, rep *report.Report) string {
+	if a.in.Inspect == "" {
+		return ""
+	}
+	opts, _ := report.InspectOptionsFor(a.path(a.in.EvalSet), a.env.Getenv) // without it, inputs from the transcripts
+	opts.Format = a.in.Inspect
+	out := filepath.Join(dir, "inspect")
+	if _, err := report.WriteInspect(out, rep, opts); err != nil {
+		a.gh.Warningf("Steward: the Inspect logs were not written: %s", report.Plain(a.relText(err.Error()), 500))
+		return ""
+	}
+	return a.rel(out)
 }
 
 // HTMLArtifact is the artifact name the documented workflows upload

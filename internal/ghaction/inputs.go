@@ -43,6 +43,9 @@ type Inputs struct {
 	// Prune says what the record keeps when the action prunes it before it
 	// is cached (prune input; default on, the record package's defaults).
 	Prune Prune
+	// Inspect is the encoding of the Inspect logs written under
+	// report-dir/inspect ("eval" or "json"); "" writes none (inspect input).
+	Inspect string
 }
 
 // Prune is the prune input: Off, or what to keep.
@@ -312,6 +315,15 @@ func ParseInputs(getenv func(string) string) (Inputs, error) {
 	}
 	if in.Comment, err = parseBool("comment", input(getenv, "comment"), true); err != nil {
 		errs = append(errs, err)
+	}
+	switch v := strings.ToLower(input(getenv, "inspect")); v {
+	case "", "true", "on", "yes", "eval":
+		in.Inspect = "eval"
+	case "json":
+		in.Inspect = "json"
+	case "false", "off", "no":
+	default:
+		errs = append(errs, fmt.Errorf("input inspect: %q is not eval, json or false", v))
 	}
 	if in.Shard != "" {
 		if _, _, err := shard.Parse(in.Shard); err != nil {
