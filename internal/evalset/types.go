@@ -36,6 +36,11 @@ type EvalSet struct {
 	// environment variables and flags were applied.
 	Fleet Fleet `yaml:"-" json:"-"`
 
+	// Warnings are what Load read but will not honour (a Harbor task's
+	// health check, a task.toml key it does not know), each at its file,
+	// line and key; the launch prints them.
+	Warnings []Warning `yaml:"-" json:"-"`
+
 	// expanded are the ${…} Load expanded in the eval set (secrets refused).
 	expanded []expansion
 
@@ -114,6 +119,10 @@ type Task struct {
 	// SamplesFile is absolute or "".
 	Samples     []*Sample `yaml:"samples" json:"samples"`
 	SamplesFile string    `yaml:"samples_file" json:"samples_file"`
+	// TasksFrom loads the samples from a dataset in another format
+	// ({harbor: DIR}: one sample per Harbor task, each with its own
+	// environment; docs/harbor.md) instead of samples or samples_file.
+	TasksFrom *TasksFrom `yaml:"tasks_from" json:"tasks_from,omitempty"`
 	// SamplesFormat is samples_file's format: jsonl, json, csv, tsv or
 	// parquet; "" means from the file's extension (docs/evalset.md).
 	SamplesFormat string `yaml:"samples_format" json:"samples_format,omitempty"`
@@ -277,6 +286,19 @@ type Sample struct {
 
 	// Source is "file:line" where the sample was declared.
 	Source string `yaml:"-" json:"-"`
+
+	// Sandbox, when not nil, is this sample's own sandbox, complete (image
+	// or build, resources, network), in place of its task's; Timeout and
+	// ScorerTimeout its own agent and scorer (verifier) timeouts, and
+	// BuildTimeout its image build's. Only a dataset loader sets them
+	// today (tasks_from: harbor); they enter the sample's fingerprint.
+	Sandbox       *Sandbox `yaml:"-" json:"-"`
+	Timeout       Duration `yaml:"-" json:"-"`
+	ScorerTimeout Duration `yaml:"-" json:"-"`
+	BuildTimeout  Duration `yaml:"-" json:"-"`
+	// Harbor is set on a sample loaded from a Harbor task: its verifier's
+	// contract and its reference solution.
+	Harbor *HarborSample `yaml:"-" json:"-"`
 }
 
 // FieldMap is a task's fields: which column of samples_file (or key of its

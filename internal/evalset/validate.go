@@ -127,6 +127,10 @@ func (v *validator) loadSampleFiles() {
 	for i, t := range v.es.Tasks {
 		tp := index("tasks", i)
 		v.samplesOK[i] = true
+		if t != nil && t.TasksFrom != nil {
+			v.loadTasksFrom(i, t)
+			continue
+		}
 		if t == nil || t.SamplesFile == "" {
 			continue
 		}
@@ -258,7 +262,7 @@ func (v *validator) task(i int, t *Task) {
 	if strings.TrimSpace(t.Agent) == "" {
 		v.errf(tp+".agent", "missing: the shell command that runs one attempt")
 	}
-	if t.SamplesFile == "" && len(t.Samples) == 0 {
+	if t.SamplesFile == "" && len(t.Samples) == 0 && t.TasksFrom == nil {
 		if v.has(tp + ".samples") {
 			v.errf(tp+".samples", "the samples list is empty")
 		} else {
@@ -339,7 +343,11 @@ func (v *validator) task(i int, t *Task) {
 	}
 	ids := v.samples(i, t)
 	v.choices(i, t)
-	v.scorer(i, t)
+	if t.TasksFrom != nil {
+		v.harborTask(i, t)
+	} else {
+		v.scorer(i, t)
+	}
 	v.groups(i, t, ids)
 	v.order(i, t)
 }

@@ -1,0 +1,2 @@
+#!/bin/sh
+printf 'a\nb\nc\n' > /app/answers.txt
