@@ -120,8 +120,14 @@ func Build(es *evalset.EvalSet, opts Options) (*Plan, error) {
 			if err != nil {
 				return nil, err
 			}
+			img := imageHash
+			if own, ok, err := sampleImageFingerprint(s); err != nil {
+				return nil, err
+			} else if ok {
+				img = own
+			}
 			for n := 1; n <= attempts; n++ {
-				parts := map[string]string{"task": taskHash, "sample": sampleHash, "image": imageHash, "inputs": inputsHash, "model": model}
+				parts := map[string]string{"task": taskHash, "sample": sampleHash, "image": img, "inputs": inputsHash, "model": model}
 				a := &Attempt{
 					Seq: len(p.Attempts), Task: pt.Index, Sample: s, Number: n,
 					Lane:   lanes[evalset.NormalizeID(s.ID)],
@@ -278,11 +284,12 @@ func imageFingerprint(t *evalset.Task) (string, error) {
 func (p *Plan) SetImageIDs(ids map[string]string) {
 	for _, a := range p.Attempts {
 		t := p.Tasks[a.Task].Task
-		id, ok := ids[t.Sandbox.Image]
-		if t.Sandbox.Build != "" || t.Sandbox.Image == "" || !ok || id == "" {
+		ref := imageRef(t, a.Sample)
+		id, ok := ids[ref]
+		if ref == "" || !ok || id == "" {
 			continue
 		}
-		a.Parts["image"] = "image:" + t.Sandbox.Image + "@" + id
+		a.Parts["image"] = "image:" + ref + "@" + id
 		a.Fingerprint = attemptFingerprint(a.Parts, a.Number, t.Name, a.Sample.ID)
 	}
 }
@@ -323,7 +330,11 @@ func sampleFingerprint(es *evalset.EvalSet, t *evalset.Task, s *evalset.Sample) 
 		}
 		files[dst] = h
 	}
-	return hashJSON(map[string]any{"id": s.ID, "input": s.Input, "target": s.Target, "metadata": meta, "files": files, "setup": s.Setup}), nil
+	parts := map[string]any{"id": s.ID, "input": s.Input, "target": s.Target, "metadata": meta, "files": files, "setup": s.Setup}
+	if env := sampleEnvParts(s); env != nil {
+		parts["environment"] = env
+	}
+	return hashJSON(parts), nil
 }
 
 // DirHash hashes a directory tree's paths, modes and contents.

@@ -1,0 +1,76 @@
+package plan
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/steward-evals/steward/internal/evalset"
+)
+
+// sampleEnvParts is what a sample with its own environment (a Harbor
+// task's) adds to its fingerprint: its sandbox's resources and network,
+// its timeouts, its verifier (mode, env, every file of tests/) and its
+// reference solution. Nil for an ordinary sample, whose fingerprint stays
+// as it was.
+func sampleEnvParts(s *evalset.Sample) map[string]any {
+	if s.Sandbox == nil && s.Harbor == nil && s.Timeout == 0 && s.ScorerTimeout == 0 {
+		return nil
+	}
+	m := map[string]any{"timeout": s.Timeout, "scorer_timeout": s.ScorerTimeout, "build_timeout": s.BuildTimeout}
+	if sb := s.Sandbox; sb != nil {
+		m["sandbox"] = map[string]any{"cpus": sb.CPUs, "memory": sb.Memory, "disk": sb.Disk, "pids": sb.PIDs,
+			"network": sb.Network, "cap_add": sb.CapAdd, "workdir": sb.Workdir, "build_network": sb.BuildNetwork}
+	}
+	if h := s.Harbor; h != nil {
+		m["harbor"] = map[string]any{"env": h.Env, "verifier_mode": h.VerifierMode, "verifier_env": h.VerifierEnv,
+			"tests": harborHashes(h.Tests), "solution": harborHashes(h.Solution), "solution_env": h.SolutionEnv}
+	}
+	return m
+}
+
+func harborHashes(m map[string]evalset.HarborFile) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, f := range m {
+		h := sha256.Sum256(f.Data)
+		out[k] = fmt.Sprintf("%o:%s", f.Mode, hex.EncodeToString(h[:16]))
+	}
+	return out
+}
+
+// sampleImageFingerprint is the image part of a sample with its own
+// sandbox: its build context's content hash, or its image reference
+// (resolved to an ID by SetImageIDs); ok false for a sample that runs in
+// its task's image.
+func sampleImageFingerprint(s *evalset.Sample) (string, bool, error) {
+	sb := s.Sandbox
+	if sb == nil || (sb.Build == "" && sb.Image == "") {
+		return "", false, nil
+	}
+	if sb.Build != "" {
+		h, err := DirHash(sb.Build)
+		if err != nil {
+			return "", false, fmt.Errorf("fingerprint build context of sample %s: %w", s.ID, err)
+		}
+		return "build:" + h, true, nil
+	}
+	return "image:" + sb.Image, true, nil
+}
+
+// imageRef is the image reference an attempt runs in when it names one
+// (not a build): the sample's own, else its task's.
+func imageRef(t *evalset.Task, s *evalset.Sample) string {
+	if sb := s.Sandbox; sb != nil && (sb.Build != "" || sb.Image != "") {
+		if sb.Build != "" {
+			return ""
+		}
+		return sb.Image
+	}
+	if t.Sandbox.Build != "" {
+		return ""
+	}
+	return t.Sandbox.Image
+}
