@@ -181,9 +181,10 @@ func inspectID(parts ...string) string {
 	return string(b)
 }
 
-func isoTime(t time.Time) string { return t.Format("2006-01-02T15:04:05-07:00") }
+// isoTime and isoMicro are Inspect's timestamps (UTC, "+00:00").
+func isoTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05-07:00") }
 func isoMicro(t time.Time) string {
-	return t.Format("2006-01-02T15:04:05.000000-07:00")
+	return t.UTC().Format("2006-01-02T15:04:05.000000-07:00")
 }
 
 var fileUnsafe = regexp.MustCompile(`[^A-Za-z0-9.-]+`)
@@ -217,9 +218,14 @@ func buildInspect(rep *Report, task string, opts InspectOptions) *inspectLog {
 	if scorer == "" {
 		scorer = "steward"
 	}
+	// One sample epoch per (sample, attempt): a later duplicate (only a
+	// malformed report has one) would be a second member of the same name.
 	var rows []AttemptRow
+	epochSeen := map[string]bool{}
 	for _, a := range rep.Attempts {
-		if a.Task == task {
+		k := a.Sample + "\x00" + strconv.Itoa(a.Attempt)
+		if a.Task == task && !epochSeen[k] {
+			epochSeen[k] = true
 			rows = append(rows, a)
 		}
 	}

@@ -423,7 +423,7 @@ func (c checker) reductions(path string, v any) {
 	}
 }
 
-var sampleMember = regexp.MustCompile(`^samples/(.+)_epoch_([0-9]+)\.json$`)
+var sampleMember = regexp.MustCompile(`(?s)^samples/(.+)_epoch_([0-9]+)\.json$`)
 
 // parsedLog is one log read back: its header and samples by "id#epoch".
 type parsedLog struct {
@@ -1030,5 +1030,27 @@ tasks:
 	}
 	if _, err := InspectOptionsFor(filepath.Join(dir, "missing.yaml"), nil); err == nil {
 		t.Error("a missing eval set gave no reason")
+	}
+}
+
+// TestInspectHostileStaysData: eval output written to break formats stays
+// data in the logs (JSON escapes it; file names keep only safe characters).
+func TestInspectHostileStaysData(t *testing.T) {
+	rep := hostileReport()
+	for i := range rep.Attempts {
+		rep.Attempts[i].Sample = fmt.Sprintf("%s%d", hostile, i) // ids are unique in a task
+	}
+	for _, format := range []string{InspectEval, InspectJSON} {
+		for _, l := range exportInspect(t, rep, InspectOptions{Format: format}) {
+			if strings.ContainsAny(l.Name, "/\\<>|\x00 ") {
+				t.Errorf("file name %q", l.Name)
+			}
+			p := checkInspectLog(t, l.Name, l.Data)
+			for k, s := range p.samples {
+				if id, _ := s["id"].(string); !strings.HasPrefix(id, hostile) || s["metadata"].(map[string]any)["steward"].(map[string]any)["answer"] != hostile {
+					t.Errorf("%q: id %q", k, s["id"])
+				}
+			}
+		}
 	}
 }
