@@ -12,9 +12,11 @@ package report
 import (
 	"archive/zip"
 	"bytes"
+	"compress/flate"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"math"
 	mathbig "math/big"
 	"os"
@@ -899,11 +901,28 @@ func (l *inspectLog) evalArchive() ([]byte, error) {
 		if err != nil {
 			return err
 		}
-		w, err := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Deflate, Modified: l.created})
+		// Deflated at Inspect's level (5), with the sizes and CRC in the
+		// local header (no data descriptor), as Python's zipfile writes it:
+		// readers that seek to a member by its local header find it whole.
+		var z bytes.Buffer
+		fw, err := flate.NewWriter(&z, 5)
 		if err != nil {
 			return err
 		}
-		_, err = w.Write(data)
+		if _, err := fw.Write(data); err != nil {
+			return err
+		}
+		if err := fw.Close(); err != nil {
+			return err
+		}
+		fh := &zip.FileHeader{Name: name, Method: zip.Deflate,
+			CRC32: crc32.ChecksumIEEE(data), CompressedSize64: uint64(z.Len()), UncompressedSize64: uint64(len(data))}
+		fh.SetModTime(l.created.UTC()) // the MS-DOS date and time (CreateRaw sets none)
+		w, err := zw.CreateRaw(fh)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(z.Bytes())
 		return err
 	}
 	// The order Inspect's EvalRecorder writes them in.

@@ -475,6 +475,9 @@ func checkInspectLog(t *testing.T, file string, data []byte) parsedLog {
 		if f.Method != zip.Deflate && f.Method != zip.Store {
 			t.Errorf("%s: %s: compression method %d", file, f.Name, f.Method)
 		}
+		if f.Flags&0x8 != 0 { // Python's zipfile writes sizes in the local header
+			t.Errorf("%s: %s: sizes in a data descriptor, not the local header", file, f.Name)
+		}
 		rc, err := f.Open()
 		if err != nil {
 			t.Fatalf("%s: %s: %v", file, f.Name, err)
