@@ -2,18 +2,21 @@ package cli
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/steward-evals/steward/internal/report"
 )
 
 // writeInspectLogs writes rep as one Inspect log per task into dir and
 // prints each file's path. The samples' inputs and targets come from the
-// eval set (args, else ./steward.yaml); without it each sample's input is
+// eval set (args, else ./steward.yaml, else the run's own); without it each sample's input is
 // its first model call's, and stderr says so.
 func writeInspectLogs(env Env, rep *report.Report, args []string, dir, format string) error {
 	path := ""
 	if len(args) > 0 {
 		path = args[0]
+	} else if _, err := os.Stat("steward.yaml"); err != nil && rep.EvalSet != "" {
+		path = rep.EvalSet // the eval set the run was launched with
 	}
 	opts, err := report.InspectOptionsFor(path, env.Getenv)
 	if err != nil {

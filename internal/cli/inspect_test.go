@@ -56,6 +56,13 @@ func TestReportFormatInspect(t *testing.T) {
 	if sc := right["scores"].(map[string]any)["exact"].(map[string]any); sc["value"] != "C" || sc["answer"] != "x" {
 		t.Errorf("right's score %v", sc)
 	}
+	// Without EVALSET (and no ./steward.yaml here) the run's own eval set is read.
+	s.must(t, ExitOK, "report", "--record", rec, "--format", "inspect", "--log-dir", filepath.Join(dir, "logs2"))
+	if again := strings.Fields(s.stdout.String()); len(again) != 1 {
+		t.Fatalf("files %q", again)
+	} else if r := readZipJSON(t, again[0], "samples/right_epoch_1.json"); r["input"] != "x" || strings.Contains(s.stderr.String(), "was not read") {
+		t.Errorf("without EVALSET: input %v\n%s", r["input"], s.stderr.String())
+	}
 	wrong := readZipJSON(t, files[0], "samples/wrong_epoch_1.json")
 	if sc := wrong["scores"].(map[string]any)["exact"].(map[string]any); sc["value"] != "I" {
 		t.Errorf("wrong's score %v", sc)
