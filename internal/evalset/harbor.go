@@ -1,10 +1,12 @@
 package evalset
 
 import (
+	"fmt"
 	"path/filepath"
 	"sort"
 
 	"github.com/steward-evals/steward/internal/harbor"
+	"github.com/steward-evals/steward/internal/sandbox"
 )
 
 // TasksFrom loads a task's samples from a dataset in another format:
@@ -160,6 +162,19 @@ func (v *validator) harborTask(i int, t *Task) {
 	if !v.has(tp + ".sandbox.build_network") {
 		buildNet = "default"
 	}
+	// The provider's refusals, once each: the first sample and how many.
+	refused := map[string]*[2]any{}
+	var order []string
+	defer func() {
+		for _, msg := range order {
+			first, n := refused[msg][0].(string), refused[msg][1].(int)
+			what := "sample " + first
+			if n > 1 {
+				what = fmt.Sprintf("%d samples (the first %s)", n, first)
+			}
+			v.errf(tp+".sandbox.provider", "%s: %s", what, msg)
+		}
+	}()
 	for _, s := range t.Samples {
 		if s == nil || s.Sandbox == nil {
 			continue
@@ -168,6 +183,15 @@ func (v *validator) harborTask(i int, t *Task) {
 		sb.Provider, sb.PIDs, sb.CapAdd = t.Sandbox.Provider, t.Sandbox.PIDs, t.Sandbox.CapAdd
 		if sb.Build != "" {
 			sb.BuildNetwork = buildNet
+		}
+		if d, ok := sandbox.Lookup(sb.Provider); ok && sb.Provider != "" && d.Check != nil {
+			for _, p := range d.Check(sandbox.Settings{Image: sb.Image, Build: sb.Build, Network: sb.Network}) {
+				if refused[p.Message] == nil {
+					order = append(order, p.Message)
+					refused[p.Message] = &[2]any{s.ID, 0}
+				}
+				refused[p.Message][1] = refused[p.Message][1].(int) + 1
+			}
 		}
 		if sb.Memory < MinMemory {
 			v.errf(index(tp+".samples", 0), "sample %s: memory %s is below the minimum %s", s.ID, sb.Memory, MinMemory)

@@ -79,6 +79,11 @@ func TestTasksFromHarborRefused(t *testing.T) {
 			"steward.yaml:6: tasks[0].scorer: a Harbor task's verifier (tests/test.sh and its reward file) is the scorer: drop scorer",
 			"steward.yaml:7: tasks[0].sandbox.image: each Harbor task sets its own image (task.toml [environment]): drop it here",
 		}},
+		{"kubernetes", "tasks:\n  - name: d\n    agent: a\n    sandbox: {provider: kubernetes}\n    tasks_from: {harbor: ds}\n", map[string]string{
+			"ds/t/instruction.md": "do it", "ds/t/environment/Dockerfile": "FROM scratch\n", "ds/t/tests/test.sh": "true", "ds/t/task.toml": "",
+		}, []string{
+			"steward.yaml:4: tasks[0].sandbox.provider: sample t: the kubernetes provider cannot build images",
+		}},
 		{"missing", "tasks:\n  - name: d\n    agent: a\n    tasks_from: {harbor: nope}\n", nil, []string{
 			"nope: cannot read the Harbor dataset: no such file or directory",
 		}},

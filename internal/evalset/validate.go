@@ -300,6 +300,11 @@ func (v *validator) task(i int, t *Task) {
 		v.errf(tp+".retries", "must be between 0 and %d, got %d", MaxRetries, *t.Retries)
 	}
 
+	if t.TasksFrom != nil {
+		// The provider's checks of the sandbox as a whole (an image it
+		// needs) apply to each sample's own: harborTask runs them.
+		v.d.bad[tp+".sandbox"] = true
+	}
 	v.sandbox(tp+".sandbox", &t.Sandbox)
 	v.files(tp+".files", t.Files)
 	v.env(tp, t)

@@ -244,6 +244,7 @@ func Launch(ctx context.Context, opts Options) (*Result, error) {
 // launch walks the first stages, load → plan → carry; --dry stops after
 // carry, a real launch goes on with execute's stages.
 func (l *launcher) launch(ctx context.Context) (*Result, error) {
+	printWarnings(l.opts.Stderr, l.es)
 	if err := l.load(ctx); err != nil {
 		return nil, err
 	}
@@ -258,6 +259,9 @@ func (l *launcher) launch(ctx context.Context) (*Result, error) {
 	}
 	if l.opts.Dry {
 		return &Result{Report: l.dryReport(), Forecast: &l.fc}, l.printDry()
+	}
+	if err := refuseOwnEnvironments(l.p); err != nil {
+		return nil, err
 	}
 	res, err := l.execute(ctx)
 	if res != nil {
@@ -403,7 +407,7 @@ func (l *launcher) chooseProviders(ctx context.Context) error {
 	l.exclusive = make([]bool, len(l.p.Tasks))
 	available := availability(ctx, l.opts.Providers)
 	for i, t := range l.p.Tasks {
-		name, err := sandbox.Choose(t.Task.Sandbox.Provider, t.Task.Sandbox.Image != "" || t.Task.Sandbox.Build != "", available)
+		name, err := sandbox.Choose(t.Task.Sandbox.Provider, needsImage(t.Task), available)
 		if err != nil {
 			return fmt.Errorf("task %s: %w", t.Task.Name, err)
 		}
