@@ -689,7 +689,10 @@ func inspectSample(rep *Report, a AttemptRow, model, scorer string, ds InspectSa
 	if n := len(calls); n > 0 {
 		lc := calls[n-1]
 		messages = append(append([]obj(nil), lc.input...), lc.choiceMessages()...)
-		output = lc.output
+		output = obj{}
+		for k, v := range lc.output { // a copy: the model event keeps the call's own completion
+			output[k] = v
+		}
 	} else if a.Answer != "" {
 		msg := obj{"role": "assistant", "content": a.Answer, "source": "generate"}
 		messages = append(messages, msg)

@@ -1057,3 +1057,22 @@ func TestInspectHostileStaysData(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectSampleOutputIsTheAnswer: the sample's completion is the
+// agent's answer; the model event keeps what the model said.
+func TestInspectSampleOutputIsTheAnswer(t *testing.T) {
+	rep := inspectFixture()
+	rep.Attempts[0].Answer = "four (from answer.txt)"
+	logs := exportInspect(t, rep, InspectOptions{Format: InspectJSON})
+	s := checkInspectLog(t, logs[0].Name, logs[0].Data).samples["add-1#1"]
+	if c := s["output"].(map[string]any)["completion"]; c != "four (from answer.txt)" {
+		t.Errorf("sample completion %v", c)
+	}
+	for _, e := range s["events"].([]any) {
+		if ev := e.(map[string]any); ev["event"] == "model" {
+			if c := ev["output"].(map[string]any)["completion"]; c != "4" {
+				t.Errorf("model event completion %v", c)
+			}
+		}
+	}
+}
