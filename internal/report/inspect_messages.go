@@ -444,6 +444,13 @@ func chatOutput(resp obj) (obj, string) {
 	}
 	m, _ := ch["message"].(map[string]any)
 	am := obj{"role": "assistant", "content": contentOf(m["content"])}
+	if r, ok := m["refusal"].(string); ok && r != "" { // a refusal is text Inspect marks as one
+		parts := []obj{}
+		if t := textOf(m["content"]); t != "" {
+			parts = append(parts, obj{"type": "text", "text": t})
+		}
+		am["content"] = append(parts, obj{"type": "text", "text": r, "refusal": true})
+	}
 	if rc, ok := m["reasoning_content"].(string); ok && rc != "" {
 		parts := []obj{{"type": "reasoning", "reasoning": rc, "redacted": false}}
 		if t := textOf(m["content"]); t != "" {

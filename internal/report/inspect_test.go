@@ -1076,3 +1076,53 @@ func TestInspectSampleOutputIsTheAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectTranslatesTheRest: metadata-only calls (transcripts:
+// metadata), legacy completions, images and refusals still make valid
+// model events.
+func TestInspectTranslatesTheRest(t *testing.T) {
+	rep := inspectFixture()
+	at := t0.Add(5 * time.Second)
+	meta := transcript.Call{Time: at, Method: "POST", Route: "/v1/chat/completions", Model: "gpt-4o-mini", Status: 200,
+		Latency: time.Second, InputTokens: 7, OutputTokens: 3}
+	legacy := call("/v1/completions", "davinci-002", at, `{"model":"davinci-002","prompt":"Say hi","max_tokens":5,"stop":"\n"}`,
+		`{"object":"text_completion","choices":[{"text":"hi","finish_reason":"length"}]}`, 200, 1)
+	images := call("/v1/chat/completions", "gpt-4o", at,
+		`{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"text","text":"What is this?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}],"tool_choice":"required","tools":[{"type":"function","function":{"name":"look"}}]}`,
+		`{"object":"chat.completion","choices":[{"message":{"role":"assistant","content":null,"refusal":"I can't."},"finish_reason":"content_filter"}]}`, 200, 1)
+	claudeImage := call("/v1/messages", "claude-haiku", at,
+		`{"model":"claude-haiku","messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}},{"type":"text","text":"and this?"}]}],"tool_choice":{"type":"tool","name":"look"},"tools":[{"name":"look","input_schema":{"type":"object","properties":{}}}]}`,
+		`{"type":"message","content":[{"type":"text","text":"a square"}],"stop_reason":"max_tokens"}`, 200, 1)
+	rep.Attempts[0].Details.Transcript = &transcript.Transcript{Mode: transcript.ModeMetadata, Calls: []transcript.Call{meta, legacy, images, claudeImage}}
+	logs := exportInspect(t, rep, InspectOptions{})
+	s := checkInspectLog(t, logs[0].Name, logs[0].Data).samples["add-1#1"]
+	var got []string
+	for _, e := range s["events"].([]any) {
+		if ev := e.(map[string]any); ev["event"] == "model" {
+			b, _ := json.Marshal(ev)
+			got = append(got, string(b))
+		}
+	}
+	want := [][]string{
+		{`"input":[]`, `"usage":{"input_tokens":7,"output_tokens":3,"total_tokens":10}`, `"request":{}`},
+		{`"input":[{"content":"Say hi","role":"user"}]`, `"stop_reason":"max_tokens"`, `"content":"hi"`, `"config":{"max_tokens":5,"stop_seqs":["\n"]}`},
+		{`{"image":"data:image/png;base64,AAAA","type":"image"}`, `"tool_choice":"any"`, `{"refusal":true,"text":"I can't.","type":"text"}`, `"stop_reason":"content_filter"`,
+			`"tools":[{"description":"","name":"look","parameters":{"additionalProperties":false,"properties":{},"required":[],"type":"object"}}]`},
+		{`{"image":"data:image/png;base64,AAAA","type":"image"},{"text":"and this?","type":"text"}`, `"tool_choice":{"name":"look"}`, `"stop_reason":"max_tokens"`, `"content":"a square"`},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d model events", len(got))
+	}
+	for i := range want {
+		for _, w := range want[i] {
+			if !strings.Contains(got[i], w) {
+				t.Errorf("call %d: no %s in\n%s", i, w, got[i])
+			}
+		}
+	}
+	// The summary's input keeps text only, as Inspect's does.
+	sum := summaryInput([]obj{{"role": "user", "content": []obj{{"type": "image", "image": "x"}}}})
+	if b, _ := json.Marshal(sum); string(b) != `[{"content":[{"text":"(Image)","type":"text"}],"role":"user"}]` {
+		t.Errorf("summary input %s", b)
+	}
+}
