@@ -504,6 +504,16 @@ func inspectSample(rep *Report, a AttemptRow, model, scorer string, ds InspectSa
 	if a.Details != nil && a.Details.Transcript != nil {
 		calls = translateCalls(a.Details.Transcript.Calls)
 	}
+	// A call to the eval's model is named as the eval names it (the mock
+	// upstream speaks OpenAI's API but is mockllm/NAME).
+	if _, name, ok := strings.Cut(model, "/"); ok {
+		for i := range calls {
+			if _, m, _ := strings.Cut(calls[i].key, "/"); m == name {
+				calls[i].key = model
+				calls[i].event["model"] = model
+			}
+		}
+	}
 	input := inspectInput(ds.Input, calls)
 	target := ds.Target
 	switch t := target.(type) {

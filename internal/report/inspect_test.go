@@ -1126,3 +1126,21 @@ func TestInspectTranslatesTheRest(t *testing.T) {
 		t.Errorf("summary input %s", b)
 	}
 }
+
+// TestInspectNamesCallsAsTheEvalNamesItsModel: calls to the eval set's
+// model (the mock upstream speaks OpenAI's API) carry the eval's name.
+func TestInspectNamesCallsAsTheEvalNamesItsModel(t *testing.T) {
+	logs := exportInspect(t, inspectFixture(), InspectOptions{Format: InspectJSON, Model: "mockllm/gpt-4o-mini"})
+	p := checkInspectLog(t, logs[0].Name, logs[0].Data)
+	s := p.samples["add-1#1"]
+	if _, ok := s["model_usage"].(map[string]any)["mockllm/gpt-4o-mini"]; !ok {
+		t.Errorf("usage %v", s["model_usage"])
+	}
+	u := p.header["stats"].(map[string]any)["model_usage"].(map[string]any)
+	if _, ok := u["openai/gpt-4.1"]; !ok || len(u) != 2 {
+		t.Errorf("run usage %v: another model keeps its own name", u)
+	}
+	if p.header["eval"].(map[string]any)["model"] != "mockllm/gpt-4o-mini" {
+		t.Errorf("model %v", p.header["eval"].(map[string]any)["model"])
+	}
+}
