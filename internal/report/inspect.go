@@ -404,9 +404,6 @@ func buildInspect(rep *Report, task string, opts InspectOptions) *inspectLog {
 	if ramp == nil {
 		ramp = []obj{}
 	}
-	if usage == nil || len(usage) == 0 {
-		usage = map[string]obj{}
-	}
 	l.stats = obj{
 		"started_at":   isoTime(created),
 		"completed_at": isoTime(finished),
@@ -626,7 +623,7 @@ func inspectSample(rep *Report, a AttemptRow, model, scorer string, ds InspectSa
 	}
 	span(started, solversID, "", "solvers", "solvers")
 	span(started, agentID, solversID, "solver", "steward/agent")
-	var last time.Time = started
+	last := started
 	for i, c := range calls {
 		ts, ws := at(c.start)
 		e := c.event

@@ -26,7 +26,6 @@ type modelCall struct {
 	input   []obj
 	output  obj // ModelOutput
 	event   obj // the ModelEvent (timestamps added by the caller)
-
 }
 
 // choiceMessages is the call's answer as messages.
