@@ -40,7 +40,7 @@ func simulate(k int, newFrac float64, trials int, seed uint64) string {
 	holdU, holdS, known := 0, 0, 0
 	for range trials {
 		type sample struct {
-			task, id string
+			task, id  string
 			cost, dur float64
 		}
 		var ss []sample
