@@ -701,7 +701,7 @@ func mapConfig(r *Result, t *Task, c *config, li lineIndex, file, taskDisplay st
 	if env.Healthcheck != nil {
 		warn("environment.healthcheck", "not run: Steward starts the agent without waiting for a health check, and does not start the image's own command")
 	}
-	if c.Artifacts != nil {
+	if !empty(c.Artifacts) {
 		warn("artifacts", "not collected: list artifacts (globs under the workdir) in the Steward task's artifacts")
 	}
 
@@ -805,6 +805,19 @@ func isRoot(v any) bool {
 		return x == "root" || x == "0" || x == ""
 	case int64:
 		return x == 0
+	}
+	return false
+}
+
+// empty: unset, or an empty list or table (real task.toml files write "artifacts = []").
+func empty(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case []any:
+		return len(x) == 0
+	case map[string]any:
+		return len(x) == 0
 	}
 	return false
 }

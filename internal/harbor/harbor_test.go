@@ -1,6 +1,7 @@
 package harbor
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -83,6 +84,9 @@ func expand(getenv map[string]string) func(string) (string, []string, error) {
 				return out, names, nil
 			}
 			j := strings.IndexByte(out[i:], '}')
+			if j < 0 {
+				return "", nil, errors.New("${ without its }")
+			}
 			inner := out[i+2 : i+j]
 			name, def, _ := strings.Cut(inner, ":-")
 			v := getenv[name]
@@ -307,5 +311,70 @@ func TestEmptyDataset(t *testing.T) {
 	}
 	if r := Load(filepath.Join(dir, "nope"), "nope", Options{}); len(r.Errs()) != 1 {
 		t.Fatalf("%v", r.Problems)
+	}
+}
+
+// A task.toml shaped as Terminal-Bench 2's are (schema 1.1: empty
+// artifacts, mcp_servers and env tables, gpus = 0, allow_internet, both a
+// Dockerfile and a prebuilt docker_image) loads with no problem at all.
+func TestTerminalBenchShape(t *testing.T) {
+	dir := t.TempDir()
+	files := base(`schema_version = "1.1"
+artifacts = []
+
+[task]
+name = "example-bench/parse-logs"
+description = "Parse a log file."
+keywords = ["data-processing"]
+[[task.authors]]
+name = "A. Author"
+email = "author@example.com"
+
+[metadata]
+author_name = "A. Author"
+author_email = "author@example.com"
+difficulty = "medium"
+category = "data-processing"
+tags = []
+expert_time_estimate_min = 20.0
+junior_time_estimate_min = 90.0
+
+[verifier]
+timeout_sec = 900.0
+
+[agent]
+timeout_sec = 900.0
+
+[environment]
+build_timeout_sec = 600.0
+docker_image = "example/parse-logs:20250101"
+cpus = 1
+memory_mb = 2048
+storage_mb = 10240
+gpus = 0
+allow_internet = true
+mcp_servers = []
+
+[verifier.env]
+
+[environment.env]
+
+[solution.env]
+`)
+	files["README.md"] = "# parse-logs\n"
+	files["environment/task-deps/input.log"] = "x\n"
+	files["solution/solve.sh"] = "#!/bin/bash\ntrue\n"
+	files["tests/test_outputs.py"] = "def test_x(): pass\n"
+	writeTask(t, dir, "parse-logs", files)
+	r := Load(dir, "ds", Options{})
+	if len(r.Problems) != 0 {
+		t.Fatalf("problems: %v", r.Problems)
+	}
+	tk := r.Tasks[0]
+	if tk.Image != "example/parse-logs:20250101" || tk.Build != "" || tk.Network != NetworkPublic || tk.AgentTimeout != 900*time.Second {
+		t.Errorf("%+v", tk)
+	}
+	if a := tk.Metadata["harbor"].(map[string]any)["authors"]; !reflect.DeepEqual(a, []any{map[string]any{"name": "A. Author", "email": "author@example.com"}}) {
+		t.Errorf("authors %v", a)
 	}
 }
