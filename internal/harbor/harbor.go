@@ -39,7 +39,13 @@ const (
 	MaxFileSize = 16 << 20
 	MaxDirSize  = 64 << 20
 	MaxDirFiles = 1000
+	// MaxDatasetSize bounds the tests/ and solution/ of all of a dataset's
+	// tasks together (they are held in memory, fingerprinted and copied).
+	MaxDatasetSize = 1 << 30
 )
+
+// maxDatasetSize is MaxDatasetSize (tests lower it).
+var maxDatasetSize int64 = MaxDatasetSize
 
 // Defaults of task.toml (Harbor's).
 const (
@@ -191,6 +197,7 @@ func Load(dir, display string, opts Options) *Result {
 		r.add(Problem{File: display, Msg: "cannot read the Harbor dataset: " + errMsg(err)})
 		return r
 	}
+	var total int64
 	for _, e := range ents {
 		name := e.Name()
 		if strings.HasPrefix(name, ".") {
@@ -217,6 +224,11 @@ func Load(dir, display string, opts Options) *Result {
 		}
 		if t := loadTask(r, filepath.Join(dir, name), p, name, opts); t != nil {
 			r.Tasks = append(r.Tasks, t)
+			total += treeSize(t.Tests) + treeSize(t.Solution)
+			if total > maxDatasetSize {
+				r.add(Problem{File: display, Msg: fmt.Sprintf("the tasks' tests/ and solution/ hold more than %d bytes in all", maxDatasetSize)})
+				break
+			}
 		}
 	}
 	if len(r.Tasks) == 0 && len(r.Errs()) == 0 {
@@ -226,6 +238,14 @@ func Load(dir, display string, opts Options) *Result {
 }
 
 func (r *Result) add(p Problem) { r.Problems = append(r.Problems, p) }
+
+func treeSize(m map[string]File) int64 {
+	var n int64
+	for _, f := range m {
+		n += int64(len(f.Data))
+	}
+	return n
+}
 
 func errMsg(err error) string {
 	switch {

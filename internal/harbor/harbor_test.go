@@ -378,3 +378,18 @@ mcp_servers = []
 		t.Errorf("authors %v", a)
 	}
 }
+
+func TestDatasetSizeBound(t *testing.T) {
+	defer func(n int64) { maxDatasetSize = n }(maxDatasetSize)
+	maxDatasetSize = 100
+	dir := t.TempDir()
+	for _, n := range []string{"a", "b"} {
+		f := base("")
+		f["tests/data"] = strings.Repeat("x", 60)
+		writeTask(t, dir, n, f)
+	}
+	r := Load(dir, "ds", Options{})
+	if e := r.Errs(); len(e) != 1 || e[0].Error() != "ds: the tasks' tests/ and solution/ hold more than 100 bytes in all" {
+		t.Fatalf("%v", r.Problems)
+	}
+}
