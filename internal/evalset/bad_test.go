@@ -48,7 +48,7 @@ func TestBadInputs(t *testing.T) {
 		{name: "sandbox key at task level", files: yamlOnly(okTask + "    image: alpine\n"),
 			want: []string{`steward.yaml:6: tasks[0].image: unknown key "image": did you mean sandbox.image?`}},
 		{name: "unknown key far from any", files: yamlOnly(okTask + "    zzzzzz: 1\n"),
-			want: []string{`steward.yaml:6: tasks[0].zzzzzz: unknown key "zzzzzz" (known keys: agent, artifacts, attempts,`}},
+			want: []string{`steward.yaml:6: tasks[0].zzzzzz: unknown key "zzzzzz" (known keys: agent, agent_grace, agent_timeout, artifacts, attempts,`}},
 		{name: "artifact glob the shell would run", files: yamlOnly(okTask + "    artifacts: [out/*.txt, '$(id)', ../up]\n"),
 			want: []string{`steward.yaml:6: tasks[0].artifacts[1]: "$(id)": the character '$' is not allowed in an artifact glob`,
 				`steward.yaml:6: tasks[0].artifacts[2]: "../up" leaves the workdir (..)`}},

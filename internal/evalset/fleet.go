@@ -160,6 +160,19 @@ func decodeFleetFile(display, dir string, data []byte, f *Fleet, errs *Errors, g
 			f.Sources["transcripts"] = from(p)
 		}
 	}
+	if p, ok := set("limits"); ok {
+		before := len(errs.List)
+		checkLimits(got.Limits, "limits", func(k string) bool { _, ok := set(k); return ok }, func(k, format string, args ...any) {
+			if _, ok := set(k); !ok {
+				k = "limits"
+			}
+			errAt(k, format, args...)
+		})
+		if len(errs.List) == before {
+			f.Limits = got.Limits
+			f.Sources["limits"] = from(p)
+		}
+	}
 	if p, ok := set("secrets"); ok {
 		bad := false
 		for _, name := range got.Secrets {

@@ -127,6 +127,11 @@ func Load(path string, opts LoadOptions) (*EvalSet, error) {
 		return nil, err
 	}
 	es.Fleet = fleet
+	for _, t := range es.Tasks {
+		if t != nil {
+			t.Limits = mergeLimits(t.Limits, fleet.Limits) // per field, the task's first
+		}
+	}
 	return es, nil
 }
 

@@ -149,6 +149,15 @@ type Task struct {
 	Reducer score.Reducer `yaml:"reducer" json:"reducer"`
 	// Timeout per attempt (agent + scorer). Default 10m.
 	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// AgentTimeout and ScorerTimeout split it (each defaults from Timeout):
+	// at the agent's deadline it gets SIGTERM, AgentGrace (default 10s) to
+	// finish, then is killed, and the scorer judges what it left (limits.go).
+	AgentTimeout  Duration  `yaml:"agent_timeout" json:"agent_timeout,omitempty"`
+	ScorerTimeout Duration  `yaml:"scorer_timeout" json:"scorer_timeout,omitempty"`
+	AgentGrace    *Duration `yaml:"agent_grace" json:"agent_grace,omitempty"`
+	// Limits bound each attempt (tokens, model calls, USD, agent time); unset
+	// fields default from _steward.yaml's limits: (limits.go).
+	Limits *Limits `yaml:"limits" json:"limits,omitempty"`
 	// MaxSamples fixes the task's setpoint and keeps it out of the ramp (C5). 0 = unset.
 	MaxSamples int `yaml:"max_samples" json:"max_samples"`
 	// Exclusive: nil = the provider's default; false lets a local task run under the normal gates (C3).
@@ -340,6 +349,8 @@ type Fleet struct {
 	Secrets []string `yaml:"secrets" json:"secrets,omitempty"`
 	// Kubernetes configures provider: kubernetes (see docs/kubernetes.md).
 	Kubernetes Kubernetes `yaml:"kubernetes" json:"kubernetes"`
+	// Limits are every task's per-attempt limits unless the task sets its own (per field).
+	Limits *Limits `yaml:"limits" json:"limits,omitempty"`
 
 	// File is the _steward.yaml path it came from ("" if none).
 	File string `yaml:"-" json:"-"`

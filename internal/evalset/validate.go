@@ -290,6 +290,7 @@ func (v *validator) task(i int, t *Task) {
 	} else {
 		t.Timeout = Duration(DefaultTimeout)
 	}
+	v.limits(tp, t)
 	if t.MaxSamples < 0 {
 		v.errf(tp+".max_samples", "must be 0 (unset: ramp) or more, got %d", t.MaxSamples)
 	}

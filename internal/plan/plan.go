@@ -233,6 +233,20 @@ func taskFingerprint(es *evalset.EvalSet, t *evalset.Task) (string, error) {
 		"cap_add": sb.CapAdd, "workdir": sb.Workdir, "setup": t.Setup, "agent": t.Agent, "scorer": t.Scorer,
 		"timeout": t.Timeout, "env": env, "files": files, "host": t.Host, "sandbox_reuse": t.SandboxReuse,
 	}
+	// Limits, the split timeouts and the grace decide outcomes: only when
+	// set, so fingerprints of tasks without them stay as they were.
+	if !t.Limits.IsZero() {
+		parts["limits"] = t.Limits
+	}
+	if t.AgentTimeout > 0 {
+		parts["agent_timeout"] = t.AgentTimeout
+	}
+	if t.ScorerTimeout > 0 {
+		parts["scorer_timeout"] = t.ScorerTimeout
+	}
+	if t.AgentGrace != nil {
+		parts["agent_grace"] = *t.AgentGrace
+	}
 	if t.JudgeFailedAgents != nil && !*t.JudgeFailedAgents {
 		// Only when set apart from the default: fingerprints stay as they were.
 		parts["judge_failed_agents"] = false

@@ -153,6 +153,9 @@ func JUnit(w io.Writer, r *Report) error {
 			c.Error = &junitProblem{Message: msg, Type: string(a.Status), Text: detail}
 			s.Errors++
 		}
+		if n := limitNote(a); n != "" && a.Status == status.Passed {
+			c.SystemOut = Plain(n, 500) // limits.go: a pass that reached a limit says so
+		}
 		if a.Carried {
 			c.SystemOut = "carried from an earlier run"
 			if a.Fingerprint != "" {

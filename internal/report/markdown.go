@@ -120,6 +120,9 @@ func markdown(r *Report, opts MarkdownOptions, failed []AttemptRow, failCap, ram
 		fmt.Fprintf(&b, "Plan: %s\n\n", MD(r.Plan, 300))
 	}
 	b.WriteString(countsTable(r.Counts, r.Score))
+	if line := withinBudgetLine(r); line != "" {
+		b.WriteString("\n" + MD(line, 1000) + "\n") // limits.go
+	}
 	b.WriteString("\n")
 	if r.Comparison != nil {
 		b.WriteString(comparisonMarkdown(r.Comparison, "### Compared with base\n\n", failCap, opts.ReasonWidth, true))

@@ -27,6 +27,9 @@ type Report struct {
 	Score *stats.Rate `json:"score,omitempty"`
 	// CostPerPass is the cost per pass over every task (see TaskReport).
 	CostPerPass *float64 `json:"cost_per_pass_usd,omitempty"`
+	// PassWithinBudget is the pass rate over attempts that reached no limit
+	// and no deadline, when some did (limits.go).
+	PassWithinBudget *WithinBudget `json:"pass_within_budget,omitempty"`
 
 	Tasks    []TaskReport `json:"tasks"`
 	Attempts []AttemptRow `json:"attempts"`
@@ -150,6 +153,11 @@ type AttemptRow struct {
 	// judged what it left; its status and output tail beside the verdict.
 	AgentExit   int    `json:"agent_exit,omitempty"`
 	AgentOutput string `json:"agent_output,omitempty"`
+	// Limit names the per-attempt limit it reached ("tokens", "model_calls",
+	// "cost_usd", "agent_time"); TimedOut: stopped at its agent deadline and
+	// judged on what it left (limits.go).
+	Limit    string `json:"limit,omitempty"`
+	TimedOut bool   `json:"timed_out,omitempty"`
 }
 
 // Spend sums the gateway's accounting.

@@ -65,6 +65,7 @@ func (r *Report) EarlyExitSaving() (n int, usd float64) {
 func (r *Report) Recount() {
 	r.Counts = Counts{}
 	r.Counts.Tally(r.Attempts)
+	r.PassWithinBudget = withinBudget(r.Attempts)
 	index := map[string]int{}
 	tasks := make([]TaskReport, 0, len(r.Tasks))
 	for _, t := range r.Tasks {

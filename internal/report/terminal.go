@@ -187,6 +187,11 @@ func Terminal(w io.Writer, r *Report, opts TerminalOptions) error {
 	if err := t.Render(); err != nil {
 		return fmt.Errorf("render pass-rate table: %w", err)
 	}
+	if line := withinBudgetLine(r); line != "" {
+		if _, err := io.WriteString(w, line+"\n"); err != nil {
+			return fmt.Errorf("write pass within budget: %w", err)
+		}
+	}
 	if r.Spend.USD > 0 || r.Spend.InputTokens > 0 || r.Spend.OutputTokens > 0 || r.Spend.SavedUSD > 0 || r.Spend.SavedInputTokens > 0 {
 		if _, err := io.WriteString(w, "spend: "+formatSpend(r.Spend)+"\n"); err != nil {
 			return fmt.Errorf("write spend: %w", err)

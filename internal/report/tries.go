@@ -14,6 +14,7 @@ func fillTries(row *AttemptRow, a record.Attempt) {
 		row.Tries, row.RetryReasons = a.Tries, a.RetryReasons
 	}
 	row.AgentExit, row.AgentOutput = a.AgentExit, a.AgentOutput
+	fillLimits(row, a) // limits.go
 }
 
 // withTries is a row's reason with what every report shows beside it: the
@@ -21,6 +22,9 @@ func fillTries(row *AttemptRow, a record.Attempt) {
 // a retried attempt, with why (issue 23 item 2).
 func withTries(a AttemptRow, reason string) string {
 	var notes []string
+	if n := limitNote(a); n != "" && !strings.Contains(reason, n) {
+		notes = append(notes, n)
+	}
 	if a.AgentExit != 0 {
 		n := fmt.Sprintf("agent exited %d", a.AgentExit)
 		if a.AgentOutput != "" {

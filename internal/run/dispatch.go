@@ -116,6 +116,7 @@ func (l *launcher) tryAttempt(ctx context.Context, it sched.Item, a *plan.Attemp
 	}
 	gwID := l.runID + "/" + strconv.Itoa(a.Seq)
 	token := l.gw.Issue(gwID, &hooks{d: l.disp, id: it.ID, name: a.ID(l.p), logf: func(f string, args ...any) { fmt.Fprintf(l.opts.Stderr, f, args...) }})
+	l.gw.SetQuota(gwID, quotaFor(t)) // its limits, before its agent starts (limits.go)
 	var row record.Attempt
 	var why []string
 	for try := 0; ; try++ {
@@ -137,6 +138,7 @@ func (l *launcher) tryAttempt(ctx context.Context, it sched.Item, a *plan.Attemp
 	cancel()
 	if u, ok := l.gw.Usage(gwID); ok {
 		row.InputTokens, row.OutputTokens, row.CostUSD, row.Requests = u.InputTokens, u.OutputTokens, u.CostUSD, u.Requests
+		judgeLimit(&row, u, t) // limits.go
 		providerCaused(&row, u)
 	}
 	l.scrubRow(&row)

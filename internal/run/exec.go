@@ -63,6 +63,8 @@ type execEnv struct {
 	started func(seq int)
 	// bind restricts an attempt's gateway token to its sandbox's address.
 	bind func(ctx context.Context, token string, ip netip.Addr) error
+	// deadline gives the gateway attempt seq's agent deadline (zero: none; limits.go).
+	deadline func(ctx context.Context, seq int, at time.Time) error
 }
 
 // gatewayPeer is a sandbox whose connections to the gateway come from an
@@ -100,7 +102,7 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) r
 	// The whole attempt (sandbox creation included) is bounded: a daemon that
 	// stops answering cannot hang the run.
 	runCtx := ctx
-	ctx, cancelAttempt := context.WithTimeout(ctx, t.Timeout.D()+attemptSlack)
+	ctx, cancelAttempt := context.WithTimeout(ctx, attemptBound(t, a.Sample)+attemptSlack)
 	defer cancelAttempt()
 	r := &attemptRun{e: e, a: a, t: t, token: token, runCtx: runCtx, ctx: ctx, row: record.Attempt{
 		RunID: l.runID, Seq: a.Seq, Task: t.Name, Sample: a.Sample.ID, Attempt: a.Number,
@@ -195,6 +197,9 @@ func (r *attemptRun) setup() (record.Attempt, bool) {
 	}
 	r.env = r.e.env(r.a, r.token, r.sb)
 	r.deadline = time.Now().Add(r.t.Timeout.D())
+	if row, done := r.startDeadline(); done { // limits.go: the agent's deadline, told
+		return row, true
+	}
 	if r.a.Sample.Setup == "" {
 		return record.Attempt{}, false
 	}
@@ -215,7 +220,8 @@ func (r *attemptRun) setup() (record.Attempt, bool) {
 // agent runs the agent, then stops everything it started: nothing may run
 // on while it is judged (see grade.go).
 func (r *attemptRun) agent() (record.Attempt, bool) {
-	res, err := r.sb.Exec(r.ctx, sandbox.ExecSpec{Shell: r.t.Agent, Env: r.env, Timeout: time.Until(r.deadline), MaxOutput: 1 << 20})
+	res, err := r.sb.Exec(r.ctx, sandbox.ExecSpec{Shell: r.t.Agent, Env: r.env, Timeout: time.Until(r.deadline), Grace: r.t.AgentGraceD(), MaxOutput: 1 << 20})
+	r.endDeadline()
 	r.logb.WriteString(section("agent", res))
 	r.row.Log = tail([]byte(r.logb.String()), 16<<10)
 	if err != nil {
@@ -225,7 +231,13 @@ func (r *attemptRun) agent() (record.Attempt, bool) {
 	// The agent ran to its end: from here on the try is judged, and never
 	// retried for another verdict (issue 23 item 2).
 	r.row.ReachedJudging = true
-	if p := execProblem("agent", res, r.t); p != "" {
+	if res.TimedOut && !res.OOMKilled {
+		// Its deadline: judged on what it left, as on_limit says (limits.go).
+		r.healthy = false
+		if row, done := r.timedOut(res); done {
+			return row, true
+		}
+	} else if p := execProblem("agent", res, r.t); p != "" {
 		if res.OOMKilled || res.TimedOut {
 			r.healthy = false
 		}
@@ -252,7 +264,7 @@ func (r *attemptRun) judge() record.Attempt {
 		answer = strings.TrimSpace(string(b))
 	}
 	r.row.Answer = truncate(answer, 8<<10)
-	v, serr := r.e.score(r.ctx, r.sb, r.t, r.a.Sample, answer, r.env, r.token, r.deadline, &r.logb)
+	v, serr := r.e.score(r.ctx, r.sb, r.t, r.a.Sample, answer, r.env, r.token, time.Now().Add(r.t.ScorerTimeoutD()), &r.logb)
 	r.row.Log = tail([]byte(r.logb.String()), 16<<10)
 	agent := ""
 	if r.row.AgentExit != 0 {

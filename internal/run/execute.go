@@ -272,7 +272,7 @@ func (l *launcher) dispatch(ctx context.Context) (*dispatched, error) {
 // starts once the run is stopped.
 func (l *launcher) startRunner(ctx context.Context) (*workerPool, error) {
 	if !l.opts.Workers {
-		l.runner = inProcess{newExecutor(&execEnv{bind: l.bindToken, p: l.p, specs: l.specs, providers: l.providers, taskProv: l.taskProv,
+		l.runner = inProcess{newExecutor(&execEnv{bind: l.bindToken, deadline: l.setDeadline, p: l.p, specs: l.specs, providers: l.providers, taskProv: l.taskProv,
 			gwURL: l.gwURL, runID: l.runID, exe: l.opts.Exe, model: l.es.Model.Name, modelSettings: modelSettings(l.es), stderr: l.opts.Stderr,
 			started: l.started})}
 		return nil, nil

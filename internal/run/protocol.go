@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/steward-evals/steward/internal/record"
 )
@@ -73,6 +74,13 @@ type (
 		Token string `json:"token"`
 		Host  string `json:"host"`
 	}
+	// msgDeadline gives the gateway an attempt's agent deadline (zero:
+	// none); answered by bound with the same id (limits.go).
+	msgDeadline struct {
+		ID       int       `json:"id"`
+		Seq      int       `json:"seq"`
+		Deadline time.Time `json:"deadline"`
+	}
 	msgPong struct{}
 )
 
@@ -91,6 +99,7 @@ func (msgClosed) op() string     { return "closed" }
 func (msgGateway) op() string    { return "gateway" }
 func (msgBind) op() string       { return "bind" }
 func (msgPong) op() string       { return "pong" }
+func (msgDeadline) op() string   { return "deadline" }
 
 // newMsg makes an empty message for an op, or nil when the op is unknown.
 func newMsg(op string) wireMsg {
@@ -125,6 +134,8 @@ func newMsg(op string) wireMsg {
 		return &msgBind{}
 	case "pong":
 		return &msgPong{}
+	case "deadline":
+		return &msgDeadline{}
 	}
 	return nil
 }

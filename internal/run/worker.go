@@ -302,6 +302,8 @@ func (w *workerProc) handle(line []byte) error {
 			err = w.l.gw.Bind(m.Token, ip)
 		}
 		_ = w.send(msgBound{ID: m.ID, Err: toWireErr(err)})
+	case *msgDeadline:
+		_ = w.send(msgBound{ID: m.ID, Err: toWireErr(w.l.setDeadline(context.Background(), m.Seq, m.Deadline))})
 	case *msgReady:
 		select {
 		case w.ready <- m.Err.err():
@@ -716,6 +718,9 @@ func Worker(ctx context.Context, in io.Reader, out io.Writer, stderr io.Writer, 
 	x.bind = func(ctx context.Context, token string, ip netip.Addr) error {
 		return binds.bind(ctx, send, token, ip)
 	}
+	x.deadline = func(ctx context.Context, seq int, at time.Time) error {
+		return binds.ask(ctx, send, func(id int) wireMsg { return msgDeadline{ID: id, Seq: seq, Deadline: at} })
+	}
 	send(msgReady{})
 	ws := &workerServer{ini: ini, box: box, send: send, ex: newExecutor(x), bySeq: map[int]*plan.Attempt{}, actx: actx, abort: abort, binds: binds, work: &work, shuttingDown: &shuttingDown}
 	for _, a := range x.p.Attempts {
@@ -813,6 +818,11 @@ type binder struct {
 }
 
 func (b *binder) bind(ctx context.Context, send func(wireMsg), token string, ip netip.Addr) error {
+	return b.ask(ctx, send, func(id int) wireMsg { return msgBind{ID: id, Token: token, Host: ip.String()} })
+}
+
+// ask sends the message m makes with a fresh id and waits for its bound.
+func (b *binder) ask(ctx context.Context, send func(wireMsg), m func(id int) wireMsg) error {
 	ch := make(chan *wireErr, 1)
 	b.mu.Lock()
 	b.next++
@@ -824,12 +834,13 @@ func (b *binder) bind(ctx context.Context, send func(wireMsg), token string, ip 
 		delete(b.wait, id)
 		b.mu.Unlock()
 	}()
-	send(msgBind{ID: id, Token: token, Host: ip.String()})
+	msg := m(id)
+	send(msg)
 	select {
 	case e := <-ch:
 		return e.err()
 	case <-ctx.Done():
-		return fmt.Errorf("bind the gateway token: %w", ctx.Err())
+		return fmt.Errorf("%s: waiting for the supervisor: %w", msg.op(), ctx.Err())
 	}
 }
 

@@ -155,6 +155,14 @@ func (o ExecOutput) Fill(res *ExecResult) {
 // It returns done's value when finished; timedOut says the timeout ended
 // it (else, unfinished, ctx did).
 func WaitExec[T any](ctx context.Context, timeout time.Duration, done <-chan T, ended func(T) bool, pid <-chan int, kill func(pid int)) (v T, finished, timedOut bool) {
+	return WaitExecGrace(ctx, timeout, 0, done, ended, pid, nil, kill)
+}
+
+// WaitExecGrace is WaitExec with a grace period: when the timeout passes
+// (not ctx) and grace and term are set, term is given the pid first and the
+// command has grace to end by itself (finished and timedOut both true)
+// before kill.
+func WaitExecGrace[T any](ctx context.Context, timeout, grace time.Duration, done <-chan T, ended func(T) bool, pid <-chan int, term, kill func(pid int)) (v T, finished, timedOut bool) {
 	var expired <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
@@ -186,6 +194,21 @@ func WaitExec[T any](ctx context.Context, timeout time.Duration, done <-chan T, 
 	select {
 	case p = <-pid:
 	case <-time.After(2 * time.Second):
+	}
+	if timedOut && !got && grace > 0 && term != nil && p > 0 {
+		term(p)
+		t := time.NewTimer(grace)
+		select {
+		case v = <-done:
+			t.Stop()
+			if ended(v) {
+				return v, true, true
+			}
+			got = true
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
 	}
 	kill(p)
 	if !got {

@@ -55,7 +55,12 @@ type ExecSpec struct {
 	Env   map[string]string
 	// Timeout kills the command (and its process group) after this long; 0 = none beyond ctx.
 	Timeout time.Duration
-	Stdin   []byte
+	// Grace, when set, makes the timeout a deadline the command may answer:
+	// at Timeout its process group gets SIGTERM and Grace to exit before
+	// SIGKILL (local, docker; other providers kill at once). Either way the
+	// result is TimedOut, with what the command printed.
+	Grace time.Duration
+	Stdin []byte
 	// MaxOutput caps captured stdout and stderr each (0 = 1 MiB); the rest is dropped and Truncated set.
 	MaxOutput int
 }

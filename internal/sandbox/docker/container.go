@@ -349,7 +349,13 @@ func (s *Sandbox) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.Exec
 		_, err := stdcopy.StdCopy(out.Stdout, out.Stderr, hj.Reader)
 		copied <- err
 	}()
-	err, finished, timedOut := sandbox.WaitExec(ctx, spec.Timeout, copied, func(err error) bool { return err == nil }, out.Stderr.PID(), func(pid int) {
+	term := func(pid int) {
+		// The deadline: SIGTERM to the command's group; it has spec.Grace to end.
+		kctx, cancel := cleanupCtx(ctx)
+		_, _ = s.run(kctx, fmt.Sprintf("kill -TERM -- -%d 2>/dev/null || kill -TERM %d 2>/dev/null; true", pid, pid))
+		cancel()
+	}
+	err, finished, timedOut := sandbox.WaitExecGrace(ctx, spec.Timeout, spec.Grace, copied, func(err error) bool { return err == nil }, out.Stderr.PID(), term, func(pid int) {
 		kctx, cancel := cleanupCtx(ctx)
 		s.killGroup(kctx, pid)
 		cancel()

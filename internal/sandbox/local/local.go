@@ -243,6 +243,7 @@ func (b *box) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResu
 	if max <= 0 {
 		max = 1 << 20
 	}
+	outer := ctx
 	if spec.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, spec.Timeout)
@@ -312,11 +313,30 @@ func (b *box) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResu
 	if testHookStarted != nil {
 		testHookStarted(ctx, cmd.Process.Pid)
 	}
-	exited := false
+	exited, termed := false, false
 	select {
 	case err = <-done:
 		exited = true
 	case <-ctx.Done():
+		if spec.Grace > 0 && outer.Err() == nil && !hasExited(cmd.Process.Pid) {
+			// The deadline: SIGTERM to the group, Grace to finish, then SIGKILL.
+			termed = true
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+			grace := time.NewTimer(spec.Grace)
+			select {
+			case err = <-done:
+				grace.Stop()
+				break
+			case <-grace.C:
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				err = <-done
+			case <-outer.Done():
+				grace.Stop()
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				err = <-done
+			}
+			break
+		}
 		// The deadline passed on this process's clock, which stops when
 		// the process is stopped (SIGSTOP) or starved: the waiting
 		// goroutine may not have run yet although the command ended long
@@ -341,6 +361,26 @@ func (b *box) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.ExecResu
 	res := sandbox.ExecResult{
 		Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(),
 		Truncated: stdout.truncated || stderr.truncated, Duration: time.Since(start),
+	}
+	if termed && outer.Err() == nil {
+		// Stopped at its deadline (it ended within the grace or was killed
+		// after it): a timeout, with whatever it printed.
+		res.TimedOut = true
+		res.ExitCode = -1
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			res.ExitCode = ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				res.ExitCode = 128 + int(ws.Signal())
+			}
+		} else if err == nil {
+			res.ExitCode = 0
+		}
+		return res, nil
+	}
+	if termed {
+		res.ExitCode = -1
+		return res, outer.Err() // the run was cancelled during the grace
 	}
 	if ctx.Err() != nil && !exited {
 		res.ExitCode = -1
