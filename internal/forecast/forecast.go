@@ -303,10 +303,6 @@ func Makespan(as []Attempt, durs []float64, c Capacity) float64 {
 	if top <= 0 {
 		top = 200
 	}
-	type job struct {
-		task int
-		d    float64
-	}
 	taskIdx := map[string]int{}
 	var queues [][]float64
 	lanes := map[string]int{} // lane → index in its task's queue

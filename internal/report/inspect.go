@@ -927,7 +927,11 @@ func (l *inspectLog) evalArchive() ([]byte, error) {
 		}
 		fh := &zip.FileHeader{Name: name, Method: zip.Deflate,
 			CRC32: crc32.ChecksumIEEE(data), CompressedSize64: uint64(z.Len()), UncompressedSize64: uint64(len(data))}
-		fh.SetModTime(l.created.UTC()) // the MS-DOS date and time (CreateRaw sets none)
+		// CreateRaw writes only the MS-DOS fields (Modified is read by
+		// CreateHeader alone, which would also add an extended-time field
+		// Python's zipfile never writes).
+		//lint:ignore SA1019 the raw header's only time fields
+		fh.ModifiedDate, fh.ModifiedTime = dosTime(l.created.UTC())
 		w, err := zw.CreateRaw(fh)
 		if err != nil {
 			return err
@@ -970,4 +974,12 @@ func (l *inspectLog) evalArchive() ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// dosTime is t as an MS-DOS date and time (two-second resolution), the
+// only times Python's zipfile writes in a member's header.
+func dosTime(t time.Time) (date, clock uint16) {
+	date = uint16(t.Day() + int(t.Month())<<5 + (t.Year()-1980)<<9)
+	clock = uint16(t.Second()/2 + t.Minute()<<5 + t.Hour()<<11)
+	return date, clock
 }
