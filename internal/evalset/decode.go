@@ -280,7 +280,7 @@ func infoOf(t reflect.Type) *structInfo {
 
 func init() {
 	// Fill the cache up front so concurrent loads only read it.
-	for _, v := range []any{EvalSet{}, Model{}, Prices{}, Task{}, Sandbox{}, Scorer{}, HostHooks{}, Group{}, SharedState{}, Sample{}, Fleet{}, FieldMap{}, TasksFrom{}} {
+	for _, v := range []any{EvalSet{}, Model{}, Prices{}, Task{}, Sandbox{}, Scorer{}, HostHooks{}, Group{}, SharedState{}, Sample{}, Fleet{}, FieldMap{}, TasksFrom{}, Limits{}, ModelGraded{}} {
 		t := reflect.TypeOf(v)
 		infoCache[t] = infoOf(t)
 	}

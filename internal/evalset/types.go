@@ -232,7 +232,7 @@ type Sandbox struct {
 	Workdir string `yaml:"workdir" json:"workdir"`
 }
 
-// Scorer judges an attempt. Exactly one of Command or Match.
+// Scorer judges an attempt. Exactly one of Command, Match or ModelGraded.
 type Scorer struct {
 	// Command runs after the agent's processes are gone, in a sandbox of its
 	// own (docker: a fresh container of the task's image) holding a copy of
@@ -250,6 +250,9 @@ type Scorer struct {
 	Match score.Match `yaml:"match" json:"match"`
 	// IgnoreCase applies to exact and includes.
 	IgnoreCase bool `yaml:"ignore_case" json:"ignore_case"`
+	// ModelGraded is the built-in model judge (modelgraded.go); nil: none.
+	// omitempty keeps the fingerprints of tasks without it as they were.
+	ModelGraded *ModelGraded `yaml:"model_graded" json:"model_graded,omitempty"`
 }
 
 // HostHooks are task-level commands run on the host (in the eval set dir).

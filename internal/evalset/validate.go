@@ -623,6 +623,10 @@ func (v *validator) scorer(i int, t *Task) {
 	if !cmd && t.JudgeFailedAgents != nil && *t.JudgeFailedAgents {
 		v.errf(tp+".judge_failed_agents", "applies to scorer.command only: a match scorer has no answer to judge when the agent exits non-zero")
 	}
+	if sc.ModelGraded != nil {
+		v.modelGraded(i, t)
+		return
+	}
 	if cmd && sc.IgnoreCase {
 		v.errf(tp+".scorer.ignore_case", "applies to scorer.match only; a scorer command decides for itself")
 	}

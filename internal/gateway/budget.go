@@ -23,7 +23,7 @@ func billable(path string) bool {
 	return false
 }
 
-func (g *Gateway) estimate(path string, body []byte) estimate {
+func (g *Gateway) estimate(path string, body []byte, prices Prices) estimate {
 	if !billable(path) {
 		return estimate{}
 	}
@@ -57,7 +57,7 @@ func (g *Gateway) estimate(path string, body []byte) estimate {
 			e.out *= min(n, 128)
 		}
 	}
-	e.cost = g.cfg.Prices.Cost(e.in, e.out)
+	e.cost = prices.Cost(e.in, e.out)
 	return e
 }
 

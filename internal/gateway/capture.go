@@ -48,7 +48,6 @@ type capturer struct {
 	attemptCap, runCap int64
 	secrets            []string
 	clock              clock.Clock
-	prices             Prices
 
 	mu       sync.Mutex
 	runBytes int64
@@ -82,7 +81,7 @@ type callCapture struct {
 
 func newCapturer(cfg Config) *capturer {
 	cp := cfg.Capture
-	c := &capturer{mode: cp.Mode, attemptCap: cp.AttemptCap, runCap: cp.RunCap, clock: cfg.Clock, prices: cfg.Prices,
+	c := &capturer{mode: cp.Mode, attemptCap: cp.AttemptCap, runCap: cp.RunCap, clock: cfg.Clock,
 		attempts: map[string]*attemptCapture{}}
 	if c.mode == "" {
 		c.mode = transcript.ModeFull
@@ -281,7 +280,7 @@ func dropInjectedUsage(b []byte) []byte {
 
 // captureEnd finishes a call: its status, latency, tokens and cost, and
 // the response the agent got (assembled when it was streamed).
-func (g *Gateway) captureEnd(cc *callCapture, in, out int64) {
+func (g *Gateway) captureEnd(cc *callCapture, in, out int64, prices Prices) {
 	if cc == nil {
 		return
 	}
@@ -291,7 +290,7 @@ func (g *Gateway) captureEnd(cc *callCapture, in, out int64) {
 	cc.call.Latency = c.clock.Now().Sub(cc.call.Time)
 	cc.call.Status = cc.status
 	cc.call.InputTokens, cc.call.OutputTokens = in, out
-	cc.call.CostUSD = c.prices.Cost(in, out)
+	cc.call.CostUSD = prices.Cost(in, out)
 	for _, t := range cc.tries {
 		t.Error = c.scrub(t.Error)
 		cc.call.Tries = append(cc.call.Tries, *t)

@@ -123,6 +123,7 @@ type attempt struct {
 	idle     chan struct{} // closed when inflight drops to 0; nil while idle
 	bodyMem  int64         // request body bytes buffered for this attempt now
 	quota    quotaState    // the attempt's limits (quota.go)
+	prices   *Prices       // its own prices (a model judge's graders); nil: the run's
 }
 
 // begin counts a request in; it returns how many are in flight with it.
@@ -561,7 +562,7 @@ func (a *attempt) upstreamFailed() {
 }
 
 func (g *Gateway) charge(a *attempt, in, out int64, failed bool) {
-	cost := g.cfg.Prices.Cost(in, out)
+	cost := g.pricesOf(a).Cost(in, out)
 	a.mu.Lock()
 	a.usage.InputTokens += in
 	a.usage.OutputTokens += out
@@ -585,6 +586,33 @@ func (g *Gateway) charge(a *attempt, in, out int64, failed bool) {
 	if hooks != nil && (in > 0 || out > 0) {
 		hooks.Usage(in, out, cost)
 	}
+}
+
+// SetPrices gives an attempt id prices of its own (a model judge's
+// graders: scorer.model_graded.prices), used for its spend, its budget
+// holds and its transcript; an id without a token yet gets them when
+// one is issued.
+func (g *Gateway) SetPrices(attemptID string, p Prices) {
+	g.mu.Lock()
+	a := g.attempts[attemptID]
+	if a == nil {
+		a = &attempt{id: attemptID}
+		g.attempts[attemptID] = a
+	}
+	g.mu.Unlock()
+	a.mu.Lock()
+	a.prices = &p
+	a.mu.Unlock()
+}
+
+// pricesOf are the prices a's calls are charged at.
+func (g *Gateway) pricesOf(a *attempt) Prices {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.prices != nil {
+		return *a.prices
+	}
+	return g.cfg.Prices
 }
 
 // scrub removes the real key and the secrets from s.

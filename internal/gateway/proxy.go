@@ -212,7 +212,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		body, injected = injectStreamUsage(r.URL.Path, b)
 	}
-	est := g.estimate(r.URL.Path, body)
+	est := g.estimate(r.URL.Path, body, g.pricesOf(a))
 	if !g.reserve(est.cost) {
 		g.refuseBudget(w, f, a, est)
 		return
@@ -229,7 +229,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w, r, call := g.captureBegin(w, r, a, body, injected)
 	in, out, failed := g.forward(w, r, f, a, body, injected, est)
 	g.charge(a, in, out, failed)
-	g.captureEnd(call, in, out)
+	g.captureEnd(call, in, out, g.pricesOf(a))
 }
 
 // badPath refuses paths that could mean something else to the upstream

@@ -62,8 +62,12 @@ func CountTokens(s string) int64 {
 //     number ("84"); non-integral quotients are written as decimals;
 //  3. otherwise: a short sentence chosen by a hash of the prompt.
 //
-// Echo comes first so that "echo: 1+1" answers "1+1", as asked.
+// Echo comes first so that "echo: 1+1" answers "1+1", as asked. Before
+// all of them, a grading prompt (see Grade) gets a grade.
 func Reply(prompt string) string {
+	if g, ok := Grade(prompt); ok {
+		return g
+	}
 	if i := strings.Index(strings.ToLower(prompt), "echo:"); i >= 0 {
 		return strings.TrimSpace(prompt[i+len("echo:"):])
 	}
@@ -299,4 +303,42 @@ func embeddingBytes(v []float32) []byte {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
 	}
 	return b
+}
+
+// Grade answers a grading prompt: one with "[Submission]:" and
+// "[Criterion]:" sections (Steward's model judge template, and Inspect's
+// model_graded_qa), each running to the next "***" line or the end. The
+// submission meets the criterion when the criterion's words, lower-cased
+// and with punctuation dropped, appear in it in order as a phrase; the
+// reply gives that reason and ends "GRADE: C", else "GRADE: I". ok is
+// false for any other prompt.
+func Grade(prompt string) (reply string, ok bool) {
+	sub, ok1 := section(prompt, "[Submission]:")
+	crit, ok2 := section(prompt, "[Criterion]:")
+	if !ok1 || !ok2 {
+		return "", false
+	}
+	s, c := words(sub), words(crit)
+	if c != "" && strings.Contains(" "+s+" ", " "+c+" ") {
+		return "The submission states what the criterion asks for.\nGRADE: C", true
+	}
+	return "The submission does not state what the criterion asks for.\nGRADE: I", true
+}
+
+// section is the text after marker up to the next "***" line (or the end).
+func section(prompt, marker string) (string, bool) {
+	i := strings.Index(prompt, marker)
+	if i < 0 {
+		return "", false
+	}
+	rest := prompt[i+len(marker):]
+	if j := strings.Index(rest, "\n***"); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest, true
+}
+
+// words is s lower-cased, with every run of non-letters and non-digits one space.
+func words(s string) string {
+	return strings.Join(strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !isWordRune(r) }), " ")
 }

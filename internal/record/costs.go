@@ -23,7 +23,12 @@ type Cost struct {
 
 // Costs reads the own attempts of run id, without their logs and answers.
 func (r *DB) Costs(ctx context.Context, id string) ([]Cost, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT task, sample, parts, duration_ns, input_tokens+output_tokens, requests, cost_usd, started_at, finished_at
+	// A model judge's spend is the attempt's too: the forecast counts it.
+	spent := `input_tokens+output_tokens, requests, cost_usd`
+	if hasGrading(r.version) {
+		spent = `input_tokens+output_tokens+grading_input_tokens+grading_output_tokens, requests+grading_requests, cost_usd+grading_cost_usd`
+	}
+	rows, err := r.db.QueryContext(ctx, `SELECT task, sample, parts, duration_ns, `+spent+`, started_at, finished_at
 		FROM attempts WHERE run_id=? AND carried_from='' AND status NOT IN (?, ?) ORDER BY seq`, id, status.Skipped, status.Interrupted)
 	if err != nil {
 		return nil, fmt.Errorf("read the costs of run %s: %w", id, err)

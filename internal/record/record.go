@@ -118,6 +118,7 @@ var migrations = []string{
 	migrationArtifacts,   // artifacts.go (#16)
 	migrationTries,       // tries.go (#23.2, #30.1)
 	migrationLimits,      // limits.go (#30.3, #30.4)
+	migrationGrading,     // grading.go (#30.2)
 }
 
 // SQL exposes the handle for packages that build reports.
@@ -229,6 +230,9 @@ type Attempt struct {
 	// agent was stopped at its deadline and judged on what it left (limits.go).
 	Limit    string
 	TimedOut bool
+	// Grading is what the model judge's graders spent (scorer.model_graded;
+	// zero for other scorers), apart from the agent's tokens and cost above.
+	Grading Spend
 	// ReachedJudging (not stored): the try's agent ran to its end and
 	// judging began, so it is never retried for another verdict (issue 23
 	// item 2).
@@ -239,7 +243,7 @@ type Attempt struct {
 // attemptCols adds those of later migrations (tries.go).
 const baseAttemptCols = `run_id, seq, task, sample, attempt, status, score, answer, explanation, reason, carried_from, fingerprint, parts, started_at, finished_at, duration_ns, input_tokens, output_tokens, cost_usd, requests, log, sandbox, source`
 
-const attemptCols = baseAttemptCols + `, ` + triesCols + `, ` + limitsCols
+const attemptCols = baseAttemptCols + `, ` + triesCols + `, ` + limitsCols + `, ` + gradingCols
 
 // Publish commits one attempt at once (S6: readable as soon as published).
 func (r *DB) Publish(ctx context.Context, a Attempt) error {
@@ -256,10 +260,11 @@ func insertAttempt(ctx context.Context, ex interface {
 	ExecContext(context.Context, string, ...any) (sql.Result, error)
 }, a Attempt) error {
 	tries := max(a.Tries, 1)
-	_, err := ex.ExecContext(ctx, `INSERT OR REPLACE INTO attempts(`+attemptCols+`) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	_, err := ex.ExecContext(ctx, `INSERT OR REPLACE INTO attempts(`+attemptCols+`) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		a.RunID, a.Seq, a.Task, a.Sample, a.Attempt, a.Status, a.Score, a.Answer, a.Explanation, a.Reason, a.CarriedFrom, a.Fingerprint, a.Parts,
 		unix(a.Started), unix(a.Finished), int64(a.Duration), a.InputTokens, a.OutputTokens, a.CostUSD, a.Requests, a.Log, a.Sandbox, a.Source,
-		tries, encodeReasons(a.RetryReasons), a.AgentExit, a.AgentOutput, a.Limit, a.TimedOut)
+		tries, encodeReasons(a.RetryReasons), a.AgentExit, a.AgentOutput, a.Limit, a.TimedOut,
+		a.Grading.InputTokens, a.Grading.OutputTokens, a.Grading.CostUSD, a.Grading.Requests)
 	if err != nil {
 		return fmt.Errorf("publish attempt %s/%s#%d: %w", a.Task, a.Sample, a.Attempt, err)
 	}
@@ -283,7 +288,8 @@ func scanAttempts(rows *sql.Rows) ([]Attempt, error) {
 		var reasons string
 		if err := rows.Scan(&a.RunID, &a.Seq, &a.Task, &a.Sample, &a.Attempt, &a.Status, &score, &a.Answer, &a.Explanation, &a.Reason, &a.CarriedFrom, &a.Fingerprint, &a.Parts,
 			&s, &f, &d, &a.InputTokens, &a.OutputTokens, &a.CostUSD, &a.Requests, &a.Log, &a.Sandbox, &a.Source,
-			&a.Tries, &reasons, &a.AgentExit, &a.AgentOutput, &a.Limit, &a.TimedOut); err != nil {
+			&a.Tries, &reasons, &a.AgentExit, &a.AgentOutput, &a.Limit, &a.TimedOut,
+			&a.Grading.InputTokens, &a.Grading.OutputTokens, &a.Grading.CostUSD, &a.Grading.Requests); err != nil {
 			return nil, err
 		}
 		a.RetryReasons = decodeReasons(reasons)

@@ -32,17 +32,17 @@ const (
 // selectCols are the attempts columns this record can read, in scan order.
 func (r *DB) selectCols() string {
 	if hasTries(r.version) {
-		return baseAttemptCols + `, ` + triesCols + r.limitsSelect("")
+		return baseAttemptCols + `, ` + triesCols + r.limitsSelect("") + r.gradingSelect("")
 	}
-	return baseAttemptCols + `, ` + triesDefaults + r.limitsSelect("")
+	return baseAttemptCols + `, ` + triesDefaults + r.limitsSelect("") + r.gradingSelect("")
 }
 
 // carriedSelect is carriedCols with the tries columns of the source row.
 func (r *DB) carriedSelect() string {
 	if hasTries(r.version) {
-		return carriedCols + `, a.tries, a.retry_reasons, a.agent_exit, a.agent_output` + r.limitsSelect("a.")
+		return carriedCols + `, a.tries, a.retry_reasons, a.agent_exit, a.agent_output` + r.limitsSelect("a.") + r.gradingSelect("a.")
 	}
-	return carriedCols + `, ` + triesDefaults + r.limitsSelect("a.")
+	return carriedCols + `, ` + triesDefaults + r.limitsSelect("a.") + r.gradingSelect("a.")
 }
 
 func encodeReasons(rs []string) string {

@@ -143,7 +143,11 @@ func comment(r *Report, opts CommentOptions, failed []AttemptRow, n int) string 
 	if r.CostPerPass != nil {
 		perPass = " · " + formatPerPass(r.CostPerPass)
 	}
-	fmt.Fprintf(&b, " · %d reused of %d · pass rate %s · spend %s%s%s\n\n", c.Reused, c.Total, formatScoreRate(r.Score), MD(formatUSD(r.Spend.USD), 0), MD(saved, 0), MD(perPass, 0))
+	spend := formatUSD(r.Spend.USD)
+	if r.Spend.GradingUSD > 0 || r.Spend.GradingRequests > 0 {
+		spend += " (agent " + formatUSD(r.Spend.USD-r.Spend.GradingUSD) + " · grading " + formatUSD(r.Spend.GradingUSD) + ")"
+	}
+	fmt.Fprintf(&b, " · %d reused of %d · pass rate %s · spend %s%s%s\n\n", c.Reused, c.Total, formatScoreRate(r.Score), MD(spend, 0), MD(saved, 0), MD(perPass, 0))
 	if r.EvalSet != "" || r.Shard != "" {
 		b.WriteString("Eval set: " + MD(r.EvalSet, 200))
 		if r.Shard != "" {

@@ -80,6 +80,7 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 				Task: a.Task, Sample: a.Sample, Attempt: a.Attempt, Status: a.Status, Score: a.Score,
 				Answer: a.Answer, Explanation: a.Explanation, Reason: a.Reason, Carried: a.CarriedFrom != "", CarriedFrom: a.CarriedFrom,
 				Duration: a.Duration, InputTokens: a.InputTokens, OutputTokens: a.OutputTokens, CostUSD: a.CostUSD,
+				GradingInputTokens: a.Grading.InputTokens, GradingOutputTokens: a.Grading.OutputTokens, GradingCostUSD: a.Grading.CostUSD,
 				Fingerprint: a.Fingerprint, Log: a.Log, Source: a.Source, Details: detailsOf(a),
 				Run: id, Identity: record.Identity(a.Task, a.Sample, a.Parts),
 			}
@@ -87,18 +88,22 @@ func FromRecord(ctx context.Context, db *record.DB, runIDs []string, title strin
 			rep.Attempts = append(rep.Attempts, row)
 			if row.Carried {
 				// Carried rows keep what the producing run spent; this run saved it.
-				rep.Spend.SavedUSD += a.CostUSD
-				rep.Spend.SavedInputTokens += a.InputTokens
-				rep.Spend.SavedOutputTokens += a.OutputTokens
+				rep.Spend.SavedUSD += row.TotalUSD()
+				rep.Spend.SavedInputTokens += a.InputTokens + a.Grading.InputTokens
+				rep.Spend.SavedOutputTokens += a.OutputTokens + a.Grading.OutputTokens
 				continue
 			}
 			if a.Status == status.Skipped && strings.HasPrefix(a.Reason, "budget spent") {
 				rep.Spend.BudgetStopped = true
 			}
-			rep.Spend.USD += a.CostUSD
-			rep.Spend.InputTokens += a.InputTokens
-			rep.Spend.OutputTokens += a.OutputTokens
-			rep.Spend.Requests += a.Requests
+			rep.Spend.USD += row.TotalUSD()
+			rep.Spend.InputTokens += a.InputTokens + a.Grading.InputTokens
+			rep.Spend.OutputTokens += a.OutputTokens + a.Grading.OutputTokens
+			rep.Spend.Requests += a.Requests + a.Grading.Requests
+			rep.Spend.GradingUSD += a.Grading.CostUSD
+			rep.Spend.GradingInputTokens += a.Grading.InputTokens
+			rep.Spend.GradingOutputTokens += a.Grading.OutputTokens
+			rep.Spend.GradingRequests += a.Grading.Requests
 		}
 		settings, err := db.TasksOf(ctx, id)
 		if err != nil {

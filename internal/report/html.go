@@ -180,7 +180,7 @@ func HTML(w io.Writer, r *Report, opts HTMLOptions) error {
 	rows := make([]htmlRow, len(r.Attempts))
 	for i, a := range r.Attempts {
 		row := htmlRow{Task: a.Task, Sample: a.Sample, Attempt: a.Attempt, Status: a.Status, Score: a.Score,
-			Duration: a.Duration.Milliseconds(), In: a.InputTokens, Out: a.OutputTokens, Cost: a.CostUSD,
+			Duration: a.Duration.Milliseconds(), In: a.InputTokens, Out: a.OutputTokens, Cost: a.TotalUSD(),
 			Reason: truncate(clean(rowReason(a), " "), htmlRowCut)}
 		if a.Carried {
 			row.Carried = 1

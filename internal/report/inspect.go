@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/steward-evals/steward/internal/status"
+	"github.com/steward-evals/steward/internal/transcript"
 )
 
 // Inspect log encodings.
@@ -474,7 +475,7 @@ func commonModel(rows []AttemptRow) string {
 		if a.Details == nil || a.Details.Transcript == nil {
 			continue
 		}
-		for _, c := range a.Details.Transcript.Calls {
+		for _, c := range agentCalls(a.Details.Transcript.Calls) {
 			count[modelKey(c.Route, c.Model)]++
 		}
 	}
@@ -492,6 +493,18 @@ func commonModel(rows []AttemptRow) string {
 	return best
 }
 
+// agentCalls are the agent's calls: a model judge's graders' (By scorer)
+// are the scorer's, not the solver's model events.
+func agentCalls(cs []transcript.Call) []transcript.Call {
+	out := make([]transcript.Call, 0, len(cs))
+	for _, c := range cs {
+		if c.By != transcript.ByScorer {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // ---- one sample epoch ----
 
 var timeoutRE = regexp.MustCompile(`timed out \(task timeout ([^)]+)\)`)
@@ -499,7 +512,7 @@ var timeoutRE = regexp.MustCompile(`timed out \(task timeout ([^)]+)\)`)
 func inspectSample(rep *Report, a AttemptRow, model, scorer string, ds InspectSample) (sample, summary obj) {
 	var calls []modelCall
 	if a.Details != nil && a.Details.Transcript != nil {
-		calls = translateCalls(a.Details.Transcript.Calls)
+		calls = translateCalls(agentCalls(a.Details.Transcript.Calls))
 	}
 	// A call to the eval's model is named as the eval names it (the mock
 	// upstream speaks OpenAI's API but is mockllm/NAME).

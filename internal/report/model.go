@@ -158,7 +158,15 @@ type AttemptRow struct {
 	// judged on what it left (limits.go).
 	Limit    string `json:"limit,omitempty"`
 	TimedOut bool   `json:"timed_out,omitempty"`
+	// Grading* are what the model judge's graders spent on the attempt
+	// (scorer.model_graded), apart from the agent's tokens and cost.
+	GradingInputTokens  int64   `json:"grading_input_tokens,omitempty"`
+	GradingOutputTokens int64   `json:"grading_output_tokens,omitempty"`
+	GradingCostUSD      float64 `json:"grading_cost_usd,omitempty"`
 }
+
+// TotalUSD is what the attempt cost: its agent's calls and its grading.
+func (a AttemptRow) TotalUSD() float64 { return a.CostUSD + a.GradingCostUSD }
 
 // Spend sums the gateway's accounting.
 type Spend struct {
@@ -177,6 +185,12 @@ type Spend struct {
 	OverBudgetUSD float64 `json:"over_budget_usd,omitempty"`
 	// BudgetStopped: the budget ran out and stopped the run (exit code 4).
 	BudgetStopped bool `json:"budget_stopped,omitempty"`
+	// Grading* are the part of USD, the tokens and the requests that model
+	// judges' graders spent (the rest is the agents'): --budget covers both.
+	GradingUSD          float64 `json:"grading_usd,omitempty"`
+	GradingInputTokens  int64   `json:"grading_input_tokens,omitempty"`
+	GradingOutputTokens int64   `json:"grading_output_tokens,omitempty"`
+	GradingRequests     int64   `json:"grading_requests,omitempty"`
 }
 
 // RampPoint is one tend decision for one task (R6).

@@ -43,7 +43,7 @@ func (r *Report) EarlyExitSaving() (n int, usd float64) {
 	for _, a := range r.Attempts {
 		if a.Status != status.Skipped {
 			k := key{a.Task, a.Sample}
-			cost[k] += a.CostUSD
+			cost[k] += a.TotalUSD()
 			ran[k]++
 		}
 	}

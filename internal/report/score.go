@@ -114,8 +114,8 @@ func (r *Report) Rescore() {
 	var allCost float64
 	for _, a := range r.Attempts {
 		if _, judged := judgedOutcome(a.Status); judged {
-			cost[a.Task] += a.CostUSD
-			allCost += a.CostUSD
+			cost[a.Task] += a.TotalUSD()
+			allCost += a.TotalUSD()
 		}
 	}
 	perTask := map[string][]float64{}

@@ -289,6 +289,9 @@ func formatUSD(v float64) string {
 
 func formatSpend(s Spend) string {
 	out := formatUSD(s.USD)
+	if s.GradingUSD > 0 || s.GradingRequests > 0 {
+		out += " (agent " + formatUSD(s.USD-s.GradingUSD) + " · grading " + formatUSD(s.GradingUSD) + ")"
+	}
 	if s.BudgetUSD > 0 {
 		out += " of " + formatUSD(s.BudgetUSD) + " budget"
 		if over := s.USD - s.BudgetUSD; over > 0 {

@@ -83,8 +83,8 @@ func (t *Trends) AddRun(rep *Report, run TrendRun) {
 				continue
 			}
 			p.Ran++
-			p.USD += a.CostUSD
-			p.Tokens += a.InputTokens + a.OutputTokens
+			p.USD += a.TotalUSD()
+			p.Tokens += a.InputTokens + a.OutputTokens + a.GradingInputTokens + a.GradingOutputTokens
 			secs += a.Duration.Seconds()
 		}
 		if p.Ran > 0 {

@@ -18,16 +18,16 @@ import (
 // runner executes attempts: in this process (executor) or in worker
 // processes, one per task by default (W1).
 type runner interface {
-	// attempt runs one try of a with the gateway token and returns its row.
-	attempt(ctx context.Context, a *plan.Attempt, token string) record.Attempt
+	// attempt runs one try of a with its gateway tokens and returns its row.
+	attempt(ctx context.Context, a *plan.Attempt, tok tokens) record.Attempt
 	// closeTask removes the task's pooled sandboxes; false when some failed.
 	closeTask(ctx context.Context, task int) bool
 }
 
 type inProcess struct{ *executor }
 
-func (r inProcess) attempt(ctx context.Context, a *plan.Attempt, token string) record.Attempt {
-	return r.executor.attempt(ctx, a, token)
+func (r inProcess) attempt(ctx context.Context, a *plan.Attempt, tok tokens) record.Attempt {
+	return r.executor.attempt(ctx, a, tok)
 }
 
 // hooks connect one attempt's gateway token to the scheduler. The gateway
@@ -117,10 +117,19 @@ func (l *launcher) tryAttempt(ctx context.Context, it sched.Item, a *plan.Attemp
 	gwID := l.runID + "/" + strconv.Itoa(a.Seq)
 	token := l.gw.Issue(gwID, &hooks{d: l.disp, id: it.ID, name: a.ID(l.p), logf: func(f string, args ...any) { fmt.Fprintf(l.opts.Stderr, f, args...) }})
 	l.gw.SetQuota(gwID, quotaFor(t)) // its limits, before its agent starts (limits.go)
+	tok := tokens{Agent: token}
+	gradeID := gwID + "/grading"
+	if mg := t.Scorer.ModelGraded; mg != nil {
+		// The model judge's own token: its own prices, none of the agent's
+		// limits, inside --budget; it never enters a sandbox.
+		tok.Grading = l.gw.Issue(gradeID, nil)
+		p := mg.GraderPrices(l.es.Model.Prices)
+		l.gw.SetPrices(gradeID, gateway.Prices{InputPerMTok: p.InputPerMTok, OutputPerMTok: p.OutputPerMTok})
+	}
 	var row record.Attempt
 	var why []string
 	for try := 0; ; try++ {
-		row = l.runner.attempt(ctx, a, token)
+		row = l.runner.attempt(ctx, a, tok)
 		row.Tries, row.RetryReasons = try+1, why
 		// A try whose agent ran to its end is never retried: a verdict, or
 		// an error after the agent's work, is the attempt's (issue 23 item 2).
@@ -131,14 +140,28 @@ func (l *launcher) tryAttempt(ctx context.Context, it sched.Item, a *plan.Attemp
 		fmt.Fprintf(l.opts.Stderr, "steward: %s: infrastructure error, retrying (%d of %d): %s\n", a.ID(l.p), try+1, retries, l.scrub(row.Reason))
 	}
 	l.gw.Revoke(token)
+	if tok.Grading != "" {
+		l.gw.Revoke(tok.Grading)
+	}
 	// Usage of a stream that just ended is charged after its last byte, and a
 	// stream the agent cut is read on for up to CutDrain: wait for it.
 	dctx, cancel := context.WithTimeout(context.Background(), gateway.DefaultCutDrain+10*time.Second)
 	_ = l.gw.Drain(dctx, gwID)
+	if tok.Grading != "" {
+		_ = l.gw.Drain(dctx, gradeID)
+	}
 	cancel()
 	if u, ok := l.gw.Usage(gwID); ok {
 		row.InputTokens, row.OutputTokens, row.CostUSD, row.Requests = u.InputTokens, u.OutputTokens, u.CostUSD, u.Requests
 		judgeLimit(&row, u, t) // limits.go
+		if gu, ok := l.gw.Usage(gradeID); ok && tok.Grading != "" {
+			row.Grading = record.Spend{InputTokens: gu.InputTokens, OutputTokens: gu.OutputTokens, CostUSD: gu.CostUSD, Requests: gu.Requests}
+			// The grader's calls the provider failed or the budget refused
+			// are the provider's doing too.
+			u.BudgetRefused += gu.BudgetRefused
+			u.UpstreamFailed += gu.UpstreamFailed
+			u.Requests += gu.Requests
+		}
 		providerCaused(&row, u)
 	}
 	l.scrubRow(&row)
@@ -148,7 +171,7 @@ func (l *launcher) tryAttempt(ctx context.Context, it sched.Item, a *plan.Attemp
 	}
 	// The supervisor's plan holds the fingerprint with the resolved image ID.
 	row.Fingerprint, row.Parts = a.Fingerprint, a.PartsJSON()
-	return row, l.gw.Transcript(gwID)
+	return row, withGrading(l.gw.Transcript(gwID), l.gw.Transcript(gradeID), tok.Grading != "")
 }
 
 // afterResult applies early exit (S4) and the budget stop (S5) once a's row

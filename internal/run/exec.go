@@ -49,9 +49,12 @@ type execEnv struct {
 	providers map[string]sandbox.Provider
 	taskProv  []string
 	gwURL     map[string]string
-	runID     string
-	exe       string
-	model     string
+	// judgeURL is the gateway's loopback listener the model judge calls
+	// ("" when no task has scorer.model_graded).
+	judgeURL string
+	runID    string
+	exe      string
+	model    string
 	// modelSettings is model.settings as JSON ("" when none), for agents
 	// (STEWARD_MODEL_SETTINGS; the built-in chat agent sends them).
 	modelSettings string
@@ -93,7 +96,7 @@ func (e *executor) poolKey(a *plan.Attempt) string {
 // (never publishes; the supervisor scrubs, charges usage and publishes). Its
 // steps: a sandbox (fresh, or the lane's or pool's), the token bound to it,
 // sample files and setup, the agent, then the verdict (attemptRun's methods).
-func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) record.Attempt {
+func (e *executor) attempt(ctx context.Context, a *plan.Attempt, tok tokens) record.Attempt {
 	l := e.x
 	if e.x.fault == "panic:"+l.p.Tasks[a.Task].Task.Name {
 		panic("injected fault: STEWARD_WORKER_FAULT=" + e.x.fault)
@@ -104,7 +107,7 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) r
 	runCtx := ctx
 	ctx, cancelAttempt := context.WithTimeout(ctx, attemptBound(t, a.Sample)+attemptSlack)
 	defer cancelAttempt()
-	r := &attemptRun{e: e, a: a, t: t, token: token, runCtx: runCtx, ctx: ctx, row: record.Attempt{
+	r := &attemptRun{e: e, a: a, t: t, token: tok.Agent, grading: tok.Grading, runCtx: runCtx, ctx: ctx, row: record.Attempt{
 		RunID: l.runID, Seq: a.Seq, Task: t.Name, Sample: a.Sample.ID, Attempt: a.Number,
 		Fingerprint: a.Fingerprint, Parts: a.PartsJSON(), Started: time.Now(), Source: a.Sample.Source,
 	}}
@@ -134,6 +137,7 @@ type attemptRun struct {
 	a        *plan.Attempt
 	t        *evalset.Task
 	token    string
+	grading  string          // the model judge's token ("" unless model_graded)
 	runCtx   context.Context // the run's: cancelled means interrupted
 	ctx      context.Context // the attempt's: the run's, bounded by timeout + slack
 	row      record.Attempt
@@ -264,7 +268,7 @@ func (r *attemptRun) judge() record.Attempt {
 		answer = strings.TrimSpace(string(b))
 	}
 	r.row.Answer = truncate(answer, 8<<10)
-	v, serr := r.e.score(r.ctx, r.sb, r.t, r.a.Sample, answer, r.env, r.token, time.Now().Add(r.t.ScorerTimeoutD()), &r.logb)
+	v, serr := r.e.score(r.ctx, r.sb, r.t, r.a.Sample, answer, r.env, tokens{r.token, r.grading}, time.Now().Add(r.t.ScorerTimeoutD()), &r.logb)
 	r.row.Log = tail([]byte(r.logb.String()), 16<<10)
 	agent := ""
 	if r.row.AgentExit != 0 {
@@ -408,10 +412,13 @@ func sampleFiles(es *evalset.EvalSet, s *evalset.Sample) ([]sandbox.File, error)
 
 // score judges the answer: a scorer command in the sandbox, or a target
 // match (internal/score decides; this runs).
-func (e *executor) score(ctx context.Context, sb sandbox.Sandbox, t *evalset.Task, s *evalset.Sample, answer string, env map[string]string, token string, deadline time.Time, logb *strings.Builder) (score.Verdict, error) {
+func (e *executor) score(ctx context.Context, sb sandbox.Sandbox, t *evalset.Task, s *evalset.Sample, answer string, env map[string]string, tok tokens, deadline time.Time, logb *strings.Builder) (score.Verdict, error) {
+	if t.Scorer.ModelGraded != nil {
+		return e.modelJudge(ctx, t, s, answer, tok.Grading, deadline, logb)
+	}
 	targets := s.Targets()
 	if t.Scorer.Command != "" {
-		return e.runScorer(ctx, sb, t, targets, answer, env, token, deadline, logb)
+		return e.runScorer(ctx, sb, t, targets, answer, env, tok.Agent, deadline, logb)
 	}
 	ok, expl, err := score.MatchAnswer(t.Scorer.Match, t.Scorer.IgnoreCase, answer, targets)
 	if err != nil {

@@ -273,7 +273,7 @@ func (l *launcher) dispatch(ctx context.Context) (*dispatched, error) {
 func (l *launcher) startRunner(ctx context.Context) (*workerPool, error) {
 	if !l.opts.Workers {
 		l.runner = inProcess{newExecutor(&execEnv{bind: l.bindToken, deadline: l.setDeadline, p: l.p, specs: l.specs, providers: l.providers, taskProv: l.taskProv,
-			gwURL: l.gwURL, runID: l.runID, exe: l.opts.Exe, model: l.es.Model.Name, modelSettings: modelSettings(l.es), stderr: l.opts.Stderr,
+			gwURL: l.gwURL, judgeURL: l.judgeURL, runID: l.runID, exe: l.opts.Exe, model: l.es.Model.Name, modelSettings: modelSettings(l.es), stderr: l.opts.Stderr,
 			started: l.started})}
 		return nil, nil
 	}
@@ -536,6 +536,18 @@ func (l *launcher) startGateway(ctx context.Context, serving *errgroup.Group, ne
 			return err
 		}
 		l.gwURL[name] = url
+	}
+	for _, pt := range l.p.Tasks {
+		if pt.Task.Scorer.ModelGraded != nil {
+			// The model judge's graders are called from this machine's
+			// processes, on loopback (modeljudge.go).
+			url, err := l.gatewayFor(sandbox.GatewayAddr{Listen: "127.0.0.1:0", Host: "127.0.0.1"})
+			if err != nil {
+				return err
+			}
+			l.judgeURL = url
+			break
+		}
 	}
 	return nil
 }

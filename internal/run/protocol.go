@@ -28,6 +28,8 @@ type (
 	msgAttempt struct {
 		Seq   int    `json:"seq"`
 		Token string `json:"token"`
+		// Grading is the model judge's token ("" unless scorer.model_graded).
+		Grading string `json:"grading,omitempty"`
 	}
 	msgCloseTask struct {
 		Task int `json:"task"`

@@ -171,16 +171,18 @@ type launcher struct {
 
 	// Set by the prepare and dispatch stages before the goroutines that
 	// read them start; read-only afterwards. disp guards its own state.
-	gw      *gateway.Gateway
-	gwURL   map[string]string // provider -> base URL sandboxes use
-	apiKey  string
-	secrets []string // values of the fleet's secrets: masked like the key
-	items   []sched.Item
-	seqOf   []int       // item id -> attempt seq
-	itemOf  map[int]int // attempt seq -> item id
-	disp    *sched.Dispatcher
-	tasks   *taskTracker // closes a task's done channel when it finishes
-	runner  runner
+	gw    *gateway.Gateway
+	gwURL map[string]string // provider -> base URL sandboxes use
+	// judgeURL is the gateway's loopback URL for the model judge ("" if no task has one).
+	judgeURL string
+	apiKey   string
+	secrets  []string // values of the fleet's secrets: masked like the key
+	items    []sched.Item
+	seqOf    []int       // item id -> attempt seq
+	itemOf   map[int]int // attempt seq -> item id
+	disp     *sched.Dispatcher
+	tasks    *taskTracker // closes a task's done channel when it finishes
+	runner   runner
 
 	// scrubber removes the key and the secrets from every string a process
 	// Steward ran produced, before it is stored or printed (initSecrets).

@@ -47,9 +47,11 @@ type workerInit struct {
 	// (build: directories built), the gateway URL per provider, and the
 	// providers' run-wide resources (networks) for the worker's providers
 	// to adopt instead of making their own.
-	Images     []string                   `json:"images,omitempty"`
-	GatewayURL map[string]string          `json:"gateway_url,omitempty"`
-	Shared     map[string]json.RawMessage `json:"shared,omitempty"`
+	Images     []string          `json:"images,omitempty"`
+	GatewayURL map[string]string `json:"gateway_url,omitempty"`
+	// JudgeURL is the gateway's loopback listener for the model judge.
+	JudgeURL string                     `json:"judge_url,omitempty"`
+	Shared   map[string]json.RawMessage `json:"shared,omitempty"`
 	// Extras are --confirm's attempts, added to the rebuilt plan.
 	Extras []plan.Extra `json:"extras,omitempty"`
 }
@@ -207,7 +209,7 @@ func (l *launcher) startWorker(ctx context.Context, k int, tasks []int) (*worker
 	init := &workerInit{
 		EvalSet: l.es.File, Flags: l.opts.FleetFlags, TaskGlobs: l.opts.TaskGlobs, SampleGlobs: l.opts.SampleGlobs,
 		RunID: l.runID, LockPath: l.lockPath(), Exe: l.opts.Exe, Model: l.es.Model.Name, Tasks: tasks, TaskProv: l.taskProv,
-		GatewayURL: l.gwURL, Shared: map[string]json.RawMessage{}, Extras: l.extras,
+		GatewayURL: l.gwURL, JudgeURL: l.judgeURL, Shared: map[string]json.RawMessage{}, Extras: l.extras,
 	}
 	for _, sp := range l.specs {
 		init.Images = append(init.Images, sp.Image)
@@ -416,7 +418,7 @@ func firstLine(s string) string {
 	return s
 }
 
-func (p *workerPool) attempt(ctx context.Context, a *plan.Attempt, token string) record.Attempt {
+func (p *workerPool) attempt(ctx context.Context, a *plan.Attempt, tok tokens) record.Attempt {
 	w := p.byTask[a.Task]
 	errRow := func(reason string) record.Attempt {
 		now := time.Now()
@@ -431,7 +433,7 @@ func (p *workerPool) attempt(ctx context.Context, a *plan.Attempt, token string)
 	}
 	w.pending[a.Seq] = ch
 	w.mu.Unlock()
-	if err := w.send(msgAttempt{Seq: a.Seq, Token: token}); err != nil {
+	if err := w.send(msgAttempt{Seq: a.Seq, Token: tok.Agent, Grading: tok.Grading}); err != nil {
 		<-w.done
 		return errRow(w.dead.Error())
 	}
@@ -786,11 +788,11 @@ func (ws *workerServer) attempt(m *msgAttempt) {
 		return
 	}
 	ws.work.Add(1)
-	go func(seq int, token string) {
+	go func(seq int, tok tokens) {
 		defer ws.work.Done()
-		row := ws.ex.attempt(ws.actx, a, token)
+		row := ws.ex.attempt(ws.actx, a, tok)
 		ws.send(msgResult{Seq: seq, Row: &row, Artifacts: ws.ex.takeArtifacts(seq)})
-	}(m.Seq, m.Token)
+	}(m.Seq, tokens{Agent: m.Token, Grading: m.Grading})
 }
 
 // stop aborts what runs, waits for it and removes the pooled sandboxes.
@@ -881,7 +883,7 @@ func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, provide
 		return nil, finalize, fmt.Errorf("worker: the eval set changed since the supervisor planned it (%d tasks, want %d)", len(p.Tasks), len(ini.TaskProv))
 	}
 	x := &execEnv{p: p, providers: map[string]sandbox.Provider{}, taskProv: ini.TaskProv, gwURL: map[string]string{},
-		runID: ini.RunID, exe: ini.Exe, model: ini.Model, modelSettings: modelSettings(es), stderr: stderr}
+		judgeURL: ini.JudgeURL, runID: ini.RunID, exe: ini.Exe, model: ini.Model, modelSettings: modelSettings(es), stderr: stderr}
 	for _, t := range p.Tasks {
 		x.specs = append(x.specs, specFor(t.Task, ini.RunID))
 	}

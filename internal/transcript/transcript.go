@@ -67,7 +67,13 @@ type Call struct {
 	ResponseText string `json:"response_text,omitempty"`
 	// Truncated: this call's content was cut or left out (see Transcript.Truncated).
 	Truncated bool `json:"truncated,omitempty"`
+	// By is who made the call: "" the agent, ByScorer the model judge's
+	// graders (their spend is the attempt's grading, not the agent's).
+	By string `json:"by,omitempty"`
 }
+
+// ByScorer marks a call the scorer (a model judge's grader) made.
+const ByScorer = "scorer"
 
 // Try is one upstream try of a call.
 type Try struct {

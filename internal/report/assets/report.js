@@ -197,7 +197,7 @@
   function renderCall(c, k) {
     var det = el("details", "call");
     var tries = (c.tries || []).length;
-    var sum = "#" + (k + 1) + " " + c.method + " " + c.route + (c.model ? " · " + c.model : "") + " · " + c.status +
+    var sum = "#" + (k + 1) + (c.by === "scorer" ? " [grader]" : "") + " " + c.method + " " + c.route + (c.model ? " · " + c.model : "") + " · " + c.status +
       " · " + fmtDur(Math.round((c.latency_ns || 0) / 1e6)) + " · " + fmtCount(c.input_tokens) + " in / " + fmtCount(c.output_tokens) +
       " out · " + fmtUSD(c.cost_usd) + (c.stream ? " · stream" : "") + (tries > 1 ? " · " + (tries - 1) + " retr" + (tries === 2 ? "y" : "ies") : "") +
       (c.truncated ? " · truncated" : "");
