@@ -63,6 +63,12 @@ func suiteProperties(r *Report, task string) *junitProperties {
 			junitProperty{"steward.pass_rate.ci_low", f(t.Score.Interval.Lo)},
 			junitProperty{"steward.pass_rate.ci_high", f(t.Score.Interval.Hi)},
 			junitProperty{"steward.samples", strconv.Itoa(t.Score.Samples)})
+		if t.CostUSD > 0 {
+			ps = append(ps, junitProperty{"steward.cost_usd", strconv.FormatFloat(t.CostUSD, 'f', 6, 64)})
+		}
+		if t.GradingUSD > 0 {
+			ps = append(ps, junitProperty{"steward.grading_usd", strconv.FormatFloat(t.GradingUSD, 'f', 6, 64)})
+		}
 		break
 	}
 	if c := r.Comparison; c != nil {

@@ -115,6 +115,8 @@ type TaskReport struct {
 	// pass costs, whatever this run paid. Absent with no spend or no pass.
 	CostUSD     float64  `json:"cost_usd,omitempty"`
 	CostPerPass *float64 `json:"cost_per_pass_usd,omitempty"`
+	// GradingUSD is the part of CostUSD its model judge's graders spent.
+	GradingUSD float64 `json:"grading_usd,omitempty"`
 	// Planned is the task's attempts per sample (0: not recorded); attempts
 	// numbered above it are extra (launch --confirm, decide).
 	Planned int `json:"planned_attempts,omitempty"`

@@ -110,11 +110,12 @@ func (r *Report) reducerOf(task string) score.Reducer {
 // attempts, each sample scored by its task's reducer (Recount calls it).
 func (r *Report) Rescore() {
 	order, obs := observations(r, "")
-	cost := map[string]float64{}
+	cost, grading := map[string]float64{}, map[string]float64{}
 	var allCost float64
 	for _, a := range r.Attempts {
 		if _, judged := judgedOutcome(a.Status); judged {
 			cost[a.Task] += a.TotalUSD()
+			grading[a.Task] += a.GradingCostUSD
 			allCost += a.TotalUSD()
 		}
 	}
@@ -136,7 +137,7 @@ func (r *Report) Rescore() {
 	}
 	for i := range r.Tasks {
 		t := &r.Tasks[i]
-		t.Score, t.CostUSD, t.CostPerPass = nil, cost[t.Name], nil
+		t.Score, t.CostUSD, t.GradingUSD, t.CostPerPass = nil, cost[t.Name], grading[t.Name], nil
 		if sc := perTask[t.Name]; len(sc) > 0 {
 			rate := stats.RateOf(sc, attempts[t.Name], RateConfidence)
 			t.Score = &rate

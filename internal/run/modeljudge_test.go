@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -230,5 +231,37 @@ tasks:
 				t.Errorf("grading not accounted or not in the transcript: %+v", a)
 			}
 		})
+	}
+}
+
+// The JUnit and JSON reports carry the grading spend too.
+func TestModelJudgeSpendInJUnitAndJSON(t *testing.T) {
+	dir := t.TempDir()
+	path := write(t, dir, "steward.yaml", `
+model: {name: mock-small, prices: {input_per_mtok: 1, output_per_mtok: 1}}
+tasks:
+  - name: qa
+    sandbox: {provider: local}
+    exclusive: false
+    agent: 'printf Paris'
+    scorer: {model_graded: {prices: {input_per_mtok: 100, output_per_mtok: 100}}}
+    samples:
+      - {id: a, input: "Capital of France?", target: Paris}
+`)
+	r := launchSet(t, path, nil)
+	var junit, js bytes.Buffer
+	if err := report.JUnit(&junit, r.rep); err != nil {
+		t.Fatal(err)
+	}
+	if err := report.JSON(&js, r.rep); err != nil {
+		t.Fatal(err)
+	}
+	if g := r.rep.Spend.GradingUSD; g <= 0 || !strings.Contains(junit.String(), `<property name="steward.grading_usd" value="`+strconv.FormatFloat(g, 'f', 6, 64)+`"`) {
+		t.Errorf("JUnit lacks the grading spend:\n%s", junit.String())
+	}
+	for _, s := range []string{`"grading_usd": 0.0`, `"grading_cost_usd": 0.0`, `"grading_input_tokens": `} {
+		if !strings.Contains(js.String(), s) {
+			t.Errorf("JSON lacks %s", s)
+		}
 	}
 }
