@@ -94,39 +94,114 @@ func TestQuotaPerWireFormat(t *testing.T) {
 	}
 }
 
-// Twelve callers on one attempt's token, each in a loop: every admitted
-// call holds its estimate until it ends, so the attempt's tokens stay
-// within the limit plus one call's worth (the call admitted just under it).
+// answerWith answers one call in its wire format, streaming when the
+// request asks, reporting 1000 input and 1000 output tokens the way each
+// API reports usage (Anthropic's stream: input at message_start, output at
+// message_delta; Responses: in response.completed; chat: the final chunk).
+func answerWith(w http.ResponseWriter, r *http.Request, body []byte) {
+	stream := strings.Contains(string(body), `"stream":true`)
+	if stream {
+		w.Header().Set("Content-Type", "text/event-stream")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	switch {
+	case r.URL.Path == "/v1/messages" && stream:
+		io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":1000,\"output_tokens\":1}}}\n\n"+
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"x\"}}\n\n"+
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1000}}\n\n"+
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	case r.URL.Path == "/v1/messages":
+		io.WriteString(w, `{"id":"m","type":"message","role":"assistant","content":[{"type":"text","text":"x"}],"usage":{"input_tokens":1000,"output_tokens":1000}}`)
+	case r.URL.Path == "/v1/responses" && stream:
+		io.WriteString(w, "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"x\"}\n\n"+
+			"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"status\":\"completed\",\"usage\":{\"input_tokens\":1000,\"output_tokens\":1000}}}\n\n")
+	case r.URL.Path == "/v1/responses":
+		io.WriteString(w, `{"id":"r","object":"response","status":"completed","output":[],"usage":{"input_tokens":1000,"output_tokens":1000}}`)
+	case stream:
+		io.WriteString(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n"+
+			"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{\"prompt_tokens\":1000,\"completion_tokens\":1000}}\n\n"+
+			"data: [DONE]\n\n")
+	default:
+		io.WriteString(w, `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"x"}}],"usage":{"prompt_tokens":1000,"completion_tokens":1000}}`)
+	}
+}
+
+// Twelve callers on one attempt's token, each in a loop until refused, in
+// every wire format, streaming or not, against each kind of limit. Every
+// admitted call holds its estimate (here its whole use: max_tokens 1000 and
+// a body of ~1000 tokens' size) until it ends and is charged, so:
+//   - model_calls is exact: the attempt makes its N calls and not one more;
+//   - tokens and cost_usd end within one call of the limit (the call
+//     admitted just under it), never more, however many run at once.
 func TestQuotaUnderConcurrency(t *testing.T) {
 	const perCall = 2000 // 1000 in + 1000 out
-	up := newUpstream(t, "openai", func(n int64, w http.ResponseWriter, r *http.Request, body []byte) {
-		io.WriteString(w, `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"x"}}],"usage":{"prompt_tokens":1000,"completion_tokens":1000}}`)
-	})
-	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Prices: Prices{InputPerMTok: 1, OutputPerMTok: 1}})
-	const limit = 20_000
-	h.g.SetQuota("loop", Quota{Tokens: limit})
-	tok := h.g.Issue("loop", nil)
-	var wg sync.WaitGroup
-	for c := 0; c < 12; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 100; i++ {
-				// max_tokens 1000 and a body of ~1000 tokens' size make the
-				// estimate cover the call.
-				body := `{"model":"m","max_tokens":1000,"messages":[{"role":"user","content":"` + strings.Repeat("x", 4000) + `"}]}`
-				resp, _ := post(t, h.url, "/v1/chat/completions", tok, body, nil)
-				if resp.StatusCode != 200 {
-					return
+	const perCallUSD = perCall * 1.0 / 1e6
+	prices := Prices{InputPerMTok: 1, OutputPerMTok: 1}
+	oa := newUpstream(t, "openai", func(n int64, w http.ResponseWriter, r *http.Request, body []byte) { answerWith(w, r, body) })
+	an := newUpstream(t, "anthropic", func(n int64, w http.ResponseWriter, r *http.Request, body []byte) { answerWith(w, r, body) })
+	hOA := startGateway(t, Config{Upstream: "openai", BaseURL: oa.baseURL(), APIKey: realKey, Prices: prices})
+	hAN := startGateway(t, Config{Upstream: "anthropic", BaseURL: an.baseURL(), APIKey: realKey, Prices: prices})
+	content := strings.Repeat("x", 3900)
+	for _, c := range quotaCalls {
+		h := hOA
+		if c.anthropic {
+			h = hAN
+		}
+		// The same call with ~1000 tokens of input and 1000 of output.
+		body := strings.Replace(c.body, `"What is 2+2?"`, `"`+content+`"`, 1)
+		body = strings.Replace(strings.Replace(body, `"max_tokens":50`, `"max_tokens":1000`, 1), `"max_output_tokens":50`, `"max_output_tokens":1000`, 1)
+		for _, lim := range []struct {
+			name string
+			q    Quota
+		}{
+			{LimitCalls, Quota{Calls: 7}},
+			{LimitTokens, Quota{Tokens: 20_000}},
+			{LimitCost, Quota{CostUSD: 10 * perCallUSD}},
+		} {
+			t.Run(c.name+"/"+lim.name, func(t *testing.T) {
+				id := "loop-" + c.name + "-" + lim.name
+				h.g.SetQuota(id, lim.q)
+				tok := h.g.Issue(id, nil)
+				var wg sync.WaitGroup
+				for k := 0; k < 12; k++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := 0; i < 100; i++ {
+							resp, body := post(t, h.url, c.path, tok, body, c.hdr)
+							if resp.StatusCode != 200 {
+								if why := checkLimitRefusal(resp, body, c.anthropic, lim.name); why != "" {
+									t.Errorf("refused but not at %s: %s", lim.name, why)
+								}
+								return
+							}
+						}
+					}()
 				}
-			}
-		}()
-	}
-	wg.Wait()
-	h.settle(t)
-	u, _ := h.g.Usage("loop")
-	if used := u.InputTokens + u.OutputTokens; used > limit+perCall || used < limit-perCall || u.LimitReached != LimitTokens {
-		t.Fatalf("used %d tokens of a %d limit with 12 callers (most allowed %d): %+v", used, limit, limit+perCall, u)
+				wg.Wait()
+				h.settle(t)
+				u, _ := h.g.Usage(id)
+				used := u.InputTokens + u.OutputTokens
+				if u.LimitReached != lim.name || used%perCall != 0 {
+					t.Fatalf("usage %+v: want limit %s reached, and each call's %d tokens counted", u, lim.name, perCall)
+				}
+				switch lim.name {
+				case LimitCalls:
+					if u.Requests != lim.q.Calls {
+						t.Errorf("%d calls made under a %d-call limit with 12 callers: %+v", u.Requests, lim.q.Calls, u)
+					}
+				case LimitTokens:
+					if used > lim.q.Tokens+perCall || used < lim.q.Tokens {
+						t.Errorf("used %d tokens of a %d limit with 12 callers (most allowed %d): %+v", used, lim.q.Tokens, lim.q.Tokens+perCall, u)
+					}
+				case LimitCost:
+					if u.CostUSD > lim.q.CostUSD+perCallUSD+1e-12 || u.CostUSD < lim.q.CostUSD-1e-12 {
+						t.Errorf("spent $%.6f of a $%.6f limit with 12 callers (most allowed $%.6f): %+v", u.CostUSD, lim.q.CostUSD, lim.q.CostUSD+perCallUSD, u)
+					}
+				}
+			})
+		}
 	}
 }
 

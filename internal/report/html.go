@@ -113,14 +113,16 @@ type htmlDetailBlock struct {
 }
 
 type htmlPage struct {
-	R        *Report
-	CSP      string
-	CSS      template.CSS
-	JS       template.JS
-	Rows     template.JS
-	Details  []htmlDetailBlock
-	Counts   []htmlCount
-	Rate     string
+	R       *Report
+	CSP     string
+	CSS     template.CSS
+	JS      template.JS
+	Rows    template.JS
+	Details []htmlDetailBlock
+	Counts  []htmlCount
+	Rate    string
+	// Within is the pass within budget ("" when no attempt was limited).
+	Within   string
 	Tasks    []htmlTask
 	Chart    *htmlChart
 	Spend    string
@@ -218,6 +220,12 @@ func HTML(w io.Writer, r *Report, opts HTMLOptions) error {
 		p.Counts = append(p.Counts, htmlCount{"running", c.Running, ""}, htmlCount{"queued", c.Queued, ""})
 	}
 	p.Rate = formatScoreRate(r.Score)
+	if w := r.PassWithinBudget; w != nil {
+		p.Within = fmt.Sprintf("%d of %d", w.Passed, w.Judged)
+		if w.Judged > 0 {
+			p.Within = fmt.Sprintf("%.1f%% (%s)", 100*w.Rate, p.Within)
+		}
+	}
 	for _, t := range r.Tasks {
 		limit := t.Limit
 		if limit == "" && t.Setpoint > 0 {

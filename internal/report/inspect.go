@@ -70,6 +70,18 @@ type InspectTask struct {
 	Scorer string // the score's name (default "steward")
 	Agent  string // the agent command (the plan's one step)
 	File   string // the eval set file (task_file)
+	// Limits are the task's per-attempt limits: the eval's config and the
+	// limit a sample reached name them.
+	Limits InspectLimits
+}
+
+// InspectLimits are a task's per-attempt limits (zero: unlimited), as
+// Inspect's token_limit, message_limit, cost_limit and time_limit.
+type InspectLimits struct {
+	Tokens    int64
+	Calls     int64
+	CostUSD   float64
+	AgentTime time.Duration // the agent's time: agent_timeout, bounded by limits.agent_time
 }
 
 // InspectKey is the key of InspectOptions.Samples.
@@ -256,6 +268,18 @@ func buildInspect(rep *Report, task string, opts InspectOptions) *inspectLog {
 		epochs = max(epochs, a.Attempt)
 	}
 	config := obj{"epochs": max(epochs, 1), "epochs_reducer": []string{inspectReducer(tr.Reducer)}}
+	if l := ti.Limits; l.Tokens > 0 {
+		config["token_limit"] = l.Tokens
+	}
+	if l := ti.Limits; l.Calls > 0 {
+		config["message_limit"] = l.Calls
+	}
+	if l := ti.Limits; l.CostUSD > 0 {
+		config["cost_limit"] = l.CostUSD
+	}
+	if l := ti.Limits; l.AgentTime > 0 {
+		config["time_limit"] = int64(math.Ceil(l.AgentTime.Seconds()))
+	}
 	if n, ok := strings.CutPrefix(tr.Limit, "≤"); ok {
 		if v, err := strconv.Atoi(n); err == nil {
 			config["max_samples"] = v
@@ -323,7 +347,7 @@ func buildInspect(rep *Report, task string, opts InspectOptions) *inspectLog {
 	usage := map[string]obj{}
 	completed := 0
 	for _, a := range rows {
-		s, sum := inspectSample(rep, a, model, scorer, opts.Samples[InspectKey(a.Task, a.Sample)])
+		s, sum := inspectSample(rep, a, model, scorer, opts.Samples[InspectKey(a.Task, a.Sample)], ti.Limits)
 		l.samples = append(l.samples, s)
 		l.summaries = append(l.summaries, sum)
 		if a.Status != status.Skipped && a.Status != status.Interrupted {
@@ -509,7 +533,41 @@ func agentCalls(cs []transcript.Call) []transcript.Call {
 
 var timeoutRE = regexp.MustCompile(`timed out \(task timeout ([^)]+)\)`)
 
-func inspectSample(rep *Report, a AttemptRow, model, scorer string, ds InspectSample) (sample, summary obj) {
+// inspectLimit is the Inspect sample limit (EvalSampleLimit: type and
+// value) of an attempt that reached one of Steward's (nil: none): tokens
+// is Inspect's token limit, model_calls its message limit (Inspect counts
+// messages, Steward model calls: each call is one assistant message),
+// cost_usd its cost limit, agent_time (and a deadline) its time limit
+// (wall clock, as agent_time is; Inspect's working limit leaves out
+// waiting, which Steward does not measure). The value is the task's limit;
+// without the eval set, what the attempt had used when it stopped.
+func inspectLimit(a AttemptRow, lim InspectLimits, calls int) obj {
+	name := a.Limit
+	if a.TimedOut {
+		name = "agent_time"
+	}
+	pick := func(limit, used float64) float64 {
+		if limit > 0 {
+			return limit
+		}
+		return used
+	}
+	switch name {
+	case "":
+		return nil
+	case "tokens":
+		return obj{"type": "token", "limit": pick(float64(lim.Tokens), float64(a.InputTokens+a.OutputTokens))}
+	case "model_calls":
+		return obj{"type": "message", "limit": pick(float64(lim.Calls), float64(calls))}
+	case "cost_usd":
+		return obj{"type": "cost", "limit": pick(lim.CostUSD, a.CostUSD)}
+	case "agent_time":
+		return obj{"type": "time", "limit": pick(lim.AgentTime.Seconds(), round3(a.Duration.Seconds()))}
+	}
+	return obj{"type": "custom", "limit": 0.0}
+}
+
+func inspectSample(rep *Report, a AttemptRow, model, scorer string, ds InspectSample, lim InspectLimits) (sample, summary obj) {
 	var calls []modelCall
 	if a.Details != nil && a.Details.Transcript != nil {
 		calls = translateCalls(agentCalls(a.Details.Transcript.Calls))
@@ -563,6 +621,12 @@ func inspectSample(rep *Report, a AttemptRow, model, scorer string, ds InspectSa
 	}
 	if a.AgentExit != 0 {
 		steward["agent_exit"] = a.AgentExit
+	}
+	if a.Limit != "" {
+		steward["limit"] = a.Limit
+	}
+	if a.TimedOut {
+		steward["timed_out"] = true
 	}
 	if a.Details != nil && a.Details.Transcript != nil && a.Details.Transcript.Truncated != "" {
 		steward["transcript_truncated"] = a.Details.Transcript.Truncated
@@ -652,7 +716,7 @@ func inspectSample(rep *Report, a AttemptRow, model, scorer string, ds InspectSa
 	end(last, solversID)
 
 	var errObj obj
-	var limit obj
+	limit := inspectLimit(a, lim, len(calls))
 	switch a.Status {
 	case status.Errored, status.Infra, status.Interrupted:
 		msg := string(a.Status)
@@ -660,7 +724,7 @@ func inspectSample(rep *Report, a AttemptRow, model, scorer string, ds InspectSa
 			msg += ": " + a.Reason
 		}
 		errObj = obj{"message": msg, "traceback": a.Log, "traceback_ansi": a.Log}
-		if m := timeoutRE.FindStringSubmatch(a.Reason); m != nil {
+		if m := timeoutRE.FindStringSubmatch(a.Reason); m != nil && limit == nil {
 			if d, err := time.ParseDuration(m[1]); err == nil {
 				limit = obj{"type": "time", "limit": d.Seconds()}
 			}

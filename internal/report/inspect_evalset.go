@@ -46,7 +46,12 @@ func inspectOptionsOf(es *evalset.EvalSet, path string) InspectOptions {
 		case t.Scorer.Match != "":
 			scorer = string(t.Scorer.Match)
 		}
-		opts.Tasks[t.Name] = InspectTask{Scorer: scorer, Agent: t.Agent, File: path}
+		it := InspectTask{Scorer: scorer, Agent: t.Agent, File: path}
+		if l := t.Limits; l != nil {
+			it.Limits = InspectLimits{Tokens: l.Tokens, Calls: l.ModelCalls, CostUSD: l.CostUSD}
+		}
+		it.Limits.AgentTime = t.AgentTimeoutD() // every agent has its time (timeout's default too)
+		opts.Tasks[t.Name] = it
 		for _, s := range t.Samples {
 			var target any
 			switch s.Target.(type) {

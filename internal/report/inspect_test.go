@@ -329,7 +329,12 @@ func (c checker) sample(path string, v any) map[string]any {
 	optional(s, "error", func(v any) { c.evalError(path+".error", v) })
 	optional(s, "limit", func(v any) {
 		l := c.obj(path+".limit", v)
-		c.str(path+".limit.type", l["type"])
+		// EvalSampleLimit's type is one of Inspect's literals.
+		switch typ := c.str(path+".limit.type", l["type"]); typ {
+		case "context", "time", "working", "message", "token", "cost", "operator", "custom":
+		default:
+			c.fail(path+".limit.type", "%q is not one of Inspect's limit types", typ)
+		}
 		c.num(path+".limit.limit", l["limit"])
 	})
 	optional(s, "total_time", func(v any) { c.num(path+".total_time", v) })

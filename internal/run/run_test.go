@@ -248,9 +248,14 @@ tasks:
 	r := launchSet(t, path, func(o *Options) { o.BudgetUSD = 1; o.Exe = exe })
 	// At $1 a token, the first call's estimate (its size and the default
 	// max_tokens) is far over the $1 budget: the gateway refuses it (the hard
-	// cap), the attempt fails, and the rest never start.
-	if got := statuses(r.rep); got != "1:f 2:s 3:s" && got != "1:e 2:s 3:s" {
-		t.Fatalf("budget %s\n%s", got, r.stderr)
+	// cap) and the rest never start. The refused attempt is skipped (budget),
+	// never a judged failed (issue 30 item 1: providerCaused): its agent got
+	// no answer to give.
+	if got := statuses(r.rep); got != "1:s 2:s 3:s" {
+		t.Fatalf("budget %s, want 1:s 2:s 3:s\n%s", got, r.stderr)
+	}
+	if a := r.rep.Attempts[0]; a.Score != nil || !strings.Contains(a.Reason, "budget spent: the gateway refused 1 of the attempt's model calls") {
+		t.Fatalf("the refused attempt: score %v, reason %q; want unscored, naming the refusal", a.Score, a.Reason)
 	}
 	if r.rep.Spend.USD > 1 || !r.rep.Spend.BudgetStopped || r.rep.Spend.OverBudgetUSD != 0 {
 		t.Fatalf("spend %+v", r.rep.Spend)
@@ -262,6 +267,11 @@ tasks:
 		if !strings.HasPrefix(a.Reason, "budget spent") {
 			t.Fatalf("skipped without the reason: %+v", a)
 		}
+	}
+	// Nothing the budget refused is carried: without --budget every
+	// attempt runs and passes.
+	if got := statuses(launchSet(t, path, func(o *Options) { o.Exe = exe }).rep); got != "1:p 2:p 3:p" {
+		t.Fatalf("the launch after the budget %s, want 1:p 2:p 3:p", got)
 	}
 }
 
