@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,68 @@ type workerInit struct {
 	Shared   map[string]json.RawMessage `json:"shared,omitempty"`
 	// Extras are --confirm's attempts, added to the rebuilt plan.
 	Extras []plan.Extra `json:"extras,omitempty"`
+	// Planned are the supervisor's attempts of the worker's tasks, with
+	// their fingerprints (resolved images included): the worker's rebuilt
+	// plan must match them part for part, and runs them under these (issue
+	// 26 item 3: an edit during the launch never produces a result under a
+	// fingerprint whose definition did not).
+	Planned []plannedAttempt `json:"planned,omitempty"`
+}
+
+// plannedAttempt is one attempt as the supervisor planned it.
+type plannedAttempt struct {
+	Seq         int               `json:"seq"`
+	Task        int               `json:"task"`
+	Sample      string            `json:"sample"`
+	Number      int               `json:"attempt"`
+	Fingerprint string            `json:"fingerprint"`
+	Parts       map[string]string `json:"parts"`
+}
+
+// adoptPlanned checks the worker's rebuilt plan against the supervisor's
+// attempts of its tasks and gives its attempts the supervisor's
+// fingerprints; any difference (an edit to the eval set or an input since
+// the supervisor planned) is refused, naming what changed.
+func adoptPlanned(p *plan.Plan, tasks []int, planned []plannedAttempt) error {
+	mine := map[int]bool{}
+	for _, t := range tasks {
+		mine[t] = true
+	}
+	// The supervisor's plan may hold fewer (a shard keeps its own); each
+	// of them must be the worker's, unchanged.
+	bySeq := map[int]*plan.Attempt{}
+	for _, a := range p.Attempts {
+		if mine[a.Task] {
+			bySeq[a.Seq] = a
+		}
+	}
+	changed := func(what string) error {
+		return fmt.Errorf("worker: the eval set changed since the supervisor planned it: %s; nothing of it is run (launch again to run the new definition)", what)
+	}
+	for _, pa := range planned {
+		a := bySeq[pa.Seq]
+		name := p.Tasks[pa.Task].Task.Name + "/" + pa.Sample
+		if a == nil || a.Task != pa.Task || a.Sample.ID != pa.Sample || a.Number != pa.Number {
+			return changed(fmt.Sprintf("attempt %d is no longer %s#%d", pa.Seq, name, pa.Number))
+		}
+		var diff []string
+		for k, v := range pa.Parts {
+			if k != "image" && a.Parts[k] != v {
+				diff = append(diff, k)
+			}
+		}
+		for k := range a.Parts {
+			if _, ok := pa.Parts[k]; !ok && k != "image" {
+				diff = append(diff, k)
+			}
+		}
+		if len(diff) > 0 {
+			sort.Strings(diff)
+			return changed(fmt.Sprintf("%s: its %s changed", name, strings.Join(diff, ", ")))
+		}
+		a.Fingerprint, a.Parts = pa.Fingerprint, pa.Parts
+	}
+	return nil
 }
 
 // sharer is a provider whose run-wide resources (networks) one process
@@ -214,6 +277,15 @@ func (l *launcher) startWorker(ctx context.Context, k int, tasks []int) (*worker
 	for _, sp := range l.specs {
 		init.Images = append(init.Images, sp.Image)
 	}
+	mine := map[int]bool{}
+	for _, ti := range tasks {
+		mine[ti] = true
+	}
+	for _, a := range l.p.Attempts {
+		if mine[a.Task] {
+			init.Planned = append(init.Planned, plannedAttempt{Seq: a.Seq, Task: a.Task, Sample: a.Sample.ID, Number: a.Number, Fingerprint: a.Fingerprint, Parts: a.Parts})
+		}
+	}
 	for name, prov := range l.providers {
 		if sh, ok := prov.(sharer); ok {
 			if st, err := sh.SharedState(); err == nil {
@@ -247,7 +319,9 @@ func (w *workerProc) read(out io.Reader) {
 		w.kill(fmt.Sprintf("worker process for %s broke the protocol: read its output: %v; killed", w.name, err))
 	}
 	err := w.cmd.Wait()
-	_ = w.stderr.Flush()
+	if w.stderr != nil { // unset when no stderr was piped (protocol tests)
+		_ = w.stderr.Flush()
+	}
 	reason := "worker process for " + w.name + " ended"
 	st := status.Errored
 	if err != nil {
@@ -881,6 +955,9 @@ func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, provide
 	}
 	if len(p.Tasks) != len(ini.TaskProv) {
 		return nil, finalize, fmt.Errorf("worker: the eval set changed since the supervisor planned it (%d tasks, want %d)", len(p.Tasks), len(ini.TaskProv))
+	}
+	if err := adoptPlanned(p, ini.Tasks, ini.Planned); err != nil {
+		return nil, finalize, err
 	}
 	x := &execEnv{p: p, providers: map[string]sandbox.Provider{}, taskProv: ini.TaskProv, gwURL: map[string]string{},
 		judgeURL: ini.JudgeURL, runID: ini.RunID, exe: ini.Exe, model: ini.Model, modelSettings: modelSettings(es), stderr: stderr}
