@@ -100,11 +100,24 @@ func (r *attemptRun) startDeadline() (record.Attempt, bool) {
 
 // endDeadline lifts the agent's deadline from the gateway once the agent
 // has ended (the scorer's calls are not the agent's).
+//
+// An aborted run needs no lifting (its gateway stops with it), and a
+// worker's supervisor answers only while the worker serves messages, which
+// it stops doing at an abort: waiting then would hang the attempt, and the
+// worker, for ever (the cancelled action never exited). The wait is
+// bounded either way.
 func (r *attemptRun) endDeadline() {
-	if f := r.e.x.deadline; f != nil {
-		_ = f(context.WithoutCancel(r.ctx), r.a.Seq, time.Time{})
+	f := r.e.x.deadline
+	if f == nil || r.runCtx.Err() != nil {
+		return
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), endDeadlineWait)
+	defer cancel()
+	_ = f(ctx, r.a.Seq, time.Time{})
 }
+
+// endDeadlineWait bounds endDeadline's wait for the supervisor.
+const endDeadlineWait = 10 * time.Second
 
 // timedOut marks an agent stopped at its deadline (SIGTERM, grace, then
 // killed): its sandbox is frozen like any other's before judging and the
