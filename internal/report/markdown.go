@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -169,8 +170,16 @@ func footer(r *Report) string {
 	if r.Version == "" {
 		return ""
 	}
+	if versionRE.MatchString(r.Version) {
+		// Steward's own version and commit (version.String): nothing in it
+		// is Markdown, and the commit is meant to read as a commit.
+		return "<sub>steward " + r.Version + "</sub>\n"
+	}
 	return "<sub>steward " + MD(r.Version, 80) + "</sub>\n"
 }
+
+// versionRE is the shape of version.String: a version and a commit.
+var versionRE = regexp.MustCompile(`^v?[0-9A-Za-z.+-]{1,40}( \([0-9a-f]{7,40}\))?$`)
 
 func partialBanner(r *Report) string {
 	var b strings.Builder
