@@ -233,7 +233,7 @@ func TestActionEndToEnd(t *testing.T) {
 		if r.Method == "PATCH" && strings.HasSuffix(r.Path, fmt.Sprintf("/issues/comments/%d", first.ID)) {
 			patched = true
 		}
-		if r.Method == "POST" {
+		if r.Method == "POST" && r.Path != "/graphql" { // the viewer query (whose token this is) reads
 			t.Errorf("second run created a comment: %s %s", r.Method, r.Path)
 		}
 		if r.Method == "GET" && strings.HasSuffix(r.Path, "/issues/17/comments") {

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"archive/zip"
+	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -182,8 +187,38 @@ func TestSecretsNeverReachAnySurface(t *testing.T) {
 	if err != nil || len(entries) == 0 {
 		t.Fatalf("the action wrote no reports (%v):\n%s", err, aout)
 	}
-	for _, e := range entries {
-		texts["action "+e.Name()] = string(mustRead(t, filepath.Join(adir, "out", "report", e.Name())))
+	// Every file, in subdirectories too (inspect/), and every member of
+	// the Inspect logs (.eval is a ZIP whose members are deflated).
+	root := filepath.Join(adir, "out", "report")
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		data := mustRead(t, p)
+		texts["action "+rel] = string(data)
+		if strings.HasSuffix(p, ".eval") {
+			zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+			if err != nil {
+				return fmt.Errorf("%s: %w", rel, err)
+			}
+			for _, f := range zr.File {
+				rc, err := f.Open()
+				if err != nil {
+					return err
+				}
+				b, err := io.ReadAll(rc)
+				rc.Close()
+				if err != nil {
+					return err
+				}
+				texts["action "+rel+"!"+f.Name] = string(b)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	for surface, s := range texts {
