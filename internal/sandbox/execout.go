@@ -5,6 +5,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -70,10 +71,16 @@ func (c *Capped) Held() int {
 // not the wrapper's line), and keeps the rest capped.
 type PIDSniffer struct {
 	*Capped
-	head []byte
-	done bool
-	pid  chan int
+	head  []byte
+	done  bool
+	pid   chan int
+	wrote atomic.Bool // any byte came
 }
+
+// Wrote says whether any byte of the stream came. The wrapper writes its
+// pid line first thing, so a command whose stream brought nothing by its
+// deadline was never heard from: the daemon's stream stalled.
+func (p *PIDSniffer) Wrote() bool { return p.wrote.Load() }
 
 // NewPIDSniffer returns a PIDSniffer that keeps max bytes.
 func NewPIDSniffer(max int) *PIDSniffer {
@@ -88,6 +95,9 @@ func (p *PIDSniffer) Pending() int { return len(p.head) }
 
 func (p *PIDSniffer) Write(b []byte) (int, error) {
 	n := len(b)
+	if n > 0 {
+		p.wrote.Store(true)
+	}
 	if p.done {
 		_, _ = p.Capped.Write(b)
 		return n, nil

@@ -384,6 +384,12 @@ func (s *Sandbox) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.Exec
 		return res, s.execErr("inspect exec", err)
 	}
 	res.ExitCode = ins.ExitCode
+	if res.TimedOut && !out.Stderr.Wrote() {
+		// Not a word from the wrapper, which speaks first: the daemon's
+		// stream stalled (or never started), so the deadline says nothing
+		// of the command, which must not be judged on it.
+		return res, sandbox.InfraError(fmt.Errorf("the docker daemon sent none of the command's output within its timeout %s (its exec stream stalled)", spec.Timeout))
+	}
 	if oci := []byte("OCI runtime exec failed"); ins.ExitCode == 126 && (bytes.Contains(res.Stdout, oci) || bytes.Contains(res.Stderr, oci)) {
 		// The process never started: the sandbox may be at its PID limit.
 		cause := bytes.TrimSpace(append(append([]byte(nil), res.Stdout...), res.Stderr...))
