@@ -44,14 +44,16 @@ const attemptSlack = time.Minute
 // execEnv is what attempt execution needs; the supervisor fills it in
 // process, a worker process fills it from its init message (W1).
 type execEnv struct {
-	p         *plan.Plan
-	specs     []*sandbox.Spec
-	providers map[string]sandbox.Provider
-	taskProv  []string
-	gwURL     map[string]string
-	runID     string
-	exe       string
-	model     string
+	p     *plan.Plan
+	specs []*sandbox.Spec
+	// sampleSpecs: the specs of samples with environments of their own (harbor.go).
+	sampleSpecs map[string]*sandbox.Spec
+	providers   map[string]sandbox.Provider
+	taskProv    []string
+	gwURL       map[string]string
+	runID       string
+	exe         string
+	model       string
 	// modelSettings is model.settings as JSON ("" when none), for agents
 	// (STEWARD_MODEL_SETTINGS; the built-in chat agent sends them).
 	modelSettings string
@@ -119,7 +121,7 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) r
 	}
 	defer func() { e.put(key, a.Task, sb, r.healthy) }()
 	defer e.collectArtifacts(ctx, sb, a) // before the sandbox goes back or away
-	for _, step := range []func() (record.Attempt, bool){r.bind, r.setup, r.agent} {
+	for _, step := range []func() (record.Attempt, bool){r.bind, r.harborDirs, r.setup, r.agent} {
 		if row, done := step(); done {
 			return row
 		}
@@ -220,7 +222,12 @@ func (r *attemptRun) setup() (record.Attempt, bool) {
 // agent runs the agent, then stops everything it started: nothing may run
 // on while it is judged (see grade.go).
 func (r *attemptRun) agent() (record.Attempt, bool) {
-	res, err := r.sb.Exec(r.ctx, sandbox.ExecSpec{Shell: r.t.Agent, Env: r.env, Timeout: time.Until(r.deadline), Grace: r.t.AgentGraceD(), MaxOutput: 1 << 20})
+	shell, env, err := r.agentCommand() // harborexec.go: the oracle runs the solution
+	if err != nil {
+		r.healthy = false
+		return r.classify(err, "oracle"), true
+	}
+	res, err := r.sb.Exec(r.ctx, sandbox.ExecSpec{Shell: shell, Env: env, Timeout: time.Until(r.deadline), Grace: r.t.AgentGraceD(), MaxOutput: 1 << 20})
 	r.endDeadline()
 	r.logb.WriteString(section("agent", res))
 	r.row.Log = tail([]byte(r.logb.String()), 16<<10)
@@ -264,6 +271,9 @@ func (r *attemptRun) judge() record.Attempt {
 		answer = strings.TrimSpace(string(b))
 	}
 	r.row.Answer = truncate(answer, 8<<10)
+	if r.a.Sample.Harbor != nil {
+		return r.verify() // harborexec.go: the verdict is the reward file
+	}
 	v, serr := r.e.score(r.ctx, r.sb, r.t, r.a.Sample, answer, r.env, r.token, time.Now().Add(r.t.ScorerTimeoutD()), &r.logb)
 	r.row.Log = tail([]byte(r.logb.String()), 16<<10)
 	agent := ""
@@ -462,7 +472,7 @@ func (e *executor) get(ctx context.Context, a *plan.Attempt, key string) (sandbo
 		}
 		e.mu.Unlock()
 	}
-	spec := *l.specs[a.Task]
+	spec := *l.specOf(a)
 	prov := l.providers[l.taskProv[a.Task]]
 	sb, err := prov.Create(ctx, spec)
 	if err != nil {

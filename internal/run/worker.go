@@ -47,9 +47,12 @@ type workerInit struct {
 	// (build: directories built), the gateway URL per provider, and the
 	// providers' run-wide resources (networks) for the worker's providers
 	// to adopt instead of making their own.
-	Images     []string                   `json:"images,omitempty"`
-	GatewayURL map[string]string          `json:"gateway_url,omitempty"`
-	Shared     map[string]json.RawMessage `json:"shared,omitempty"`
+	Images []string `json:"images,omitempty"`
+	// SampleImages are the images of samples with environments of their
+	// own (a Harbor dataset's), by sampleKey.
+	SampleImages map[string]string          `json:"sample_images,omitempty"`
+	GatewayURL   map[string]string          `json:"gateway_url,omitempty"`
+	Shared       map[string]json.RawMessage `json:"shared,omitempty"`
 	// Extras are --confirm's attempts, added to the rebuilt plan.
 	Extras []plan.Extra `json:"extras,omitempty"`
 }
@@ -212,6 +215,7 @@ func (l *launcher) startWorker(ctx context.Context, k int, tasks []int) (*worker
 	for _, sp := range l.specs {
 		init.Images = append(init.Images, sp.Image)
 	}
+	init.SampleImages = sampleImages(l.sampleSpecs)
 	for name, prov := range l.providers {
 		if sh, ok := prov.(sharer); ok {
 			if st, err := sh.SharedState(); err == nil {
@@ -885,9 +889,25 @@ func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, provide
 	for _, t := range p.Tasks {
 		x.specs = append(x.specs, specFor(t.Task, ini.RunID))
 	}
+	x.sampleSpecs = sampleSpecs(p, ini.RunID)
+	mine := map[int]bool{}
+	for _, ti := range ini.Tasks {
+		mine[ti] = true
+	}
 	byProv := map[string][]*sandbox.Spec{}
 	for _, ti := range ini.Tasks {
 		byProv[ini.TaskProv[ti]] = append(byProv[ini.TaskProv[ti]], x.specs[ti])
+	}
+	for _, k := range sortedSpecKeys(x.sampleSpecs) {
+		ti, _ := taskOfKey(k)
+		if !mine[ti] {
+			delete(x.sampleSpecs, k) // another worker's
+			continue
+		}
+		if img := ini.SampleImages[k]; img != "" {
+			x.sampleSpecs[k].Image = img
+		}
+		byProv[ini.TaskProv[ti]] = append(byProv[ini.TaskProv[ti]], x.sampleSpecs[k])
 	}
 	for name, specs := range byProv {
 		prov, err := providers.Provider(ctx, name, RunInfo{RunID: ini.RunID, LockPath: ini.LockPath, Stderr: stderr, Settings: es.Fleet.ProviderSettings(), Liveness: runlock.Liveness{}})

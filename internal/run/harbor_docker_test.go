@@ -1,0 +1,196 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/steward-evals/steward/internal/evalset"
+	"github.com/steward-evals/steward/internal/report"
+	sbdocker "github.com/steward-evals/steward/internal/sandbox/docker"
+)
+
+// harborDataset copies testdata/harbor into dir/dataset with every
+// environment made buildable here: the busybox binary beside its
+// Dockerfile and this package's owner file copied first (its layers are
+// its own; TestMain removes the image). extra adds tasks: name -> file ->
+// content. All the fixtures' environments are the same, so one image is
+// built for them all.
+func harborDataset(t *testing.T, dir string, extra map[string]map[string]string) string {
+	t.Helper()
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Fatalf("busybox-static is needed (apt-get install busybox-static): %v", err)
+	}
+	bin, err := os.ReadFile(bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := filepath.Join(dir, "dataset")
+	if err := os.CopyFS(ds, os.DirFS("../../testdata/harbor")); err != nil {
+		t.Fatal(err)
+	}
+	for name, files := range extra {
+		for p, body := range files {
+			write(t, filepath.Join(ds, name), p, body)
+		}
+		df, _ := os.ReadFile(filepath.Join(ds, "write-file", "environment", "Dockerfile"))
+		write(t, filepath.Join(ds, name), "environment/Dockerfile", string(df))
+	}
+	envs, _ := filepath.Glob(filepath.Join(ds, "*", "environment"))
+	for _, env := range envs {
+		if err := os.WriteFile(filepath.Join(env, "busybox"), bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(t, env, "owner", "internal/run tests\n")
+		df, err := os.ReadFile(filepath.Join(env, "Dockerfile"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(t, env, "Dockerfile", strings.Replace(string(df), "FROM scratch\n", "FROM scratch\nCOPY owner /etc/steward-test-owner\n", 1))
+		if sum, err := sbdocker.ContextHash(env); err == nil {
+			builtImages.Store(sum, true)
+		}
+	}
+	return ds
+}
+
+// harborLaunch runs a one-task eval set over dataset with agent.
+func harborLaunch(t *testing.T, dataset, agent string, workers bool) (*report.Report, string) {
+	t.Helper()
+	dir := t.TempDir()
+	path := write(t, dir, "steward.yaml", `
+tasks:
+  - name: harbor
+    sandbox: {provider: docker}
+    agent: '`+agent+`'
+    agent_grace: 1s
+    tasks_from: {harbor: `+dataset+`}
+`)
+	es, err := evalset.Load(path, evalset.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	opts := Options{EvalSet: es, Providers: dockerFactory{t}, Stderr: &syncWriter{w: &stderr}}
+	if workers {
+		opts.Workers, opts.Exe = true, buildSteward(t)
+	}
+	res, err := Launch(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("launch: %v\n%s", err, stderr.String())
+	}
+	out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=dev.steward.run="+res.Report.RunIDs[0]).Output()
+	if len(bytes.TrimSpace(out)) > 0 {
+		t.Fatalf("containers left behind: %q", out)
+	}
+	return res.Report, stderr.String()
+}
+
+func rowOf(t *testing.T, rep *report.Report, sample string) report.AttemptRow {
+	t.Helper()
+	for _, a := range rep.Attempts {
+		if a.Sample == sample {
+			return a
+		}
+	}
+	t.Fatalf("no attempt of sample %s in %s", sample, statuses(rep))
+	return report.AttemptRow{}
+}
+
+// A Harbor dataset runs as it is on Docker: each sample in a sandbox of its
+// own image (built once for the four fixtures, which share one), resources,
+// network and timeouts; the oracle (the reference solutions) passes every
+// task, in process and from worker processes, and an agent that does
+// nothing fails every one, judged by the reward files, not exit statuses.
+// reward.json's metrics are all kept; system-state's verifier reads what
+// the agent changed under /etc and /usr/local/bin (shared mode: the agent's
+// own sandbox, writable outside its workdir).
+func TestHarborOracleAndDoNothing(t *testing.T) {
+	t.Parallel()
+	needDocker(t)
+	ds := harborDataset(t, t.TempDir(), nil)
+	for _, workers := range []bool{false, true} {
+		rep, stderr := harborLaunch(t, ds, "oracle", workers)
+		if got := statuses(rep); got != "reward-json:p system-state:p timeout:p write-file:p" {
+			t.Fatalf("oracle (workers %v): %s\n%s\n%+v", workers, got, stderr, rep.Attempts)
+		}
+		if n := strings.Count(stderr, "docker: building "); n > 1 {
+			t.Errorf("the fixtures' one environment was built %d times in a run", n)
+		}
+		rj := rowOf(t, rep, "reward-json")
+		if want := `reward.json (reward: reward): {"lines_found":3,"lines_wanted":3,"reward":1}`; rj.Explanation != want || rj.Score == nil || *rj.Score != 1 {
+			t.Errorf("reward-json: explanation %q score %v, want %q and 1", rj.Explanation, rj.Score, want)
+		}
+	}
+	rep, stderr := harborLaunch(t, ds, "true", false)
+	if got := statuses(rep); got != "reward-json:f system-state:f timeout:f write-file:f" {
+		t.Fatalf("do-nothing agent: %s\n%s\n%+v", got, stderr, rep.Attempts)
+	}
+	if rj := rowOf(t, rep, "reward-json"); !strings.Contains(rj.Explanation, `"lines_found":0`) {
+		t.Errorf("reward-json's metrics for a do-nothing agent: %q", rj.Explanation)
+	}
+}
+
+// The verifier's contract: the agent sees /logs/{agent,verifier,artifacts}
+// and neither /tests nor /solution; what it plants in /tests or
+// /logs/verifier does not count; the exit status of test.sh is not the
+// verdict; a missing or garbled reward, or a verifier past its timeout, is
+// errored, never failed; an agent past its own timeout is stopped and
+// judged on what it left; environment_mode separate verifies in a fresh
+// sandbox (what the agent changed under /etc is not there).
+func TestHarborVerifierContract(t *testing.T) {
+	t.Parallel()
+	needDocker(t)
+	toml := func(extra string) string {
+		return "[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 30\n" + extra + "[environment]\nmemory_mb = 256\nstorage_mb = 64\nnetwork_mode = \"no-network\"\nworkdir = \"/app\"\n"
+	}
+	task := func(test, extra string) map[string]string {
+		return map[string]string{"instruction.md": "do it\n", "task.toml": toml(extra), "tests/test.sh": test}
+	}
+	sysState, _ := os.ReadFile("../../testdata/harbor/system-state/tests/test.sh")
+	ds := harborDataset(t, t.TempDir(), map[string]map[string]string{
+		"no-reward":        task("#!/bin/sh\necho all good\n", ""),
+		"garbled":          task("#!/bin/sh\necho yes > /logs/verifier/reward.txt\n", ""),
+		"exit-not-verdict": task("#!/bin/sh\necho 1 > /logs/verifier/reward.txt\nexit 3\n", ""),
+		"slow-verifier":    task("#!/bin/sh\necho 1 > /logs/verifier/reward.txt\nsleep 60\n", ""),
+		"separate-state": {"instruction.md": "configure /etc\n", "task.toml": strings.Replace(toml(""), "timeout_sec = 30\n", "timeout_sec = 30\nenvironment_mode = \"separate\"\n", 1),
+			"tests/test.sh": string(sysState)},
+	})
+	// slow-verifier's verifier has one second.
+	write(t, filepath.Join(ds, "slow-verifier"), "task.toml", strings.Replace(toml(""), "[verifier]\ntimeout_sec = 30", "[verifier]\ntimeout_sec = 1", 1))
+	agent := `ok=1; for d in /logs/agent /logs/verifier /logs/artifacts; do test -d $d || ok=0; done; test -e /tests && ok=0; test -e /solution && ok=0; ` +
+		`case $STEWARD_SAMPLE_ID in ` +
+		`write-file) test $ok = 1 && echo hello > /app/hello.txt;; ` +
+		`reward-json) echo 1 > /logs/verifier/reward.txt; mkdir -p /tests; printf "#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n" > /tests/test.sh; exit 1;; ` +
+		`timeout) sleep 600;; ` +
+		`system-state|separate-state) mkdir -p /etc/fixture /usr/local/bin && echo enabled > /etc/fixture/mode && printf "#!/bin/sh\necho hi\n" > /usr/local/bin/greet && chmod +x /usr/local/bin/greet;; ` +
+		`esac`
+	rep, stderr := harborLaunch(t, ds, agent, false)
+	want := "exit-not-verdict:p garbled:e no-reward:e reward-json:f separate-state:f slow-verifier:e system-state:p timeout:f write-file:p"
+	if got := statuses(rep); got != want {
+		t.Fatalf("statuses %s\nwant     %s\n%s\n%+v", got, want, stderr, rep.Attempts)
+	}
+	for sample, reason := range map[string]string{
+		"no-reward":     "neither /logs/verifier/reward.txt nor /logs/verifier/reward.json",
+		"garbled":       "reward.txt is not a number",
+		"slow-verifier": "verifier timed out (verifier timeout 1s)",
+	} {
+		if r := rowOf(t, rep, sample); !strings.Contains(r.Reason, reason) {
+			t.Errorf("%s: reason %q, want it to say %q", sample, r.Reason, reason)
+		}
+	}
+	if r := rowOf(t, rep, "reward-json"); r.AgentExit != 1 {
+		t.Errorf("reward-json: the agent's exit 1 is kept beside the verdict: %+v", r)
+	}
+	if r := rowOf(t, rep, "timeout"); !r.TimedOut || r.Limit != "agent_time" {
+		t.Errorf("timeout: the agent past its 5s timeout is not marked timed out: %+v", r)
+	}
+	if r := rowOf(t, rep, "exit-not-verdict"); !strings.Contains(r.Explanation, "tests/test.sh exited 3") {
+		t.Errorf("exit-not-verdict: explanation %q", r.Explanation)
+	}
+}
