@@ -157,10 +157,15 @@ func TestHarborVerifierContract(t *testing.T) {
 		"no-reward":        task("#!/bin/sh\necho all good\n", ""),
 		"garbled":          task("#!/bin/sh\necho yes > /logs/verifier/reward.txt\n", ""),
 		"exit-not-verdict": task("#!/bin/sh\necho 1 > /logs/verifier/reward.txt\nexit 3\n", ""),
+		"resources":        task("", ""),
 		"slow-verifier":    task("#!/bin/sh\necho 1 > /logs/verifier/reward.txt\nsleep 60\n", ""),
 		"separate-state": {"instruction.md": "configure /etc\n", "task.toml": strings.Replace(toml(""), "timeout_sec = 30\n", "timeout_sec = 30\nenvironment_mode = \"separate\"\n", 1),
 			"tests/test.sh": string(sysState)},
 	})
+	// A sample's own resources: 300 MiB, not the task's default.
+	write(t, filepath.Join(ds, "resources"), "instruction.md", "nothing\n")
+	write(t, filepath.Join(ds, "resources"), "task.toml", strings.Replace(toml(""), "memory_mb = 256", "memory_mb = 300", 1))
+	write(t, filepath.Join(ds, "resources"), "tests/test.sh", "#!/bin/sh\nm=$(cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes)\necho \"memory $m\"\nif [ \"$m\" = 314572800 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n")
 	// slow-verifier's verifier has one second.
 	write(t, filepath.Join(ds, "slow-verifier"), "task.toml", strings.Replace(toml(""), "[verifier]\ntimeout_sec = 30", "[verifier]\ntimeout_sec = 1", 1))
 	agent := `ok=1; for d in /logs/agent /logs/verifier /logs/artifacts; do test -d $d || ok=0; done; test -e /tests && ok=0; test -e /solution && ok=0; ` +
@@ -171,7 +176,7 @@ func TestHarborVerifierContract(t *testing.T) {
 		`system-state|separate-state) mkdir -p /etc/fixture /usr/local/bin && echo enabled > /etc/fixture/mode && printf "#!/bin/sh\necho hi\n" > /usr/local/bin/greet && chmod +x /usr/local/bin/greet;; ` +
 		`esac`
 	rep, stderr := harborLaunch(t, ds, agent, false)
-	want := "exit-not-verdict:p garbled:e no-reward:e reward-json:f separate-state:f slow-verifier:e system-state:p timeout:f write-file:p"
+	want := "exit-not-verdict:p garbled:e no-reward:e resources:p reward-json:f separate-state:f slow-verifier:e system-state:p timeout:f write-file:p"
 	if got := statuses(rep); got != want {
 		t.Fatalf("statuses %s\nwant     %s\n%s\n%+v", got, want, stderr, rep.Attempts)
 	}
