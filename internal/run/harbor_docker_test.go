@@ -199,3 +199,52 @@ func TestHarborVerifierContract(t *testing.T) {
 		t.Errorf("exit-not-verdict: explanation %q", r.Explanation)
 	}
 }
+
+// Harbor's network modes: no-network (network: gateway) and public
+// (network: bridge) sandboxes both reach the model gateway, and only
+// through it: an agent that completes a chat through the gateway writes
+// the file its verifier wants, and the gateway counted its tokens.
+func TestHarborNetworkModesReachTheGateway(t *testing.T) {
+	t.Parallel()
+	needDocker(t)
+	toml, err := os.ReadFile("../../testdata/harbor/write-file/task.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	test, _ := os.ReadFile("../../testdata/harbor/write-file/tests/test.sh")
+	ds := harborDataset(t, t.TempDir(), map[string]map[string]string{
+		"public-file": {"instruction.md": "Say hello.\n", "tests/test.sh": string(test),
+			"task.toml": strings.Replace(string(toml), `network_mode = "no-network"`, `network_mode = "public"`, 1)},
+	})
+	for _, other := range []string{"reward-json", "system-state", "timeout"} {
+		if err := os.RemoveAll(filepath.Join(ds, other)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	path := write(t, dir, "steward.yaml", `
+model: {upstream: mock, name: mock-model}
+tasks:
+  - name: harbor
+    sandbox: {provider: docker}
+    agent: '"$STEWARD_BIN" agent chat > /logs/agent/answer.txt && echo hello > /app/hello.txt'
+    tasks_from: {harbor: `+ds+`}
+`)
+	es, err := evalset.Load(path, evalset.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	res, err := Launch(context.Background(), Options{EvalSet: es, Providers: dockerFactory{t}, Stderr: &syncWriter{w: &stderr}, Exe: buildSteward(t)})
+	if err != nil {
+		t.Fatalf("launch: %v\n%s", err, stderr.String())
+	}
+	if got := statuses(res.Report); got != "public-file:p write-file:p" {
+		t.Fatalf("statuses %s\n%s\n%+v", got, stderr.String(), res.Report.Attempts)
+	}
+	for _, s := range []string{"public-file", "write-file"} {
+		if r := rowOf(t, res.Report, s); r.InputTokens == 0 {
+			t.Errorf("%s: the gateway counted no tokens: %+v", s, r)
+		}
+	}
+}

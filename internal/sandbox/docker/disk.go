@@ -45,8 +45,9 @@ var tmpfsPaths = []string{"/tmp", "/var/tmp", "/run"}
 
 // applyDisk sets hc up for a disk quota in the given mode and returns the
 // paths the archive API may write to (nil: anywhere). writableRoot
-// (sandbox.Spec.WritableRoot) keeps the tmpfs layout's bounded paths but
-// leaves the root writable: what is written elsewhere lands in the
+// (sandbox.Spec.WritableRoot) keeps the tmpfs layout's bounded paths (the
+// workdir, /tmp, /var/tmp, /run; not BinDir) but leaves the root
+// writable: what is written elsewhere lands in the
 // container's writable layer, on the daemon's disk, bounded by nothing but
 // that disk (docs/harbor.md); the archive API then writes anywhere too.
 func applyDisk(mode int32, hc *container.HostConfig, disk int64, workdir string, labels map[string]string, writableRoot bool) []string {
@@ -72,11 +73,35 @@ func applyDisk(mode int32, hc *container.HostConfig, disk int64, workdir string,
 	}
 	hc.Mounts = append(hc.Mounts, vol(workdir))
 	roots := []string{workdir}
-	if workdir != BinDir && !strings.HasPrefix(workdir, BinDir+"/") && !strings.HasPrefix(BinDir, workdir+"/") {
+	// A writable root holds BinDir itself: what Steward copies there (its
+	// own binary, about 90 MB) does not eat a small task's disk.
+	if !writableRoot && workdir != BinDir && !strings.HasPrefix(workdir, BinDir+"/") && !strings.HasPrefix(BinDir, workdir+"/") {
 		hc.Mounts = append(hc.Mounts, vol(BinDir))
 		roots = append(roots, BinDir)
 	}
 	return roots
+}
+
+// warnUnboundedRoots says, once per Prepare, that writable-root sandboxes
+// (sandbox.Spec.WritableRoot) on a daemon without storage quotas write
+// outside their bounded paths unbounded by disk.
+func (p *Provider) warnUnboundedRoots(ctx context.Context, specs []*sandbox.Spec) {
+	n := 0
+	for _, s := range specs {
+		if s.WritableRoot {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	mode := atomic.LoadInt32(&p.diskMode)
+	if mode == diskUnknown {
+		mode = p.guessDiskMode(ctx)
+	}
+	if mode == diskTmpfs {
+		fmt.Fprintf(p.log, "docker: warning: this daemon has no storage quotas: %d sandbox spec(s) with a writable root (Harbor samples) write outside their workdir, /tmp, /var/tmp and /run to the daemon's disk, unbounded by disk (docs/harbor.md#the-sandbox)\n", n)
+	}
 }
 
 // guessDiskMode reads the storage driver: drivers that never take the

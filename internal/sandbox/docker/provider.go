@@ -303,6 +303,7 @@ func (p *Provider) Prepare(ctx context.Context, specs []*sandbox.Spec) error {
 			return fmt.Errorf("prepare task %s: %w", s.Task, err)
 		}
 	}
+	p.warnUnboundedRoots(ctx, specs)
 	if _, err := p.ensureNet(ctx, false); err != nil {
 		return err
 	}

@@ -84,3 +84,20 @@ func TestResumeAfterSettle(t *testing.T) {
 		t.Fatalf("after Resume: %q, want %q", res.Stdout, want)
 	}
 }
+
+// Prepare says when writable-root specs will write unbounded by disk: on a
+// daemon without storage quotas, not on one with them.
+func TestWritableRootWarning(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []int32{diskTmpfs, diskStorageOpt} {
+		r := newRun(t, nil)
+		atomic.StoreInt32(&r.P.diskMode, mode)
+		plain, writable := spec(t, "plain"), spec(t, "writable")
+		writable.WritableRoot = true
+		prepare(t, r, &plain, &writable)
+		warned := strings.Contains(r.Log.String(), "1 sandbox spec(s) with a writable root")
+		if warned != (mode == diskTmpfs) {
+			t.Errorf("disk mode %d: warned %v\n%s", mode, warned, r.Log.String())
+		}
+	}
+}
