@@ -212,7 +212,7 @@ func (r *attemptRun) setup() (record.Attempt, bool) {
 		r.healthy = false
 		return r.classify(err, "sample setup"), true
 	}
-	if p := execProblem("sample setup", res, r.t); p != "" {
+	if p := execProblemFor("sample setup", res, r.t, r.a.Sample); p != "" {
 		r.healthy = !res.OOMKilled
 		return r.finish(status.Errored, p), true
 	}
@@ -244,7 +244,7 @@ func (r *attemptRun) agent() (record.Attempt, bool) {
 		if row, done := r.timedOut(res); done {
 			return row, true
 		}
-	} else if p := execProblem("agent", res, r.t); p != "" {
+	} else if p := execProblemFor("agent", res, r.t, r.a.Sample); p != "" {
 		if res.OOMKilled || res.TimedOut {
 			r.healthy = false
 		}
@@ -315,13 +315,26 @@ func withAgent(reason, agent string) string {
 }
 
 func execProblem(what string, res sandbox.ExecResult, t *evalset.Task) string {
+	return execProblemFor(what, res, t, nil)
+}
+
+// execProblemFor is execProblem naming the limits of sample s's own
+// sandbox and timeout where it has them (a Harbor task's).
+func execProblemFor(what string, res sandbox.ExecResult, t *evalset.Task, s *evalset.Sample) string {
+	mem, disk, timeout := t.Sandbox.Memory, t.Sandbox.Disk, "task timeout "+t.Timeout.String()
+	if s != nil && s.Sandbox != nil {
+		mem, disk = s.Sandbox.Memory, s.Sandbox.Disk
+	}
+	if s != nil && s.Timeout > 0 {
+		timeout = "agent timeout " + s.Timeout.String()
+	}
 	switch {
 	case res.OOMKilled:
-		return fmt.Sprintf("%s ran out of memory (limit %s)", what, t.Sandbox.Memory)
+		return fmt.Sprintf("%s ran out of memory (limit %s)", what, mem)
 	case res.TimedOut:
-		return fmt.Sprintf("%s timed out (task timeout %s)", what, t.Timeout)
+		return fmt.Sprintf("%s timed out (%s)", what, timeout)
 	case res.DiskFull:
-		return fmt.Sprintf("%s exceeded the sandbox's disk quota (disk %s): disk quota exceeded", what, t.Sandbox.Disk)
+		return fmt.Sprintf("%s exceeded the sandbox's disk quota (disk %s): disk quota exceeded", what, disk)
 	case res.ExitCode != 0:
 		out := score.OutputTail(res.Stdout, res.Stderr, score.TailBytes)
 		if out == "" {
