@@ -12,6 +12,7 @@ import (
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/report"
 	sbdocker "github.com/steward-evals/steward/internal/sandbox/docker"
+	"github.com/steward-evals/steward/internal/sandbox/docker/dockertest"
 )
 
 // harborDataset copies testdata/harbor into dir/dataset with every
@@ -166,17 +167,30 @@ func TestHarborVerifierContract(t *testing.T) {
 	write(t, filepath.Join(ds, "resources"), "instruction.md", "nothing\n")
 	write(t, filepath.Join(ds, "resources"), "task.toml", strings.Replace(toml(""), "memory_mb = 256", "memory_mb = 300", 1))
 	write(t, filepath.Join(ds, "resources"), "tests/test.sh", "#!/bin/sh\nm=$(cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes)\necho \"memory $m\"\nif [ \"$m\" = 314572800 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n")
+	// A prebuilt image (docker_image), never pulled: built here from the
+	// fixtures' environment, named by a tag of this test's.
+	tag := "steward-harbor-prebuilt:" + strings.ReplaceAll(filepath.Base(t.TempDir()), "_", "-")
+	tag = strings.ToLower(tag[:min(len(tag), 120)])
+	if out, err := dockertest.CLI("build", "--pull=false", "-q", "-t", tag, filepath.Join(ds, "write-file", "environment")); err != nil {
+		t.Fatalf("build %s: %v\n%s", tag, err, out)
+	}
+	t.Cleanup(func() { _, _ = dockertest.CLI("rmi", tag) })
+	wf, _ := os.ReadFile(filepath.Join(ds, "write-file", "tests", "test.sh"))
+	write(t, filepath.Join(ds, "prebuilt"), "instruction.md", "Write hello into /app/hello.txt.\n")
+	write(t, filepath.Join(ds, "prebuilt"), "tests/test.sh", string(wf))
+	write(t, filepath.Join(ds, "prebuilt"), "task.toml", strings.Replace(toml(""), "[environment]\n", "[environment]\ndocker_image = \""+tag+"\"\n", 1))
 	// slow-verifier's verifier has one second.
 	write(t, filepath.Join(ds, "slow-verifier"), "task.toml", strings.Replace(toml(""), "[verifier]\ntimeout_sec = 30", "[verifier]\ntimeout_sec = 1", 1))
 	agent := `ok=1; for d in /logs/agent /logs/verifier /logs/artifacts; do test -d $d || ok=0; done; test -e /tests && ok=0; test -e /solution && ok=0; ` +
 		`case $STEWARD_SAMPLE_ID in ` +
 		`write-file) test $ok = 1 && echo hello > /app/hello.txt;; ` +
+		`prebuilt) test -f /etc/steward-test-owner && echo hello > /app/hello.txt;; ` +
 		`reward-json) echo 1 > /logs/verifier/reward.txt; mkdir -p /tests; printf "#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n" > /tests/test.sh; exit 1;; ` +
 		`timeout) sleep 600;; ` +
 		`system-state|separate-state) mkdir -p /etc/fixture /usr/local/bin && echo enabled > /etc/fixture/mode && printf "#!/bin/sh\necho hi\n" > /usr/local/bin/greet && chmod +x /usr/local/bin/greet;; ` +
 		`esac`
 	rep, stderr := harborLaunch(t, ds, agent, false)
-	want := "exit-not-verdict:p garbled:e no-reward:e resources:p reward-json:f separate-state:f slow-verifier:e system-state:p timeout:f write-file:p"
+	want := "exit-not-verdict:p garbled:e no-reward:e prebuilt:p resources:p reward-json:f separate-state:f slow-verifier:e system-state:p timeout:f write-file:p"
 	if got := statuses(rep); got != want {
 		t.Fatalf("statuses %s\nwant     %s\n%s\n%+v", got, want, stderr, rep.Attempts)
 	}
