@@ -894,9 +894,23 @@ func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, provide
 	for _, ti := range ini.Tasks {
 		mine[ti] = true
 	}
+	// A task's own spec is prepared when one of its samples runs in it (a
+	// Harbor dataset's never do: each has a spec of its own).
+	ownSpec := map[int]bool{}
+	for _, a := range p.Attempts {
+		if !a.Sample.OwnEnvironment() {
+			ownSpec[a.Task] = true
+		}
+	}
 	byProv := map[string][]*sandbox.Spec{}
 	for _, ti := range ini.Tasks {
-		byProv[ini.TaskProv[ti]] = append(byProv[ini.TaskProv[ti]], x.specs[ti])
+		name := ini.TaskProv[ti]
+		if _, ok := byProv[name]; !ok {
+			byProv[name] = nil // every task's provider is made, specs or not
+		}
+		if ownSpec[ti] {
+			byProv[name] = append(byProv[name], x.specs[ti])
+		}
 	}
 	for _, k := range sortedSpecKeys(x.sampleSpecs) {
 		ti, _ := taskOfKey(k)
