@@ -125,7 +125,7 @@ func (l *launcher) refuseUnsupportedEnvironments() error {
 			continue
 		}
 		t := l.p.Tasks[a.Task].Task
-		return badInput("task %s: its samples carry environments of their own (a Harbor dataset: tasks_from), which the %s provider cannot run yet (a sandbox per sample's image, a writable root, the verifier in the agent's own sandbox): use sandbox.provider: docker; see docs/harbor.md", t.Name, name)
+		return badInput("task %s: its samples carry environments of their own (a Harbor dataset: tasks_from), which the %s provider cannot run yet (a sandbox per sample's image, a writable root, the verifier in the agent's own sandbox): use sandbox.provider: docker (or kubernetes with docker_image); see docs/harbor.md", t.Name, name)
 	}
 	return nil
 }
