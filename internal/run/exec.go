@@ -48,12 +48,14 @@ type execEnv struct {
 	specs []*sandbox.Spec
 	// sampleSpecs: the specs of samples with environments of their own (harbor.go).
 	sampleSpecs map[string]*sandbox.Spec
-	providers   map[string]sandbox.Provider
-	taskProv    []string
-	gwURL       map[string]string
-	runID       string
-	exe         string
-	model       string
+	// sampleErrs: samples whose own environment could not be prepared.
+	sampleErrs map[string]SampleEnvError
+	providers  map[string]sandbox.Provider
+	taskProv   []string
+	gwURL      map[string]string
+	runID      string
+	exe        string
+	model      string
 	// modelSettings is model.settings as JSON ("" when none), for agents
 	// (STEWARD_MODEL_SETTINGS; the built-in chat agent sends them).
 	modelSettings string
@@ -484,6 +486,9 @@ func (e *executor) get(ctx context.Context, a *plan.Attempt, key string) (sandbo
 			return sb, nil
 		}
 		e.mu.Unlock()
+	}
+	if e, ok := l.sampleErrs[sampleKey(a.Task, a.Sample.ID)]; ok {
+		return nil, e.err()
 	}
 	spec := *l.specOf(a)
 	prov := l.providers[l.taskProv[a.Task]]

@@ -185,9 +185,25 @@ func (p *prepared) close() {
 // publishes the carried results. A full record disk is record.ErrDiskFull.
 func (l *launcher) prepare(ctx context.Context, needed map[string][]*sandbox.Spec) (*prepared, error) {
 	p := &prepared{serving: &errgroup.Group{}}
+	keyOf := map[*sandbox.Spec]string{}
+	for k, sp := range l.sampleSpecs {
+		keyOf[sp] = k
+	}
+	l.sampleErrs = map[string]SampleEnvError{}
 	for name, specs := range needed {
 		prov := l.providers[name]
-		if err := prov.Prepare(ctx, specs); err != nil {
+		// The tasks' own specs (and the run's networks) first: a failure is
+		// the run's; then each sample's own, whose failure is its own.
+		var own []*sandbox.Spec
+		var samples []string
+		for _, sp := range specs {
+			if k, ok := keyOf[sp]; ok {
+				samples = append(samples, k)
+			} else {
+				own = append(own, sp)
+			}
+		}
+		if err := prov.Prepare(ctx, own); err != nil {
 			return p, fmt.Errorf("prepare %s sandboxes: %w", name, err)
 		}
 		p.cleanup.add(func() {
@@ -197,6 +213,9 @@ func (l *launcher) prepare(ctx context.Context, needed map[string][]*sandbox.Spe
 				fmt.Fprintf(l.opts.Stderr, "steward: finalize %s provider: %v\n", prov.Name(), err)
 			}
 		})
+		if err := prepareSampleSpecs(ctx, prov, samples, l.sampleSpecs, l.sampleErrs, l.opts.Stderr); err != nil {
+			return p, fmt.Errorf("prepare %s sandboxes: %w", name, err)
+		}
 	}
 	gwCtx, stopGW := context.WithCancel(context.Background())
 	p.stopGW = stopGW
@@ -287,7 +306,7 @@ func (l *launcher) dispatch(ctx context.Context) (*dispatched, error) {
 // starts once the run is stopped.
 func (l *launcher) startRunner(ctx context.Context) (*workerPool, error) {
 	if !l.opts.Workers {
-		l.runner = inProcess{newExecutor(&execEnv{bind: l.bindToken, deadline: l.setDeadline, p: l.p, specs: l.specs, sampleSpecs: l.sampleSpecs, providers: l.providers, taskProv: l.taskProv,
+		l.runner = inProcess{newExecutor(&execEnv{bind: l.bindToken, deadline: l.setDeadline, p: l.p, specs: l.specs, sampleSpecs: l.sampleSpecs, sampleErrs: l.sampleErrs, providers: l.providers, taskProv: l.taskProv,
 			gwURL: l.gwURL, runID: l.runID, exe: l.opts.Exe, model: l.es.Model.Name, modelSettings: modelSettings(l.es), stderr: l.opts.Stderr,
 			started: l.started})}
 		return nil, nil

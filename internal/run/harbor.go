@@ -1,6 +1,8 @@
 package run
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -126,6 +128,53 @@ func (l *launcher) refuseUnsupportedEnvironments() error {
 		}
 		t := l.p.Tasks[a.Task].Task
 		return badInput("task %s: its samples carry environments of their own (a Harbor dataset: tasks_from), which the %s provider cannot run yet (a sandbox per sample's image, a writable root, the verifier in the agent's own sandbox): use sandbox.provider: docker (or kubernetes with docker_image); see docs/harbor.md", t.Name, name)
+	}
+	return nil
+}
+
+// SampleEnvError is why a sample's own environment could not be prepared
+// (its image did not build, or is not there): its attempts end with it,
+// the rest of the run goes on. Infra keeps the infrastructure's fault apart.
+type SampleEnvError struct {
+	Msg   string `json:"msg"`
+	Infra bool   `json:"infra,omitempty"`
+}
+
+func (e SampleEnvError) err() error {
+	err := errors.New(e.Msg)
+	if e.Infra {
+		return sandbox.InfraError(err)
+	}
+	return err
+}
+
+// prepareSampleSpecs prepares the sample specs one by one (after the
+// provider's own Prepare): a sample whose image does not build or is
+// missing gets its error in errs, and only its attempts fail with it. A
+// build directory shared by several samples is tried once. A cancelled ctx
+// is returned as an error.
+func prepareSampleSpecs(ctx context.Context, prov sandbox.Provider, keys []string, specs map[string]*sandbox.Spec, errs map[string]SampleEnvError, stderr io.Writer) error {
+	byBuild := map[string]*SampleEnvError{}
+	for _, k := range keys {
+		sp := specs[k]
+		if e := byBuild[sp.Build]; sp.Build != "" && e != nil {
+			errs[k] = *e
+			continue
+		}
+		err := prov.Prepare(ctx, []*sandbox.Spec{sp})
+		if err == nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		e := SampleEnvError{Msg: err.Error(), Infra: errors.Is(err, sandbox.ErrInfra)}
+		errs[k] = e
+		if sp.Build != "" {
+			byBuild[sp.Build] = &e
+		}
+		_, id, _ := strings.Cut(k, "/")
+		fmt.Fprintf(stderr, "steward: sample %s of task %s: its environment is not ready, so its attempts are errored: %v\n", id, sp.Task, err)
 	}
 	return nil
 }

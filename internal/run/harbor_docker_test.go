@@ -179,6 +179,19 @@ func TestHarborVerifierContract(t *testing.T) {
 	write(t, filepath.Join(ds, "prebuilt"), "instruction.md", "Write hello into /app/hello.txt.\n")
 	write(t, filepath.Join(ds, "prebuilt"), "tests/test.sh", string(wf))
 	write(t, filepath.Join(ds, "prebuilt"), "task.toml", strings.Replace(toml(""), "[environment]\n", "[environment]\ndocker_image = \""+tag+"\"\n", 1))
+	// An environment that does not build errors its own sample alone.
+	write(t, filepath.Join(ds, "broken-build"), "instruction.md", "nothing\n")
+	write(t, filepath.Join(ds, "broken-build"), "tests/test.sh", "#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n")
+	write(t, filepath.Join(ds, "broken-build"), "task.toml", toml(""))
+	write(t, filepath.Join(ds, "broken-build", "environment"), "owner", "internal/run tests\n")
+	write(t, filepath.Join(ds, "broken-build", "environment"), "Dockerfile", "FROM scratch\nCOPY owner /etc/steward-test-owner\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"false\"]\n")
+	bb, err := os.ReadFile(filepath.Join(ds, "write-file", "environment", "busybox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ds, "broken-build", "environment", "busybox"), bb, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	// slow-verifier's verifier has one second.
 	write(t, filepath.Join(ds, "slow-verifier"), "task.toml", strings.Replace(toml(""), "[verifier]\ntimeout_sec = 30", "[verifier]\ntimeout_sec = 1", 1))
 	agent := `ok=1; for d in /logs/agent /logs/verifier /logs/artifacts; do test -d $d || ok=0; done; test -e /tests && ok=0; test -e /solution && ok=0; ` +
@@ -189,8 +202,8 @@ func TestHarborVerifierContract(t *testing.T) {
 		`timeout) sleep 600;; ` +
 		`system-state|separate-state) mkdir -p /etc/fixture /usr/local/bin && echo enabled > /etc/fixture/mode && printf "#!/bin/sh\necho hi\n" > /usr/local/bin/greet && chmod +x /usr/local/bin/greet;; ` +
 		`esac`
-	rep, stderr := harborLaunch(t, ds, agent, false)
-	want := "exit-not-verdict:p garbled:e no-reward:e prebuilt:p resources:p reward-json:f separate-state:f slow-verifier:e system-state:p timeout:f write-file:p"
+	rep, stderr := harborLaunch(t, ds, agent, true) // through worker processes: what the supervisor prepared (and could not) reaches them
+	want := "broken-build:e exit-not-verdict:p garbled:e no-reward:e prebuilt:p resources:p reward-json:f separate-state:f slow-verifier:e system-state:p timeout:f write-file:p"
 	if got := statuses(rep); got != want {
 		t.Fatalf("statuses %s\nwant     %s\n%s\n%+v", got, want, stderr, rep.Attempts)
 	}
@@ -198,6 +211,7 @@ func TestHarborVerifierContract(t *testing.T) {
 		"no-reward":     "neither /logs/verifier/reward.txt nor /logs/verifier/reward.json",
 		"garbled":       "reward.txt is not a number",
 		"slow-verifier": "verifier timed out (verifier timeout 1s)",
+		"broken-build":  "build image from",
 	} {
 		if r := rowOf(t, rep, sample); !strings.Contains(r.Reason, reason) {
 			t.Errorf("%s: reason %q, want it to say %q", sample, r.Reason, reason)

@@ -168,9 +168,11 @@ type launcher struct {
 	// sampleSpecs are the specs of samples with environments of their own
 	// (harbor.go), by sampleKey; Prepare fills their images.
 	sampleSpecs map[string]*sandbox.Spec
-	budget      int
-	budgetSrc   string
-	planLine    string
+	// sampleErrs: samples whose environment prepare could not make (harbor.go).
+	sampleErrs map[string]SampleEnvError
+	budget     int
+	budgetSrc  string
+	planLine   string
 
 	// Set by the prepare and dispatch stages before the goroutines that
 	// read them start; read-only afterwards. disp guards its own state.

@@ -50,7 +50,9 @@ type workerInit struct {
 	Images []string `json:"images,omitempty"`
 	// SampleImages are the images of samples with environments of their
 	// own (a Harbor dataset's), by sampleKey.
-	SampleImages map[string]string          `json:"sample_images,omitempty"`
+	SampleImages map[string]string `json:"sample_images,omitempty"`
+	// SampleErrors: the samples whose own environment could not be prepared.
+	SampleErrors map[string]SampleEnvError  `json:"sample_errors,omitempty"`
 	GatewayURL   map[string]string          `json:"gateway_url,omitempty"`
 	Shared       map[string]json.RawMessage `json:"shared,omitempty"`
 	// Extras are --confirm's attempts, added to the rebuilt plan.
@@ -216,6 +218,9 @@ func (l *launcher) startWorker(ctx context.Context, k int, tasks []int) (*worker
 		init.Images = append(init.Images, sp.Image)
 	}
 	init.SampleImages = sampleImages(l.sampleSpecs)
+	if len(l.sampleErrs) > 0 {
+		init.SampleErrors = l.sampleErrs
+	}
 	for name, prov := range l.providers {
 		if sh, ok := prov.(sharer); ok {
 			if st, err := sh.SharedState(); err == nil {
@@ -889,7 +894,7 @@ func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, provide
 	for _, t := range p.Tasks {
 		x.specs = append(x.specs, specFor(t.Task, ini.RunID))
 	}
-	x.sampleSpecs = sampleSpecs(p, ini.RunID)
+	x.sampleSpecs, x.sampleErrs = sampleSpecs(p, ini.RunID), map[string]SampleEnvError{}
 	mine := map[int]bool{}
 	for _, ti := range ini.Tasks {
 		mine[ti] = true
@@ -916,6 +921,10 @@ func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, provide
 		ti, _ := taskOfKey(k)
 		if !mine[ti] {
 			delete(x.sampleSpecs, k) // another worker's
+			continue
+		}
+		if e, ok := ini.SampleErrors[k]; ok {
+			x.sampleErrs[k] = e // not prepared again: its attempts end with why
 			continue
 		}
 		if img := ini.SampleImages[k]; img != "" {
