@@ -122,7 +122,7 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, token string) r
 		l.started(a.Seq)
 	}
 	defer func() { e.put(key, a.Task, sb, r.healthy) }()
-	defer e.collectArtifacts(ctx, sb, a) // before the sandbox goes back or away
+	defer func() { e.collectArtifacts(ctx, sb, a, r.harborLogs) }() // before the sandbox goes back or away
 	for _, step := range []func() (record.Attempt, bool){r.bind, r.harborDirs, r.setup, r.agent} {
 		if row, done := step(); done {
 			return row
@@ -147,6 +147,8 @@ type attemptRun struct {
 	deadline time.Time
 	logb     strings.Builder
 	agentRes sandbox.ExecResult // the agent's run
+	// harborLogs are what a Harbor trial left under /logs (harborexec.go).
+	harborLogs []record.Artifact
 }
 
 func (r *attemptRun) finish(st status.Attempt, reason string) record.Attempt {

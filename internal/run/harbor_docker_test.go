@@ -127,6 +127,21 @@ func TestHarborOracleAndDoNothing(t *testing.T) {
 		if want := `reward.json (reward: reward): {"lines_found":3,"lines_wanted":3,"reward":1}`; rj.Explanation != want || rj.Score == nil || *rj.Score != 1 {
 			t.Errorf("reward-json: explanation %q score %v, want %q and 1", rj.Explanation, rj.Score, want)
 		}
+		// /logs is collected as Harbor does: the verifier's reward file from
+		// the separate verifier's sandbox and from the shared one.
+		for sample, want := range map[string]string{"reward-json": `"lines_found": 3`, "system-state": "1\n"} {
+			var got []string
+			found := false
+			if d := rowOf(t, rep, sample).Details; d != nil {
+				for _, a := range d.Artifacts {
+					got = append(got, a.Path)
+					found = found || (strings.HasPrefix(a.Path, "/logs/verifier/reward.") && strings.Contains(a.Text, want))
+				}
+			}
+			if !found {
+				t.Errorf("%s (workers %v): /logs/verifier's reward file is not among its artifacts %v", sample, workers, got)
+			}
+		}
 	}
 	rep, stderr := harborLaunch(t, ds, "true", false)
 	if got := statuses(rep); got != "reward-json:f system-state:f timeout:f write-file:f" {

@@ -170,6 +170,7 @@ func (r *attemptRun) verify() record.Attempt {
 			}
 		}
 	}
+	r.collectLogs(vsb, h.VerifierMode)
 	v, err := score.Harbor(run, "verifier timeout "+timeout.String())
 	var nv *score.NoVerdict
 	if errors.As(err, &nv) {
@@ -183,6 +184,19 @@ func (r *attemptRun) verify() record.Attempt {
 		return r.finish(status.Passed, "")
 	}
 	return r.finish(status.Failed, "")
+}
+
+// collectLogs keeps what the trial left under /logs, as Harbor collects it:
+// /logs/verifier from the verifier's sandbox, /logs/agent and
+// /logs/artifacts from the agent's (the same one in shared mode); the
+// files directly in each, bounded as a task's artifacts are.
+func (r *attemptRun) collectLogs(vsb sandbox.Sandbox, mode string) {
+	agent := []string{"/logs/agent/*", "/logs/artifacts/*"}
+	if mode == "separate" {
+		r.harborLogs = append(gatherUnder(r.ctx, vsb, []string{"/logs/verifier/*"}, harborLogs), gatherUnder(r.ctx, r.sb, agent, harborLogs)...)
+		return
+	}
+	r.harborLogs = gatherUnder(r.ctx, vsb, append([]string{"/logs/verifier/*"}, agent...), harborLogs)
 }
 
 // verifierSandbox is where the verifier runs: the agent's own sandbox,
