@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -270,7 +271,7 @@ model: {upstream: mock, name: mock-model}
 tasks:
   - name: harbor
     sandbox: {provider: docker}
-    agent: '"$STEWARD_BIN" agent chat > /logs/agent/answer.txt && echo hello > /app/hello.txt'
+    agent: 'hostname -i > /logs/agent/ip.txt; "$STEWARD_BIN" agent chat > /logs/agent/answer.txt && echo hello > /app/hello.txt'
     tasks_from: {harbor: `+ds+`}
 `)
 	es, err := evalset.Load(path, evalset.LoadOptions{})
@@ -285,9 +286,27 @@ tasks:
 	if got := statuses(res.Report); got != "public-file:p write-file:p" {
 		t.Fatalf("statuses %s\n%s\n%+v", got, stderr.String(), res.Report.Attempts)
 	}
-	for _, s := range []string{"public-file", "write-file"} {
-		if r := rowOf(t, res.Report, s); r.InputTokens == 0 {
+	// Each sandbox was on its mode's network: its address is in the subnet
+	// of the run's internal (no-network) or outbound (public) network.
+	nets := map[string]string{}
+	for _, m := range regexp.MustCompile(`created network \S+ \((internal|outbound), gateway (\d+\.\d+\.\d+)\.\d+\)`).FindAllStringSubmatch(stderr.String(), -1) {
+		nets[m[1]] = m[2] + "."
+	}
+	for s, kind := range map[string]string{"public-file": "outbound", "write-file": "internal"} {
+		r := rowOf(t, res.Report, s)
+		if r.InputTokens == 0 {
 			t.Errorf("%s: the gateway counted no tokens: %+v", s, r)
+		}
+		ip := ""
+		if r.Details != nil {
+			for _, a := range r.Details.Artifacts {
+				if a.Path == "/logs/agent/ip.txt" {
+					ip = strings.TrimSpace(a.Text)
+				}
+			}
+		}
+		if nets[kind] == "" || !strings.HasPrefix(ip, nets[kind]) {
+			t.Errorf("%s: sandbox address %q is not on the run's %s network (%v)\n%s", s, ip, kind, nets, stderr.String())
 		}
 	}
 }
