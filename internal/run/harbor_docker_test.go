@@ -216,6 +216,7 @@ func TestHarborVerifierContract(t *testing.T) {
 		`prebuilt) test -f /etc/steward-test-owner && echo hello > /app/hello.txt;; ` +
 		`reward-json) echo 1 > /logs/verifier/reward.txt; mkdir -p /tests; printf "#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n" > /tests/test.sh; exit 1;; ` +
 		`timeout) sleep 600;; ` +
+		`no-reward) echo 1 > /logs/verifier/reward.txt;; ` + // shared mode: planted, must not count
 		`system-state|separate-state) mkdir -p /etc/fixture /usr/local/bin && echo enabled > /etc/fixture/mode && printf "#!/bin/sh\necho hi\n" > /usr/local/bin/greet && chmod +x /usr/local/bin/greet;; ` +
 		`esac`
 	rep, stderr := harborLaunch(t, ds, agent, true) // through worker processes: what the supervisor prepared (and could not) reaches them
