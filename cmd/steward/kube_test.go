@@ -519,3 +519,45 @@ echo "ran $STEWARD_SAMPLE_ID left=[$left] setup=$(cat /tmp/setup.txt) lane=$(tr 
 		"kubernetes:\n  kubeconfig: %s\n  namespace: %s\n  node_name: %s\n  image_pull_policy: Never\n  relay_image: %q\n",
 		c.Kubeconfig, c.Namespace, c.Node, image))
 }
+
+// A Harbor dataset on the kubernetes provider: each sample in a pod of its
+// own image (docker_image: one the node holds) with a writable root; the
+// oracle passes a file task and a task whose shared-mode verifier reads
+// /etc as the solution left it, and the do-nothing agent fails both. (A
+// task with environment/Dockerfile is refused at load there: the provider
+// builds nothing.)
+func TestKubernetesHarborOracleAndDoNothing(t *testing.T) {
+	t.Parallel()
+	c, image, _, _, dir, rec := kubeLaunchSetup(t, "steward-harbor", fakeprovider.Config{})
+	toml := "[agent]\ntimeout_sec = 120\n[verifier]\ntimeout_sec = 60\n[environment]\ndocker_image = \"" + image + "\"\ncpus = 0.1\nmemory_mb = 96\nworkdir = \"/app\"\nnetwork_mode = \"no-network\"\n"
+	for _, task := range []string{"write-file", "system-state"} {
+		src := filepath.Join("..", "..", "testdata", "harbor", task)
+		td := filepath.Join(dir, "dataset", task)
+		for _, f := range []string{"instruction.md", "tests/test.sh", "solution/solve.sh"} {
+			b, err := os.ReadFile(filepath.Join(src, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(td, f)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(td, f), string(b))
+		}
+		extra := ""
+		if task == "system-state" {
+			extra = "[verifier.env]\nEXPECTED_MODE = \"enabled\"\n"
+		}
+		writeFile(t, filepath.Join(td, "task.toml"), toml+extra)
+	}
+	writeFile(t, filepath.Join(dir, "steward.yaml"), "model: {upstream: mock, name: m}\ntasks:\n  - name: harbor\n    sandbox: {provider: kubernetes}\n    agent: 'true'\n    tasks_from: {harbor: dataset}\n")
+	writeFile(t, filepath.Join(dir, "_steward.yaml"), fmt.Sprintf(
+		"kubernetes:\n  kubeconfig: %s\n  namespace: %s\n  node_name: %s\n  image_pull_policy: Never\n  relay_image: %q\n", c.Kubeconfig, c.Namespace, c.Node, image))
+	out, code := steward(t, dir, "launch", "--record", rec, "--agent", "oracle", "steward.yaml")
+	if code != 0 || !strings.Contains(out, "2 passed · 0 failed · 0 errored") {
+		t.Fatalf("--agent oracle on kubernetes: exit %d\n%s", code, out)
+	}
+	out, code = steward(t, dir, "launch", "--record", rec, "steward.yaml")
+	if code != 1 || !strings.Contains(out, "0 passed · 2 failed · 0 errored") {
+		t.Fatalf("the do-nothing agent on kubernetes: exit %d\n%s", code, out)
+	}
+}

@@ -31,8 +31,10 @@ type launchFlags struct {
 	kubeconfig                                      string
 	// --model, --model-base-url, --upstream, -M key=value: over the eval set's model.
 	model, modelBaseURL, upstream string
-	modelSettings                 []string
-	tendInterval, grace           time.Duration
+	// --agent: over every task's agent (agent: oracle for a Harbor dataset).
+	agent               string
+	modelSettings       []string
+	tendInterval, grace time.Duration
 	// --confirm N and --confirm-samples: more attempts of the selected samples.
 	confirm        int
 	confirmSamples []string
@@ -95,6 +97,7 @@ ramp, and print the results table in discovery order.`,
 	fl.StringVar(&f.title, "title", "", "report title")
 	fl.StringVar(&f.record, "record", "", "record directory (default .steward beside the eval set)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for provider: kubernetes (wins over KUBECONFIG and _steward.yaml)")
+	fl.StringVar(&f.agent, "agent", "", "every task's agent command (replaces agent:, as if written there); oracle runs a Harbor dataset's reference solutions (docs/harbor.md)")
 	fl.StringVar(&f.model, "model", "", "the model's name (replaces model.name, as if written there: fingerprints and carry alike)")
 	fl.StringVar(&f.modelBaseURL, "model-base-url", "", "the upstream's base URL (replaces model.base_url)")
 	fl.StringVar(&f.upstream, "upstream", "", "the upstream: mock, openai or anthropic (replaces model.upstream)")
@@ -181,6 +184,9 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 	}
 	if changed("model") {
 		ov.Model = &f.model
+	}
+	if changed("agent") {
+		ov.Agent = &f.agent
 	}
 	if changed("model-base-url") {
 		ov.ModelBaseURL = &f.modelBaseURL

@@ -148,3 +148,20 @@ func TestModelFlags(t *testing.T) {
 		t.Errorf("problems\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// --agent replaces every task's agent exactly as writing it in the file
+// (the oracle of a Harbor dataset: docs/harbor.md); an empty one is refused.
+func TestAgentFlag(t *testing.T) {
+	str := func(s string) *string { return &s }
+	two := okTask + "  - name: u\n    agent: echo other\n    samples:\n      - {input: b, target: b}\n"
+	flagged := mustLoad(t, writeTree(t, yamlOnly(two)), LoadOptions{Flags: FleetOverrides{Agent: str("oracle")}})
+	for _, task := range flagged.Tasks {
+		if task.Agent != "oracle" {
+			t.Errorf("task %s: agent %q, want the flag's", task.Name, task.Agent)
+		}
+	}
+	got := problems(t, writeTree(t, yamlOnly(okTask)), LoadOptions{Flags: FleetOverrides{Agent: str(" ")}})
+	if want := "flag: --agent: must name an agent command"; len(got) == 0 || got[0] != want {
+		t.Errorf("problems %q, want %q first", got, want)
+	}
+}

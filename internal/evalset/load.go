@@ -69,6 +69,10 @@ type FleetOverrides struct {
 	// ModelSettings are "key=value" pairs set over model.settings; the
 	// value is read as a YAML value (0.2 a number, true a boolean).
 	ModelSettings []string `json:",omitempty"`
+	// Agent (--agent) replaces every task's agent, as if written there
+	// (fingerprints and carry alike): "oracle" runs a Harbor dataset's
+	// reference solutions (docs/harbor.md).
+	Agent *string `json:",omitempty"`
 }
 
 // LoadOptions are what Load needs from the outside world.
@@ -301,6 +305,16 @@ func parseEvalSetWith(display, abs string, data []byte, errs *Errors, opts LoadO
 		return es
 	}
 	applyModelFlags(&es.Model, opts.Flags, errs)
+	if a := opts.Flags.Agent; a != nil {
+		if strings.TrimSpace(*a) == "" {
+			errs.add(Error{File: "flag", Field: "--agent", Msg: "must name an agent command"})
+		}
+		for _, t := range es.Tasks {
+			if t != nil {
+				t.Agent = *a
+			}
+		}
+	}
 	v := &validator{d: d, es: es, display: display}
 	v.loadSampleFiles()
 	v.validate()

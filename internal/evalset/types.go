@@ -201,9 +201,10 @@ type Task struct {
 }
 
 // JudgesFailedAgents says whether an agent's non-zero exit still goes to
-// the scorer: with a scorer.command unless judge_failed_agents is false.
+// the scorer: with a scorer.command or a Harbor dataset's verifier unless
+// judge_failed_agents is false.
 func (t *Task) JudgesFailedAgents() bool {
-	return t.Scorer.Command != "" && (t.JudgeFailedAgents == nil || *t.JudgeFailedAgents)
+	return (t.Scorer.Command != "" || t.HarborSamples()) && (t.JudgeFailedAgents == nil || *t.JudgeFailedAgents)
 }
 
 // Sandbox is a task's sandbox spec.

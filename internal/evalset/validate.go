@@ -620,7 +620,7 @@ func (v *validator) scorer(i int, t *Task) {
 		v.errf(tp+".scorer.match", "%s", badEnum("match", string(sc.Match), Matches))
 		return
 	}
-	if !cmd && t.JudgeFailedAgents != nil && *t.JudgeFailedAgents {
+	if !cmd && !t.HarborSamples() && t.JudgeFailedAgents != nil && *t.JudgeFailedAgents {
 		v.errf(tp+".judge_failed_agents", "applies to scorer.command only: a match scorer has no answer to judge when the agent exits non-zero")
 	}
 	if sc.ModelGraded != nil {

@@ -658,7 +658,7 @@ func mapConfig(r *Result, t *Task, c *config, li lineIndex, file, taskDisplay st
 			if dcErr != nil {
 				name = "docker-compose.yml"
 			}
-			r.add(Problem{File: filepath.Join(taskDisplay, "environment", name), Msg: "compose environments are not supported yet: give the task one image (environment/Dockerfile or [environment] docker_image)"})
+			r.add(Problem{File: filepath.Join(taskDisplay, "environment", name), Msg: "compose environments are not supported yet (a project of several containers per attempt, on a network of its own, with its services started and health-checked beside main, is not in Steward's sandbox providers): give the task one image (environment/Dockerfile or [environment] docker_image)"})
 		case dfErr == nil:
 			if st, err := os.Lstat(envDir); err != nil || st.Mode()&fs.ModeSymlink != 0 || !st.IsDir() {
 				r.add(Problem{File: filepath.Join(taskDisplay, "environment"), Msg: "must be a directory (not a link)"})

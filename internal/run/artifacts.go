@@ -78,10 +78,12 @@ func (w *workerProc) artifacts() *artifactStore { return &w.arts }
 // only: symlinks are refused. It runs while the attempt's sandbox is still
 // up, whatever the attempt's outcome, and keeps what it found for the
 // supervisor.
-func (e *executor) collectArtifacts(ctx context.Context, sb sandbox.Sandbox, a *plan.Attempt) {
+//
+// extra are artifacts collected already (a Harbor trial's /logs), kept beside.
+func (e *executor) collectArtifacts(ctx context.Context, sb sandbox.Sandbox, a *plan.Attempt, extra []record.Artifact) {
 	t := e.x.p.Tasks[a.Task].Task
 	if len(t.Artifacts) == 0 || ctx.Err() != nil {
-		e.artifacts().put(a.Seq, nil)
+		e.artifacts().put(a.Seq, extra)
 		return
 	}
 	// A sandbox judged by a target match is still settled (docker: paused)
@@ -89,11 +91,11 @@ func (e *executor) collectArtifacts(ctx context.Context, sb sandbox.Sandbox, a *
 	// before listing what it left.
 	if q, ok := sb.(quiescer); ok {
 		if err := q.Quiesce(ctx); err != nil {
-			e.artifacts().put(a.Seq, []record.Artifact{{Path: strings.Join(t.Artifacts, " "), Note: "not collected: " + err.Error()}})
+			e.artifacts().put(a.Seq, append([]record.Artifact{{Path: strings.Join(t.Artifacts, " "), Note: "not collected: " + err.Error()}}, extra...))
 			return
 		}
 	}
-	e.artifacts().put(a.Seq, gatherArtifacts(ctx, sb, t.Artifacts))
+	e.artifacts().put(a.Seq, append(gatherArtifacts(ctx, sb, t.Artifacts), extra...))
 }
 
 // quiescer is a sandbox that must end its settled processes before it runs
@@ -108,6 +110,12 @@ func artifactScript(globs []string) string {
 }
 
 func gatherArtifacts(ctx context.Context, sb sandbox.Sandbox, globs []string) []record.Artifact {
+	return gatherUnder(ctx, sb, globs, "")
+}
+
+// gatherUnder is gatherArtifacts for globs relative to the workdir (root
+// "") or absolute under root (a Harbor trial's /logs).
+func gatherUnder(ctx context.Context, sb sandbox.Sandbox, globs []string, root string) []record.Artifact {
 	res, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: artifactScript(globs), Timeout: 30 * time.Second, MaxOutput: 256 << 10})
 	if err != nil {
 		return []record.Artifact{{Path: strings.Join(globs, " "), Note: "not collected: " + err.Error()}}
@@ -121,7 +129,11 @@ func gatherArtifacts(ctx context.Context, sb sandbox.Sandbox, globs []string) []
 		}
 		seen[p] = true
 		clean := path.Clean(p)
-		if path.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
+		if root != "" {
+			if !strings.HasPrefix(clean, root+"/") {
+				continue
+			}
+		} else if path.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
 			continue
 		}
 		a := record.Artifact{Path: clean}

@@ -44,11 +44,15 @@ const attemptSlack = time.Minute
 // execEnv is what attempt execution needs; the supervisor fills it in
 // process, a worker process fills it from its init message (W1).
 type execEnv struct {
-	p         *plan.Plan
-	specs     []*sandbox.Spec
-	providers map[string]sandbox.Provider
-	taskProv  []string
-	gwURL     map[string]string
+	p     *plan.Plan
+	specs []*sandbox.Spec
+	// sampleSpecs: the specs of samples with environments of their own (harbor.go).
+	sampleSpecs map[string]*sandbox.Spec
+	// sampleErrs: samples whose own environment could not be prepared.
+	sampleErrs map[string]SampleEnvError
+	providers  map[string]sandbox.Provider
+	taskProv   []string
+	gwURL      map[string]string
 	// judgeURL is the gateway's loopback listener the model judge calls
 	// ("" when no task has scorer.model_graded).
 	judgeURL string
@@ -121,8 +125,8 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, tok tokens) rec
 		l.started(a.Seq)
 	}
 	defer func() { e.put(key, a.Task, sb, r.healthy) }()
-	defer e.collectArtifacts(ctx, sb, a) // before the sandbox goes back or away
-	for _, step := range []func() (record.Attempt, bool){r.bind, r.setup, r.agent} {
+	defer func() { e.collectArtifacts(ctx, sb, a, r.harborLogs) }() // before the sandbox goes back or away
+	for _, step := range []func() (record.Attempt, bool){r.bind, r.harborDirs, r.setup, r.agent} {
 		if row, done := step(); done {
 			return row
 		}
@@ -147,6 +151,8 @@ type attemptRun struct {
 	deadline time.Time
 	logb     strings.Builder
 	agentRes sandbox.ExecResult // the agent's run
+	// harborLogs are what a Harbor trial left under /logs (harborexec.go).
+	harborLogs []record.Artifact
 }
 
 func (r *attemptRun) finish(st status.Attempt, reason string) record.Attempt {
@@ -214,7 +220,7 @@ func (r *attemptRun) setup() (record.Attempt, bool) {
 		r.healthy = false
 		return r.classify(err, "sample setup"), true
 	}
-	if p := execProblem("sample setup", res, r.t); p != "" {
+	if p := execProblemFor("sample setup", res, r.t, r.a.Sample); p != "" {
 		r.healthy = !res.OOMKilled
 		return r.finish(status.Errored, p), true
 	}
@@ -224,7 +230,12 @@ func (r *attemptRun) setup() (record.Attempt, bool) {
 // agent runs the agent, then stops everything it started: nothing may run
 // on while it is judged (see grade.go).
 func (r *attemptRun) agent() (record.Attempt, bool) {
-	res, err := r.sb.Exec(r.ctx, sandbox.ExecSpec{Shell: r.t.Agent, Env: r.env, Timeout: time.Until(r.deadline), Grace: r.t.AgentGraceD(), MaxOutput: 1 << 20})
+	shell, env, err := r.agentCommand() // harborexec.go: the oracle runs the solution
+	if err != nil {
+		r.healthy = false
+		return r.classify(err, "oracle"), true
+	}
+	res, err := r.sb.Exec(r.ctx, sandbox.ExecSpec{Shell: shell, Env: env, Timeout: time.Until(r.deadline), Grace: r.t.AgentGraceD(), MaxOutput: 1 << 20})
 	r.endDeadline()
 	r.logb.WriteString(section("agent", res))
 	r.row.Log = tail([]byte(r.logb.String()), 16<<10)
@@ -241,7 +252,7 @@ func (r *attemptRun) agent() (record.Attempt, bool) {
 		if row, done := r.timedOut(res); done {
 			return row, true
 		}
-	} else if p := execProblem("agent", res, r.t); p != "" {
+	} else if p := execProblemFor("agent", res, r.t, r.a.Sample); p != "" {
 		if res.OOMKilled || res.TimedOut {
 			r.healthy = false
 		}
@@ -268,6 +279,9 @@ func (r *attemptRun) judge() record.Attempt {
 		answer = strings.TrimSpace(string(b))
 	}
 	r.row.Answer = truncate(answer, 8<<10)
+	if r.a.Sample.Harbor != nil {
+		return r.verify() // harborexec.go: the verdict is the reward file
+	}
 	v, serr := r.e.score(r.ctx, r.sb, r.t, r.a.Sample, answer, r.env, tokens{r.token, r.grading}, time.Now().Add(r.t.ScorerTimeoutD()), &r.logb)
 	r.row.Log = tail([]byte(r.logb.String()), 16<<10)
 	agent := ""
@@ -309,13 +323,26 @@ func withAgent(reason, agent string) string {
 }
 
 func execProblem(what string, res sandbox.ExecResult, t *evalset.Task) string {
+	return execProblemFor(what, res, t, nil)
+}
+
+// execProblemFor is execProblem naming the limits of sample s's own
+// sandbox and timeout where it has them (a Harbor task's).
+func execProblemFor(what string, res sandbox.ExecResult, t *evalset.Task, s *evalset.Sample) string {
+	mem, disk, timeout := t.Sandbox.Memory, t.Sandbox.Disk, "task timeout "+t.Timeout.String()
+	if s != nil && s.Sandbox != nil {
+		mem, disk = s.Sandbox.Memory, s.Sandbox.Disk
+	}
+	if s != nil && s.Timeout > 0 {
+		timeout = "agent timeout " + s.Timeout.String()
+	}
 	switch {
 	case res.OOMKilled:
-		return fmt.Sprintf("%s ran out of memory (limit %s)", what, t.Sandbox.Memory)
+		return fmt.Sprintf("%s ran out of memory (limit %s)", what, mem)
 	case res.TimedOut:
-		return fmt.Sprintf("%s timed out (task timeout %s)", what, t.Timeout)
+		return fmt.Sprintf("%s timed out (%s)", what, timeout)
 	case res.DiskFull:
-		return fmt.Sprintf("%s exceeded the sandbox's disk quota (disk %s): disk quota exceeded", what, t.Sandbox.Disk)
+		return fmt.Sprintf("%s exceeded the sandbox's disk quota (disk %s): disk quota exceeded", what, disk)
 	case res.ExitCode != 0:
 		out := score.OutputTail(res.Stdout, res.Stderr, score.TailBytes)
 		if out == "" {
@@ -469,7 +496,10 @@ func (e *executor) get(ctx context.Context, a *plan.Attempt, key string) (sandbo
 		}
 		e.mu.Unlock()
 	}
-	spec := *l.specs[a.Task]
+	if e, ok := l.sampleErrs[sampleKey(a.Task, a.Sample.ID)]; ok {
+		return nil, e.err()
+	}
+	spec := *l.specOf(a)
 	prov := l.providers[l.taskProv[a.Task]]
 	sb, err := prov.Create(ctx, spec)
 	if err != nil {

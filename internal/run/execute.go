@@ -128,9 +128,24 @@ func (s *session) stopOnRecordError() error {
 func (l *launcher) neededSpecs() map[string][]*sandbox.Spec {
 	needed := map[string][]*sandbox.Spec{}
 	for i, name := range l.taskProv {
-		if l.taskHasWork(i) {
+		if l.taskNeedsOwnSpec(i) {
 			l.specs[i].RunID = l.runID
 			needed[name] = append(needed[name], l.specs[i])
+		}
+	}
+	// Each sample with an environment of its own and work to do: its image
+	// built (once per content hash) or checked with the rest.
+	run := map[string]bool{}
+	for _, a := range l.p.Attempts {
+		if a.Action == plan.ActionRun && a.Sample.OwnEnvironment() {
+			run[sampleKey(a.Task, a.Sample.ID)] = true
+		}
+	}
+	for _, k := range sortedSpecKeys(l.sampleSpecs) {
+		if run[k] {
+			i, _ := taskOfKey(k)
+			l.sampleSpecs[k].RunID = l.runID
+			needed[l.taskProv[i]] = append(needed[l.taskProv[i]], l.sampleSpecs[k])
 		}
 	}
 	return needed
@@ -170,9 +185,25 @@ func (p *prepared) close() {
 // publishes the carried results. A full record disk is record.ErrDiskFull.
 func (l *launcher) prepare(ctx context.Context, needed map[string][]*sandbox.Spec) (*prepared, error) {
 	p := &prepared{serving: &errgroup.Group{}}
+	keyOf := map[*sandbox.Spec]string{}
+	for k, sp := range l.sampleSpecs {
+		keyOf[sp] = k
+	}
+	l.sampleErrs = map[string]SampleEnvError{}
 	for name, specs := range needed {
 		prov := l.providers[name]
-		if err := prov.Prepare(ctx, specs); err != nil {
+		// The tasks' own specs (and the run's networks) first: a failure is
+		// the run's; then each sample's own, whose failure is its own.
+		var own []*sandbox.Spec
+		var samples []string
+		for _, sp := range specs {
+			if k, ok := keyOf[sp]; ok {
+				samples = append(samples, k)
+			} else {
+				own = append(own, sp)
+			}
+		}
+		if err := prov.Prepare(ctx, own); err != nil {
 			return p, fmt.Errorf("prepare %s sandboxes: %w", name, err)
 		}
 		p.cleanup.add(func() {
@@ -182,6 +213,9 @@ func (l *launcher) prepare(ctx context.Context, needed map[string][]*sandbox.Spe
 				fmt.Fprintf(l.opts.Stderr, "steward: finalize %s provider: %v\n", prov.Name(), err)
 			}
 		})
+		if err := prepareSampleSpecs(ctx, prov, samples, l.sampleSpecs, l.sampleErrs, l.opts.Stderr); err != nil {
+			return p, fmt.Errorf("prepare %s sandboxes: %w", name, err)
+		}
 	}
 	gwCtx, stopGW := context.WithCancel(context.Background())
 	p.stopGW = stopGW
@@ -272,7 +306,7 @@ func (l *launcher) dispatch(ctx context.Context) (*dispatched, error) {
 // starts once the run is stopped.
 func (l *launcher) startRunner(ctx context.Context) (*workerPool, error) {
 	if !l.opts.Workers {
-		l.runner = inProcess{newExecutor(&execEnv{bind: l.bindToken, deadline: l.setDeadline, p: l.p, specs: l.specs, providers: l.providers, taskProv: l.taskProv,
+		l.runner = inProcess{newExecutor(&execEnv{bind: l.bindToken, deadline: l.setDeadline, p: l.p, specs: l.specs, sampleSpecs: l.sampleSpecs, sampleErrs: l.sampleErrs, providers: l.providers, taskProv: l.taskProv,
 			gwURL: l.gwURL, judgeURL: l.judgeURL, runID: l.runID, exe: l.opts.Exe, model: l.es.Model.Name, modelSettings: modelSettings(l.es), stderr: l.opts.Stderr,
 			started: l.started})}
 		return nil, nil
@@ -476,6 +510,17 @@ func (c *cleanups) run() {
 	for i := len(c.fns) - 1; i >= 0; i-- {
 		c.fns[i]()
 	}
+}
+
+// taskNeedsOwnSpec says whether task i has work for a sandbox of its own
+// spec: an attempt to run at a sample without an environment of its own.
+func (l *launcher) taskNeedsOwnSpec(i int) bool {
+	for _, a := range l.p.Attempts {
+		if a.Task == i && a.Action == plan.ActionRun && !a.Sample.OwnEnvironment() {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *launcher) taskHasWork(i int) bool {

@@ -14,8 +14,8 @@ import (
 
 // A Harbor dataset plans and runs with --dry (one sample per task, each in
 // a sandbox that runs an image, so never the local provider by default);
-// a real launch refuses it until the attempt path runs per-sample
-// environments and the Harbor verifier.
+// a real launch on a provider that cannot run per-sample environments (not
+// a sandbox.SampleEnvironments) refuses it, naming the task and the provider.
 func TestHarborDatasetDryAndRefusedLaunch(t *testing.T) {
 	dir := t.TempDir()
 	fixtures, _ := filepath.Abs("../../testdata/harbor")
@@ -43,7 +43,7 @@ tasks:
 		t.Errorf("PLAN %q", res.Report.Plan)
 	}
 	_, err = Launch(context.Background(), Options{EvalSet: es, Providers: elasticFactory{p}, Stderr: stderr})
-	if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "task fixtures: its samples carry environments of their own") {
+	if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "task fixtures: its samples carry environments of their own (a Harbor dataset: tasks_from), which the docker provider cannot run yet") {
 		t.Fatalf("launch: %v", err)
 	}
 }

@@ -165,9 +165,14 @@ type launcher struct {
 	taskProv  []string // provider name per plan task
 	exclusive []bool   // per plan task
 	specs     []*sandbox.Spec
-	budget    int
-	budgetSrc string
-	planLine  string
+	// sampleSpecs are the specs of samples with environments of their own
+	// (harbor.go), by sampleKey; Prepare fills their images.
+	sampleSpecs map[string]*sandbox.Spec
+	// sampleErrs: samples whose environment prepare could not make (harbor.go).
+	sampleErrs map[string]SampleEnvError
+	budget     int
+	budgetSrc  string
+	planLine   string
 
 	// Set by the prepare and dispatch stages before the goroutines that
 	// read them start; read-only afterwards. disp guards its own state.
@@ -262,7 +267,7 @@ func (l *launcher) launch(ctx context.Context) (*Result, error) {
 	if l.opts.Dry {
 		return &Result{Report: l.dryReport(), Forecast: &l.fc}, l.printDry()
 	}
-	if err := refuseOwnEnvironments(l.p); err != nil {
+	if err := l.refuseUnsupportedEnvironments(); err != nil {
 		return nil, err
 	}
 	res, err := l.execute(ctx)
@@ -417,6 +422,7 @@ func (l *launcher) chooseProviders(ctx context.Context) error {
 		l.exclusive[i] = sandbox.IsExclusive(name) && (t.Task.Exclusive == nil || *t.Task.Exclusive)
 		l.specs = append(l.specs, specFor(t.Task, l.runID))
 	}
+	l.sampleSpecs = sampleSpecs(l.p, l.runID)
 	caps := map[string]sandbox.Capacity{}
 	for i, name := range l.taskProv {
 		if _, ok := l.providers[name]; !ok {
@@ -435,6 +441,11 @@ func (l *launcher) chooseProviders(ctx context.Context) error {
 		for i, n := range l.taskProv {
 			if n == name {
 				specs = append(specs, *l.specs[i])
+			}
+		}
+		for _, k := range sortedSpecKeys(l.sampleSpecs) {
+			if i, _ := taskOfKey(k); l.taskProv[i] == name {
+				specs = append(specs, *l.sampleSpecs[k])
 			}
 		}
 		c, err := prov.Capacity(ctx, specs)
@@ -591,11 +602,25 @@ type imageResolver interface {
 // says it is missing.
 func (l *launcher) resolveImages(ctx context.Context) error {
 	ids := map[string]string{}
+	type named struct {
+		task int
+		ref  string
+	}
+	var refs []named
 	for i, t := range l.p.Tasks {
-		ref := t.Task.Sandbox.Image
-		if ref == "" || t.Task.Sandbox.Build != "" {
-			continue
+		if t.Task.Sandbox.Image != "" && t.Task.Sandbox.Build == "" {
+			refs = append(refs, named{i, t.Task.Sandbox.Image})
 		}
+	}
+	// A sample's own image (a Harbor task's docker_image) is resolved too.
+	for _, k := range sortedSpecKeys(l.sampleSpecs) {
+		if sp := l.sampleSpecs[k]; sp.Image != "" && sp.Build == "" {
+			i, _ := taskOfKey(k)
+			refs = append(refs, named{i, sp.Image})
+		}
+	}
+	for _, n := range refs {
+		i, t, ref := n.task, l.p.Tasks[n.task], n.ref
 		if _, done := ids[ref]; done {
 			continue
 		}

@@ -48,11 +48,16 @@ type workerInit struct {
 	// (build: directories built), the gateway URL per provider, and the
 	// providers' run-wide resources (networks) for the worker's providers
 	// to adopt instead of making their own.
-	Images     []string          `json:"images,omitempty"`
-	GatewayURL map[string]string `json:"gateway_url,omitempty"`
+	Images []string `json:"images,omitempty"`
+	// SampleImages are the images of samples with environments of their
+	// own (a Harbor dataset's), by sampleKey.
+	SampleImages map[string]string `json:"sample_images,omitempty"`
+	// SampleErrors: the samples whose own environment could not be prepared.
+	SampleErrors map[string]SampleEnvError  `json:"sample_errors,omitempty"`
+	GatewayURL   map[string]string          `json:"gateway_url,omitempty"`
+	Shared       map[string]json.RawMessage `json:"shared,omitempty"`
 	// JudgeURL is the gateway's loopback listener for the model judge.
-	JudgeURL string                     `json:"judge_url,omitempty"`
-	Shared   map[string]json.RawMessage `json:"shared,omitempty"`
+	JudgeURL string `json:"judge_url,omitempty"`
 	// Extras are --confirm's attempts, added to the rebuilt plan.
 	Extras []plan.Extra `json:"extras,omitempty"`
 	// Planned are the supervisor's attempts of the worker's tasks, with
@@ -285,6 +290,10 @@ func (l *launcher) startWorker(ctx context.Context, k int, tasks []int) (*worker
 		if mine[a.Task] {
 			init.Planned = append(init.Planned, plannedAttempt{Seq: a.Seq, Task: a.Task, Sample: a.Sample.ID, Number: a.Number, Fingerprint: a.Fingerprint, Parts: a.Parts})
 		}
+	}
+	init.SampleImages = sampleImages(l.sampleSpecs)
+	if len(l.sampleErrs) > 0 {
+		init.SampleErrors = l.sampleErrs
 	}
 	for name, prov := range l.providers {
 		if sh, ok := prov.(sharer); ok {
@@ -964,9 +973,43 @@ func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, provide
 	for _, t := range p.Tasks {
 		x.specs = append(x.specs, specFor(t.Task, ini.RunID))
 	}
+	x.sampleSpecs, x.sampleErrs = sampleSpecs(p, ini.RunID), map[string]SampleEnvError{}
+	mine := map[int]bool{}
+	for _, ti := range ini.Tasks {
+		mine[ti] = true
+	}
+	// A task's own spec is prepared when one of its samples runs in it (a
+	// Harbor dataset's never do: each has a spec of its own).
+	ownSpec := map[int]bool{}
+	for _, a := range p.Attempts {
+		if !a.Sample.OwnEnvironment() {
+			ownSpec[a.Task] = true
+		}
+	}
 	byProv := map[string][]*sandbox.Spec{}
 	for _, ti := range ini.Tasks {
-		byProv[ini.TaskProv[ti]] = append(byProv[ini.TaskProv[ti]], x.specs[ti])
+		name := ini.TaskProv[ti]
+		if _, ok := byProv[name]; !ok {
+			byProv[name] = nil // every task's provider is made, specs or not
+		}
+		if ownSpec[ti] {
+			byProv[name] = append(byProv[name], x.specs[ti])
+		}
+	}
+	for _, k := range sortedSpecKeys(x.sampleSpecs) {
+		ti, _ := taskOfKey(k)
+		if !mine[ti] {
+			delete(x.sampleSpecs, k) // another worker's
+			continue
+		}
+		if e, ok := ini.SampleErrors[k]; ok {
+			x.sampleErrs[k] = e // not prepared again: its attempts end with why
+			continue
+		}
+		if img := ini.SampleImages[k]; img != "" {
+			x.sampleSpecs[k].Image = img
+		}
+		byProv[ini.TaskProv[ti]] = append(byProv[ini.TaskProv[ti]], x.sampleSpecs[k])
 	}
 	for name, specs := range byProv {
 		prov, err := providers.Provider(ctx, name, RunInfo{RunID: ini.RunID, LockPath: ini.LockPath, Stderr: stderr, Settings: es.Fleet.ProviderSettings(), Liveness: runlock.Liveness{}})

@@ -27,14 +27,23 @@ type Spec struct {
 	// BuildNetwork is the network of Build's RUN steps: "" or "none" (no
 	// network), "default" (Docker's default: the outside world).
 	BuildNetwork string
+	// BuildTimeout bounds Build's image build (0 = none beyond the run's).
+	BuildTimeout time.Duration
 	// Disk bounds what the sandbox can write, in bytes (0 = provider default).
-	Disk    int64
-	CPUs    float64
-	Memory  int64 // bytes; 0 = provider default
-	PIDs    int64
-	Network string // "gateway" | "bridge" | "isolated"
-	CapAdd  []string
-	Workdir string
+	Disk int64
+	// WritableRoot asks for a root filesystem the sandbox's commands (and
+	// CopyIn) may write anywhere in, as Harbor's tasks do (/etc, /usr,
+	// /tests, /logs). Where the provider bounds disk with a read-only root
+	// (docker without storage quotas, docs/docker.md#disk) the root is then
+	// writable and what is written outside the provider's bounded paths is
+	// not bounded by Disk; elsewhere it changes nothing.
+	WritableRoot bool
+	CPUs         float64
+	Memory       int64 // bytes; 0 = provider default
+	PIDs         int64
+	Network      string // "gateway" | "bridge" | "isolated"
+	CapAdd       []string
+	Workdir      string
 	// Env is set for every command run in the sandbox.
 	Env    map[string]string
 	Labels map[string]string
@@ -105,6 +114,22 @@ type Sandbox interface {
 	Grader(ctx context.Context, files []File) (grader Sandbox, scorerDir string, err error)
 	// Close removes the sandbox and everything it holds. It must work with a cancelled parent ctx.
 	Close(ctx context.Context) error
+}
+
+// Resumer is a sandbox that can run commands again after Settle with its
+// files kept, everything the agent started ended first: Harbor's shared
+// verifier runs in the agent's own sandbox this way (docs/harbor.md).
+type Resumer interface {
+	// Resume ends every process left in a settled sandbox and lets commands
+	// run in it again; it fails when that cannot be done with the files kept.
+	Resume(ctx context.Context) error
+}
+
+// SampleEnvironments is a provider that runs samples with environments of
+// their own (a Harbor dataset's): a spec per sample (its image or build,
+// resources, network, WritableRoot), and sandboxes that are Resumers.
+type SampleEnvironments interface {
+	RunsSampleEnvironments() bool
 }
 
 // Capacity is a provider's default sandbox budget (C3).

@@ -131,14 +131,14 @@ func (p *Provider) create(ctx context.Context, spec sandbox.Spec, seed bool) (sa
 	if disk <= 0 {
 		disk = DefaultDisk
 	}
-	resp, roots, err := p.createWithDisk(ctx, cfg, hc, nc, name, disk, workdir, labels)
+	resp, roots, err := p.createWithDisk(ctx, cfg, hc, nc, name, disk, workdir, labels, spec.WritableRoot)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return fail(fmt.Errorf("create sandbox for task %s: %w", spec.Task, p.checkImage(ctx, spec.Image)))
 		}
 		return fail(sandbox.InfraError(fmt.Errorf("create sandbox for task %s: %w", spec.Task, err)))
 	}
-	sb := &Sandbox{p: p, id: resp.ID, name: name, workdir: workdir, net: ownNet, memory: mem, spec: spec, disk: disk, roots: roots}
+	sb := &Sandbox{p: p, id: resp.ID, name: name, workdir: workdir, net: ownNet, memory: mem, spec: spec, disk: disk, roots: roots, writableRoot: spec.WritableRoot && roots != nil}
 	if err := p.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 		_ = sb.Close(ctx)
 		return nil, sandbox.InfraError(fmt.Errorf("start sandbox %s: %w", name, err))
@@ -183,6 +183,10 @@ type Sandbox struct {
 	// roots are the writable mounts of a read-only-root sandbox (disk.go);
 	// nil when the whole filesystem is writable.
 	roots []string
+	// writableRoot: roots are the bounded paths of a tmpfs-mode sandbox
+	// whose root is writable too (sandbox.Spec.WritableRoot): the archive
+	// API writes elsewhere at "/".
+	writableRoot bool
 
 	mu       sync.Mutex
 	state    runState // running, frozen (settled) or stopped

@@ -44,14 +44,19 @@ const (
 var tmpfsPaths = []string{"/tmp", "/var/tmp", "/run"}
 
 // applyDisk sets hc up for a disk quota in the given mode and returns the
-// paths the archive API may write to (nil: anywhere).
-func applyDisk(mode int32, hc *container.HostConfig, disk int64, workdir string, labels map[string]string) []string {
+// paths the archive API may write to (nil: anywhere). writableRoot
+// (sandbox.Spec.WritableRoot) keeps the tmpfs layout's bounded paths (the
+// workdir, /tmp, /var/tmp, /run; not BinDir) but leaves the root
+// writable: what is written elsewhere lands in the
+// container's writable layer, on the daemon's disk, bounded by nothing but
+// that disk (docs/harbor.md); the archive API then writes anywhere too.
+func applyDisk(mode int32, hc *container.HostConfig, disk int64, workdir string, labels map[string]string, writableRoot bool) []string {
 	size := strconv.FormatInt(disk, 10)
 	if mode == diskStorageOpt {
 		hc.StorageOpt = map[string]string{"size": size}
 		return nil
 	}
-	hc.ReadonlyRootfs = true
+	hc.ReadonlyRootfs = !writableRoot
 	hc.Tmpfs = map[string]string{}
 	for _, p := range tmpfsPaths {
 		if p != workdir {
@@ -68,11 +73,35 @@ func applyDisk(mode int32, hc *container.HostConfig, disk int64, workdir string,
 	}
 	hc.Mounts = append(hc.Mounts, vol(workdir))
 	roots := []string{workdir}
-	if workdir != BinDir && !strings.HasPrefix(workdir, BinDir+"/") && !strings.HasPrefix(BinDir, workdir+"/") {
+	// A writable root holds BinDir itself: what Steward copies there (its
+	// own binary, about 90 MB) does not eat a small task's disk.
+	if !writableRoot && workdir != BinDir && !strings.HasPrefix(workdir, BinDir+"/") && !strings.HasPrefix(BinDir, workdir+"/") {
 		hc.Mounts = append(hc.Mounts, vol(BinDir))
 		roots = append(roots, BinDir)
 	}
 	return roots
+}
+
+// warnUnboundedRoots says, once per Prepare, that writable-root sandboxes
+// (sandbox.Spec.WritableRoot) on a daemon without storage quotas write
+// outside their bounded paths unbounded by disk.
+func (p *Provider) warnUnboundedRoots(ctx context.Context, specs []*sandbox.Spec) {
+	n := 0
+	for _, s := range specs {
+		if s.WritableRoot {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	mode := atomic.LoadInt32(&p.diskMode)
+	if mode == diskUnknown {
+		mode = p.guessDiskMode(ctx)
+	}
+	if mode == diskTmpfs {
+		fmt.Fprintf(p.log, "docker: warning: this daemon has no storage quotas: %d sandbox spec(s) with a writable root (Harbor samples) write outside their workdir, /tmp, /var/tmp and /run to the daemon's disk, unbounded by disk (docs/harbor.md#the-sandbox)\n", n)
+	}
 }
 
 // guessDiskMode reads the storage driver: drivers that never take the
@@ -104,7 +133,7 @@ func storageOptUnsupported(err error) bool {
 
 // createWithDisk creates the container, with the storage option where the
 // engine takes it and the tmpfs layout elsewhere (learned once per provider).
-func (p *Provider) createWithDisk(ctx context.Context, cfg *container.Config, hc *container.HostConfig, nc *network.NetworkingConfig, name string, disk int64, workdir string, labels map[string]string) (container.CreateResponse, []string, error) {
+func (p *Provider) createWithDisk(ctx context.Context, cfg *container.Config, hc *container.HostConfig, nc *network.NetworkingConfig, name string, disk int64, workdir string, labels map[string]string, writableRoot bool) (container.CreateResponse, []string, error) {
 	mode := atomic.LoadInt32(&p.diskMode)
 	if mode == diskNone {
 		resp, err := p.cli.ContainerCreate(ctx, cfg, hc, nc, nil, name)
@@ -116,7 +145,7 @@ func (p *Provider) createWithDisk(ctx context.Context, cfg *container.Config, hc
 	}
 	if mode == diskUnknown || mode == diskStorageOpt {
 		h := *hc
-		applyDisk(diskStorageOpt, &h, disk, workdir, labels)
+		applyDisk(diskStorageOpt, &h, disk, workdir, labels, writableRoot)
 		resp, err := p.cli.ContainerCreate(ctx, cfg, &h, nc, nil, name)
 		if err == nil {
 			atomic.StoreInt32(&p.diskMode, diskStorageOpt)
@@ -128,7 +157,7 @@ func (p *Provider) createWithDisk(ctx context.Context, cfg *container.Config, hc
 		atomic.StoreInt32(&p.diskMode, diskTmpfs)
 	}
 	h := *hc
-	roots := applyDisk(diskTmpfs, &h, disk, workdir, labels)
+	roots := applyDisk(diskTmpfs, &h, disk, workdir, labels, writableRoot)
 	resp, err := p.cli.ContainerCreate(ctx, cfg, &h, nc, nil, name)
 	return resp, roots, err
 }
@@ -173,6 +202,16 @@ func (s *Sandbox) rootFor(full string) (string, error) {
 		if full == r || strings.HasPrefix(full, r+"/") {
 			return r, nil
 		}
+	}
+	if s.writableRoot {
+		for _, t := range tmpfsPaths {
+			if full == t || strings.HasPrefix(full, t+"/") {
+				// A tmpfs mount lives in the container's mount namespace,
+				// where the archive API does not write.
+				return "", fmt.Errorf("%s is on a tmpfs mount the archive API cannot reach (%s)", full, t)
+			}
+		}
+		return "/", nil
 	}
 	return "", fmt.Errorf("%s is on the sandbox's read-only root filesystem (writable: %s)", full, strings.Join(s.roots, ", "))
 }

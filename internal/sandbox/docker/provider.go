@@ -263,7 +263,15 @@ func networkMode(s string) string {
 	return s
 }
 
+// RunsSampleEnvironments implements sandbox.SampleEnvironments: a spec per
+// sample (image or build, limits, network, a writable root), and sandboxes
+// that resume for Harbor's shared verifier.
+func (p *Provider) RunsSampleEnvironments() bool { return true }
+
+var _ sandbox.SampleEnvironments = (*Provider)(nil)
+
 // Prepare checks or builds the specs' images and creates the run's networks.
+// Specs with the same build directory content are built once (by hash).
 func (p *Provider) Prepare(ctx context.Context, specs []*sandbox.Spec) error {
 	var wantBridge bool
 	for _, s := range specs {
@@ -275,8 +283,17 @@ func (p *Provider) Prepare(ctx context.Context, specs []*sandbox.Spec) error {
 			return fmt.Errorf("prepare task %s: unknown network %q (want gateway, bridge or isolated)", s.Task, s.Network)
 		}
 		if s.Build != "" {
-			ref, err := p.buildImage(ctx, s.Build, s.Task, s.BuildNetwork)
+			bctx, cancel := ctx, context.CancelFunc(func() {})
+			if s.BuildTimeout > 0 {
+				bctx, cancel = context.WithTimeout(ctx, s.BuildTimeout)
+			}
+			ref, err := p.buildImage(bctx, s.Build, s.Task, s.BuildNetwork)
+			timedOut := bctx.Err() != nil && ctx.Err() == nil
+			cancel()
 			if err != nil {
+				if timedOut {
+					return fmt.Errorf("prepare task %s: build image from %s: not built within its build timeout %s: %w", s.Task, s.Build, s.BuildTimeout, err)
+				}
 				return fmt.Errorf("prepare task %s: %w", s.Task, err)
 			}
 			s.Image = ref
@@ -286,6 +303,7 @@ func (p *Provider) Prepare(ctx context.Context, specs []*sandbox.Spec) error {
 			return fmt.Errorf("prepare task %s: %w", s.Task, err)
 		}
 	}
+	p.warnUnboundedRoots(ctx, specs)
 	if _, err := p.ensureNet(ctx, false); err != nil {
 		return err
 	}

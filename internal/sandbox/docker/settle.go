@@ -93,6 +93,26 @@ func (s *Sandbox) quiesce(ctx context.Context) error {
 	return s.stop(ctx)
 }
 
+// Resume implements sandbox.Resumer: every process left in the settled
+// sandbox ends (quiesce) and commands run in it again, its files kept (the
+// agent's writable layer and its tmpfs workdir). When something survived
+// the kill the container had to be stopped, which empties its tmpfs paths:
+// that is refused rather than run a verifier on what is left.
+func (s *Sandbox) Resume(ctx context.Context) error {
+	if err := s.quiesce(ctx); err != nil {
+		return fmt.Errorf("resume sandbox: %w", err)
+	}
+	s.mu.Lock()
+	state := s.state
+	s.mu.Unlock()
+	if state == stopped {
+		return fmt.Errorf("resume sandbox %s: a process the agent left survived the kill, so the sandbox was stopped and what it held in its tmpfs paths is gone: nothing to verify in it", s.name)
+	}
+	return nil
+}
+
+var _ sandbox.Resumer = (*Sandbox)(nil)
+
 // killInside kills every process but init and the idle shell from inside,
 // and checks the daemon's process list until none is left (a few rounds).
 func (s *Sandbox) killInside(ctx context.Context) error {

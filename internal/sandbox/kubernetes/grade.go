@@ -37,6 +37,20 @@ func (s *Sandbox) Settle(ctx context.Context) error {
 	return nil
 }
 
+// Resume implements sandbox.Resumer (Harbor's shared verifier): Settle
+// already leaves the pod able to run commands with its files kept, so
+// resuming ends (again) whatever is left and checks that nothing is.
+func (s *Sandbox) Resume(ctx context.Context) error { return s.Settle(ctx) }
+
+var _ sandbox.Resumer = (*Sandbox)(nil)
+
+// RunsSampleEnvironments implements sandbox.SampleEnvironments: a pod per
+// sample's spec (its image: the cluster's, never built here), a writable
+// root when the spec asks, and pods that resume for the shared verifier.
+func (p *Provider) RunsSampleEnvironments() bool { return true }
+
+var _ sandbox.SampleEnvironments = (*Provider)(nil)
+
 // confineScript removes, in the grader's copy of the workdir, every symlink
 // that leads out of it (to the scorer's files, /proc, the image's files), and
 // anything that is not a regular file, directory or link (FIFOs hang scorers).

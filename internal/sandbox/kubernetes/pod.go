@@ -126,7 +126,9 @@ func (p *Provider) podFor(spec sandbox.Spec) (*corev1.Pod, error) {
 		caps = append(caps, corev1.Capability(strings.TrimPrefix(strings.ToUpper(c), "CAP_")))
 	}
 	no, yes := false, true
-	readOnly := !p.opts.WritableRoot
+	// A spec may ask for a writable root of its own (a Harbor sample's:
+	// sandbox.Spec.WritableRoot), as the provider's writable_root does for all.
+	readOnly := !p.opts.WritableRoot && !spec.WritableRoot
 	grace := int64(0)
 	pod := &corev1.Pod{
 		ObjectMeta: p.meta(podName(p.opts.RunID, spec.Task, randomID(3)), spec.Task, "sandbox", spec.Labels),

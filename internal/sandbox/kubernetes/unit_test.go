@@ -179,3 +179,22 @@ func TestPerRunCapacitySource(t *testing.T) {
 		t.Fatalf("%+v %v", c, err)
 	}
 }
+
+// A spec's own writable root (a Harbor sample's) turns the read-only root
+// off for its pod alone; the rest of the hardening stays.
+func TestPodWritableRootPerSpec(t *testing.T) {
+	p := &Provider{opts: Options{RunID: "r"}, ns: "ns"}
+	for _, writable := range []bool{false, true} {
+		pod, err := p.podFor(sandbox.Spec{RunID: "r", Task: "t", Image: "img", WritableRoot: writable})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := pod.Spec.Containers[0].SecurityContext
+		if *sc.ReadOnlyRootFilesystem == writable {
+			t.Errorf("spec writable root %v: read-only root %v", writable, *sc.ReadOnlyRootFilesystem)
+		}
+		if *sc.AllowPrivilegeEscalation || *sc.Privileged || sc.Capabilities.Drop[0] != "ALL" {
+			t.Errorf("spec writable root %v: security context %+v", writable, sc)
+		}
+	}
+}
