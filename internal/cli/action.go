@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/ghaction"
+	"github.com/steward-evals/steward/internal/merge"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/secret"
@@ -33,7 +34,11 @@ func newAction(env Env) *cobra.Command {
 					if out == "" {
 						out = ".steward"
 					}
-					rep, err := merge(ctx, out, o.Records, mergeOptions{title: o.Title, shards: o.Shards, evalSet: o.EvalSet, getenv: env.Getenv, warn: o.Log, warnf: o.Warn})
+					warn := o.Warn // ::warning:: once workflow commands are back on
+					if warn == nil {
+						warn = mergeWarnings(o.Log)
+					}
+					rep, err := runMerge(ctx, out, o.Records, merge.Options{Title: o.Title, Shards: o.Shards, EvalSet: o.EvalSet, Getenv: env.Getenv, Warn: warn})
 					if err != nil {
 						return nil, ExitBadInput, err
 					}
