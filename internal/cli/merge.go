@@ -50,7 +50,7 @@ reported by task and sample.`,
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "record directory to merge into")
-	cmd.Flags().StringVar(&format, "format", "terminal", "terminal, markdown, json or junit")
+	cmd.Flags().StringVar(&format, "format", "terminal", report.FormatNames(false, true))
 	cmd.Flags().StringVar(&title, "title", "", "report title")
 	cmd.Flags().IntVar(&shards, "shards", 0, "how many shards to expect (default: the n of the records' i/n)")
 	cmd.Flags().StringVar(&evalSet, "eval-set", "", "the eval set the shards ran, to name what a missing shard held")

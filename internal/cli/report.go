@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/steward-evals/steward/internal/report"
@@ -13,7 +14,7 @@ func newReport(env Env) *cobra.Command {
 	var recFlag, runID, format, title, logDir, inspectFormat string
 	cmd := &cobra.Command{
 		Use:   "report [EVALSET]",
-		Short: "Render a run's report from the record (terminal, markdown, json, junit, html, inspect)",
+		Short: "Render a run's report from the record (" + strings.ReplaceAll(report.FormatNames(false, false), " or ", ", ") + ")",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -49,21 +50,23 @@ func newReport(env Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if format == "inspect" && inspectFormat != report.InspectEval && inspectFormat != report.InspectJSON {
+			f, _ := report.LookupFormat(format)    // an unknown one is refused by render, below
+			dir := f.Name != "" && f.Render == nil // inspect: a directory of files
+			if dir && inspectFormat != report.InspectEval && inspectFormat != report.InspectJSON {
 				return exitWith(ExitBadInput, fmt.Errorf("--inspect-format %q: want eval or json", inspectFormat))
 			}
-			if format == "html" || format == "json" || format == "inspect" { // the formats that carry transcripts and artifacts
+			if f.Transcripts { // the formats that carry transcripts and artifacts
 				if err := report.LoadTranscripts(ctx, db, rep); err != nil {
 					return err
 				}
 			}
-			if format == "html" { // the trend of the eval set's runs up to this one
+			if f.Trends { // the trend of the eval set's runs up to this one
 				if rep.Trends, err = runTrends(ctx, db, runID); err != nil {
 					return err
 				}
 			}
 			judgeReport(ctx, db, runID, rep)
-			if format == "inspect" { // one file per task: writeInspectLogs
+			if dir { // one file per task: writeInspectLogs
 				return writeInspectLogs(env, rep, args, logDir, inspectFormat)
 			}
 			return render(env.Stdout, rep, format, env)
@@ -71,30 +74,19 @@ func newReport(env Env) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&recFlag, "record", "", "record directory")
 	cmd.Flags().StringVar(&runID, "run", "", "run id (default the newest)")
-	cmd.Flags().StringVar(&format, "format", "terminal", "terminal, markdown, json, junit, html (one self-contained page with transcripts) or inspect (one Inspect log per task in --log-dir)")
+	cmd.Flags().StringVar(&format, "format", "terminal", report.FormatNames(true, false))
 	cmd.Flags().StringVar(&logDir, "log-dir", "logs", "with --format inspect: the directory the logs are written to (inspect view --log-dir DIR opens it)")
 	cmd.Flags().StringVar(&inspectFormat, "inspect-format", report.InspectEval, "with --format inspect: eval (Inspect's ZIP encoding) or json")
 	cmd.Flags().StringVar(&title, "title", "", "report title")
 	return cmd
 }
 
+// render writes rep to w in the format named (report.Formats).
 func render(w io.Writer, rep *report.Report, format string, env Env) error {
-	switch format {
-	case "terminal":
-		return report.Terminal(w, rep, report.TerminalOptions{})
-	case "markdown", "md":
-		return report.Markdown(w, rep, report.MarkdownOptions{})
-	case "json":
-		return report.JSON(w, rep)
-	case "junit":
-		return report.JUnit(w, rep)
-	case "comment":
-		_, err := io.WriteString(w, report.Comment(rep, report.CommentOptions{}))
-		return err
-	case "html":
-		return report.HTML(w, rep, report.HTMLOptions{})
+	if f, ok := report.LookupFormat(format); ok && f.Render != nil {
+		return f.Render(w, rep)
 	}
-	return exitWith(ExitBadInput, fmt.Errorf("--format %q: want terminal, markdown, json, junit, comment, html or inspect", format))
+	return exitWith(ExitBadInput, fmt.Errorf("--format %q: want %s", format, report.FormatNames(false, false)))
 }
 
 // writeInspectLogs writes rep as one Inspect log per task into dir and
