@@ -752,7 +752,7 @@ func TestActionCancelled(t *testing.T) {
 // partial report before the kill; the record keeps what finished.
 //
 // It runs `steward launch --grace 4s` in the image (the action mode's grace,
-// internal/cli/more.go): under heavy load the abort, sweep and report after a
+// internal/cli/action.go): under heavy load the abort, sweep and report after a
 // 7 s grace overran the runner's kill at 10 s (exits measured 10.7 s and
 // 10.9 s after the SIGINT at load 45), while a 4 s grace exits 5.6–6.7 s
 // after it. The action mode itself, run as the runner runs it, is

@@ -44,6 +44,8 @@ var forbidden = []struct{ from, to, why string }{
 	{"internal/gateway", "internal/record", "the gateway knows attempts only as tokens"},
 	{"internal/report", "internal/run", "reports are built from the record, never from live objects"},
 	{"internal/report", "internal/sandbox/...", "reports are built from the record"},
+	{"internal/merge", "internal/run", "a merge reads and writes records; it runs nothing"},
+	{"internal/merge", "internal/sandbox/...", "a merge reads and writes records; it runs nothing"},
 	{"internal/...", "internal/cli", "only cmd/ wires the CLI"},
 	{"internal/...", "internal/archtest", "test-only"},
 }

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,7 +14,6 @@ import (
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/run"
-	stewardversion "github.com/steward-evals/steward/internal/version"
 )
 
 // Exit codes (documented in docs/guide.md, "Exit codes").
@@ -41,9 +38,6 @@ type Env struct {
 	// Exe is this binary's path.
 	Exe string
 }
-
-// version is the stamped version and commit (internal/version).
-func version() string { return stewardversion.String() }
 
 type exitError struct {
 	code int
@@ -146,37 +140,6 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 	c.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
 }
 
-func newVersion(env Env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			fmt.Fprintln(env.Stdout, "steward", version())
-			return nil
-		},
-	}
-}
-
-// recordFlag resolves the record directory: --record, else the eval set's
-// fleet setting, else .steward beside ./steward.yaml.
-func resolveRecord(flag, evalsetPath string, env Env) (string, error) {
-	if flag != "" {
-		return filepath.Abs(flag)
-	}
-	if evalsetPath == "" {
-		evalsetPath = "steward.yaml"
-	}
-	if _, err := os.Stat(evalsetPath); err == nil {
-		f, err := evalset.LoadFleet(filepath.Join(filepath.Dir(evalsetPath), "_steward.yaml"), env.Getenv, evalset.FleetOverrides{})
-		if err == nil && f.Record != "" {
-			return f.Record, nil
-		}
-		return filepath.Abs(filepath.Join(filepath.Dir(evalsetPath), ".steward"))
-	}
-	return filepath.Abs(".steward")
-}
-
 // exitFor maps a finished run's counts to an exit code.
 func exitFor(r *report.Report, cancelled bool) int {
 	switch {
@@ -196,4 +159,16 @@ func isBadInput(err error) bool {
 	var verrs *evalset.Errors
 	var ee *exitError
 	return errors.As(err, &verrs) || errors.Is(err, run.ErrBadInput) || (errors.As(err, &ee) && ee.code == ExitBadInput)
+}
+
+// Supervises says whether args start a command that runs sandboxes
+// (launch, action): main makes it the reaper of orphaned agent processes.
+func Supervises(args []string) bool {
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		return a == "launch" || a == "action"
+	}
+	return false
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -106,7 +105,7 @@ ramp, and print the results table in discovery order.`,
 	fl.Var(rawFlag{&f.rawTasks, "int"}, "max-tasks", "tasks running at once (default all)")
 	fl.StringVar(&f.samplesRamp, "samples-ramp", "", `sample ramp range "40,300", or "false"`)
 	fl.Var(rawFlag{&f.rawTendInterval, "duration"}, "tend-interval", "ramp control window")
-	fl.StringVar(&f.reportDir, "report-dir", "", "also write report.md, report.json, junit.xml and report.html here")
+	fl.StringVar(&f.reportDir, "report-dir", "", "also write "+report.FormatFiles()+" here")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the JSON report on stdout instead of the table")
 	fl.StringVar(&f.events, "events", "", "write the launch's events (attempts, tend decisions, live state, end) here as JSON Lines as they happen; a file or a FIFO with a reader")
 	fl.BoolVar(&f.writeDaemonJSON, "write-daemon-json", false, "accept the address-pool fix (write daemon.json, with a backup) without asking")
@@ -274,7 +273,7 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 		return nil, false, err
 	}
 	if f.reportDir != "" {
-		if err := writeReportFiles(f.reportDir, rep); err != nil {
+		if err := report.WriteFiles(f.reportDir, rep); err != nil {
 			return nil, false, err
 		}
 	}
@@ -307,32 +306,6 @@ func openEvents(path string) (*os.File, error) {
 		return nil, fmt.Errorf("--events: %w", err)
 	}
 	return w, nil
-}
-
-// writeReportFiles writes report.md, report.json, junit.xml and report.html.
-func writeReportFiles(dir string, rep *report.Report) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("write reports: %w", err)
-	}
-	for name, render := range map[string]func(io.Writer) error{
-		"report.md":   func(w io.Writer) error { return report.Markdown(w, rep, report.MarkdownOptions{}) },
-		"report.json": func(w io.Writer) error { return report.JSON(w, rep) },
-		"junit.xml":   func(w io.Writer) error { return report.JUnit(w, rep) },
-		"report.html": func(w io.Writer) error { return report.HTML(w, rep, report.HTMLOptions{}) },
-	} {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return fmt.Errorf("write reports: %w", err)
-		}
-		if err := render(f); err != nil {
-			f.Close()
-			return fmt.Errorf("write %s: %w", name, err)
-		}
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("write %s: %w", name, err)
-		}
-	}
-	return nil
 }
 
 // confirmer asks on a terminal; declining is the default, and without a

@@ -834,20 +834,23 @@ func (a *action) report(ctx context.Context, rep *report.Report) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create report dir: %w", err)
 	}
-	jsonPath := filepath.Join(dir, "report.json")
-	junitPath := filepath.Join(dir, "junit.xml")
 	summaryPath := filepath.Join(dir, "summary.md")
 	commentPath := filepath.Join(dir, "comment.md")
-	if err := writeFile(jsonPath, func(w io.Writer) error { return report.JSON(w, rep) }); err != nil {
-		return err
+	// Every format with a file (report.Formats), but markdown: the action
+	// writes it as summary.md, with the run's notes, below.
+	for _, f := range report.Formats {
+		if f.File == "" || f.Render == nil || f.Name == "markdown" {
+			continue
+		}
+		if err := writeFile(filepath.Join(dir, f.File), func(w io.Writer) error { return f.Render(w, rep) }); err != nil {
+			return err
+		}
 	}
-	if err := writeFile(junitPath, func(w io.Writer) error { return report.JUnit(w, rep) }); err != nil {
-		return err
+	fileOf := func(format string) string {
+		f, _ := report.LookupFormat(format)
+		return filepath.Join(dir, f.File)
 	}
-	htmlPath := filepath.Join(dir, "report.html")
-	if err := writeFile(htmlPath, func(w io.Writer) error { return report.HTML(w, rep, report.HTMLOptions{}) }); err != nil {
-		return err
-	}
+	jsonPath, junitPath, htmlPath := fileOf("json"), fileOf("junit"), fileOf("html")
 	inspectDir := a.writeInspect(dir, rep)
 
 	gh.Group("Steward: results")

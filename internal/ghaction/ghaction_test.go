@@ -1017,3 +1017,27 @@ func TestDecideSpendsOnlyOnUncertainSamples(t *testing.T) {
 		}
 	}
 }
+
+// The action writes into report-dir every format of the table that has a
+// file (markdown as summary.md, with its notes): a format added to
+// report.Formats lands there with no change here.
+func TestReportDirFollowsTheFormatTable(t *testing.T) {
+	saved := report.Formats
+	t.Cleanup(func() { report.Formats = saved })
+	report.Formats = append(append([]report.Format(nil), saved...), report.Format{Name: "probe", File: "probe.txt",
+		Render: func(w io.Writer, rep *report.Report) error {
+			_, err := fmt.Fprintf(w, "probe: %d attempts\n", rep.Counts.Total)
+			return err
+		}})
+	e := newActionEnv(t, "http://127.0.0.1:9", writeTok)
+	e.vars["GITHUB_EVENT_NAME"] = "push"
+	stub := &stubLaunch{rep: func() *report.Report { return fixedReport(1) }}
+	ghaction.Run(context.Background(), e.env(), stub.launch)
+	dir := filepath.Join(e.workspace, ".steward/report")
+	if b, err := os.ReadFile(filepath.Join(dir, "probe.txt")); err != nil || string(b) != "probe: 4 attempts\n" {
+		t.Errorf("probe.txt %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "report.md")); err == nil {
+		t.Error("the action wrote report.md beside summary.md")
+	}
+}

@@ -10,6 +10,7 @@
 package ramp
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -153,11 +154,16 @@ const (
 )
 
 // TaskDecision is one task's part of a Decision.
+//
+// In JSON (`steward tend --json`, the events' live state) the ramp's value
+// is the task's "cap": "setpoint" is the live share of the budget the task
+// may run at (sched.Split), which the cap bounds. A decision written with
+// the old key ("setpoint") still reads.
 type TaskDecision struct {
 	Name     string      `json:"name"`
 	Action   Action      `json:"action"`
 	From     int         `json:"from"`
-	Setpoint int         `json:"setpoint"`
+	Setpoint int         `json:"cap"` // the ramp's value: the task's cap
 	Reason   string      `json:"reason"`
 	Signals  TaskSignals `json:"signals"`
 }
@@ -165,8 +171,9 @@ type TaskDecision struct {
 // Decision is the outcome of one tend (R6): what to apply, and why.
 type Decision struct {
 	At time.Time `json:"at"`
-	// Setpoints, one per task in the order given to New.
-	Setpoints []int `json:"setpoints"`
+	// Setpoints, one per task in the order given to New: the ramp's values,
+	// the tasks' caps ("caps" in JSON; the old key "setpoints" still reads).
+	Setpoints []int `json:"caps"`
 	// Ceiling is the connection ceiling the gateway should take
 	// (gateway SetCeiling); 0 means leave the gateway alone (no ramp active,
 	// or max_connections fixes connections).
@@ -186,6 +193,50 @@ type Decision struct {
 	Signals Signals        `json:"signals"`
 	Reason  string         `json:"reason"`
 	Tasks   []TaskDecision `json:"tasks"`
+}
+
+// UnmarshalJSON reads a task decision, with the key "setpoint" that
+// Steward wrote before "cap" (a live state written by an older launch).
+func (t *TaskDecision) UnmarshalJSON(b []byte) error {
+	type plain TaskDecision
+	var v struct {
+		plain
+		Cap      *int `json:"cap"`
+		Setpoint *int `json:"setpoint"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*t = TaskDecision(v.plain)
+	switch {
+	case v.Cap != nil:
+		t.Setpoint = *v.Cap
+	case v.Setpoint != nil:
+		t.Setpoint = *v.Setpoint
+	}
+	return nil
+}
+
+// UnmarshalJSON reads a decision, with the key "setpoints" that Steward
+// wrote before "caps".
+func (d *Decision) UnmarshalJSON(b []byte) error {
+	type plain Decision
+	var v struct {
+		plain
+		Caps      *[]int `json:"caps"`
+		Setpoints *[]int `json:"setpoints"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*d = Decision(v.plain)
+	switch {
+	case v.Caps != nil:
+		d.Setpoints = *v.Caps
+	case v.Setpoints != nil:
+		d.Setpoints = *v.Setpoints
+	}
+	return nil
 }
 
 // Total is the sum of the decision's setpoints.

@@ -1,6 +1,7 @@
 package ramp
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -607,4 +608,31 @@ func TestConcurrentControl(t *testing.T) {
 		_, _ = c.Last()
 	}
 	<-done
+}
+
+// In JSON the ramp's value is a task's cap ("caps", "tasks[].cap"), never
+// "setpoint", the word for the live share `steward tend` shows beside it; a
+// decision an older launch wrote with "setpoints" and "setpoint" still reads.
+func TestDecisionJSONNamesTheCaps(t *testing.T) {
+	d := Decision{Setpoints: []int{24, 4}, Ceiling: 28, Tasks: []TaskDecision{{Name: "a", Action: ActionUp, From: 4, Setpoint: 24}, {Name: "b", Action: ActionFixed, From: 4, Setpoint: 4}}}
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(b); strings.Contains(s, "setpoint") || !strings.Contains(s, `"caps":[24,4]`) || !strings.Contains(s, `"cap":24`) {
+		t.Fatalf("decision JSON %s: want caps and cap, no setpoint", s)
+	}
+	var back Decision
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back.Setpoints, d.Setpoints) || back.Tasks[0].Setpoint != 24 || back.Tasks[1].Setpoint != 4 || back.Ceiling != 28 || back.Tasks[0].Action != ActionUp {
+		t.Fatalf("round trip %+v, %v; want %+v", back, err, d)
+	}
+	old := `{"setpoints":[30,2],"ceiling":9,"tasks":[{"name":"a","action":"up","from":10,"setpoint":30},{"name":"b","action":"fixed","setpoint":2}]}`
+	var o Decision
+	if err := json.Unmarshal([]byte(old), &o); err != nil || !reflect.DeepEqual(o.Setpoints, []int{30, 2}) || o.Ceiling != 9 || len(o.Tasks) != 2 || o.Tasks[0].Setpoint != 30 || o.Tasks[0].From != 10 || o.Tasks[1].Setpoint != 2 {
+		t.Fatalf("old decision read as %+v, %v", o, err)
+	}
+	both := `{"caps":[5],"setpoints":[7],"tasks":[{"cap":5,"setpoint":7}]}`
+	if err := json.Unmarshal([]byte(both), &o); err != nil || o.Setpoints[0] != 5 || o.Tasks[0].Setpoint != 5 {
+		t.Fatalf("with both keys %+v, %v: want the new key's 5", o, err)
+	}
 }
