@@ -593,16 +593,23 @@ func (g *Gateway) charge(a *attempt, in, out int64, failed bool) {
 // holds and its transcript; an id without a token yet gets them when
 // one is issued.
 func (g *Gateway) SetPrices(attemptID string, p Prices) {
+	a := g.attemptFor(attemptID)
+	a.mu.Lock()
+	a.prices = &p
+	a.mu.Unlock()
+}
+
+// attemptFor is the attempt id's state, made when the id has none yet
+// (settings given before its token is issued).
+func (g *Gateway) attemptFor(attemptID string) *attempt {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	a := g.attempts[attemptID]
 	if a == nil {
 		a = &attempt{id: attemptID}
 		g.attempts[attemptID] = a
 	}
-	g.mu.Unlock()
-	a.mu.Lock()
-	a.prices = &p
-	a.mu.Unlock()
+	return a
 }
 
 // pricesOf are the prices a's calls are charged at.

@@ -46,13 +46,7 @@ type quotaState struct {
 // SetQuota bounds an attempt's model use; an attempt id that has no token
 // yet gets its quota when it is issued.
 func (g *Gateway) SetQuota(attemptID string, q Quota) {
-	g.mu.Lock()
-	a := g.attempts[attemptID]
-	if a == nil {
-		a = &attempt{id: attemptID}
-		g.attempts[attemptID] = a
-	}
-	g.mu.Unlock()
+	a := g.attemptFor(attemptID)
 	a.mu.Lock()
 	a.quota.q = q
 	a.mu.Unlock()
