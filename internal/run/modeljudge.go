@@ -2,6 +2,7 @@ package run
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,7 +54,7 @@ func (e *executor) modelJudge(ctx context.Context, t *evalset.Task, s *evalset.S
 	var grades []score.Grade
 	var replies []string
 	for _, model := range m.GraderModels(e.x.model) {
-		reply, err := e.askGrader(ctx, model, prompt, cmpInt(m.MaxTokens, evalset.DefaultJudgeMaxTokens), token)
+		reply, err := e.askGrader(ctx, model, prompt, cmp.Or(m.MaxTokens, evalset.DefaultJudgeMaxTokens), token)
 		fmt.Fprintf(logb, "── grader %s\n%s\n", model, tail([]byte(reply), 6000))
 		if err != nil {
 			if ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
@@ -75,13 +76,6 @@ func (e *executor) modelJudge(ctx context.Context, t *evalset.Task, s *evalset.S
 	v := g.Vote(grades)
 	v.Explanation += "\n" + strings.Join(replies, "\n")
 	return v, nil
-}
-
-func cmpInt(v, def int) int {
-	if v > 0 {
-		return v
-	}
-	return def
 }
 
 // askGrader sends one grading prompt in the eval set's upstream's wire
