@@ -163,3 +163,71 @@ func TestDockerProviderThroughProxy(t *testing.T) {
 		t.Fatalf("refused create: %v", err)
 	}
 }
+
+// A create given up on while the daemon works (the attempt aborted, the
+// supervisor gone) leaves no container behind: the daemon made it, but its
+// answer never reached the provider, so nothing held its id. Before, such a
+// container outlived the run (TestSupervisorGoneWorkersCleanUp, a docker
+// trial: "docker ps: [9cd4261b41b5]" after the worker had exited).
+func TestAbandonedCreateLeavesNoContainer(t *testing.T) {
+	p, c := proxied(t)
+	ctx := context.Background()
+	runID := strings.ReplaceAll("fpabandon"+time.Now().Format("150405.000"), ".", "")
+	prov, err := docker.New(ctx, docker.Options{RunID: runID, Client: c, Liveness: runlock.Liveness{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := &sandbox.Spec{RunID: runID, Task: "fp", Build: dockertest.BusyboxContext(t, "internal/faultproxy tests"), Memory: 64 << 20}
+	if err := prov.Prepare(ctx, []*sandbox.Spec{spec}); err != nil {
+		t.Fatal(err)
+	}
+	real := dockertest.Client(t)
+	runs := container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelRun+"="+runID))}
+	t.Cleanup(func() {
+		_ = prov.Finalize(context.Background())
+		left, _ := real.ContainerList(context.Background(), runs)
+		for _, l := range left {
+			_ = real.ContainerRemove(context.Background(), l.ID, container.RemoveOptions{Force: true})
+		}
+		_, _ = real.ImageRemove(context.Background(), spec.Image, image.RemoveOptions{PruneChildren: true})
+	})
+	if err := p.SetRules(Rule{Method: "POST", Path: `^/containers/create$`, Action: Stall, Times: 1}); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		sb, err := prov.Create(cctx, *spec)
+		if sb != nil {
+			_ = sb.Close(context.Background())
+		}
+		errc <- err
+	}()
+	// The daemon has made the container; its answer is withheld.
+	made := time.Now().Add(time.Minute)
+	for {
+		left, err := real.ContainerList(ctx, runs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) > 0 {
+			break
+		}
+		if time.Now().After(made) {
+			t.Fatal("the daemon never made the stalled create's container")
+		}
+		time.Sleep(20 * time.Millisecond) // polling the daemon for a condition, not a synchronisation
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("abandoned create: %v", err)
+	}
+	left, err := real.ContainerList(ctx, runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Fatalf("the abandoned create left %d container(s): %s", len(left), left[0].Names)
+	}
+}

@@ -105,7 +105,8 @@ func (r *attemptRun) startDeadline() (record.Attempt, bool) {
 // worker's supervisor answers only while the worker serves messages, which
 // it stops doing at an abort: waiting then would hang the attempt, and the
 // worker, for ever (the cancelled action never exited). The wait is
-// bounded either way.
+// bounded either way, and ends at once when the supervisor is gone (the
+// binder's gone: a worker cleans up within seconds of its supervisor's death).
 func (r *attemptRun) endDeadline() {
 	f := r.e.x.deadline
 	if f == nil || r.runCtx.Err() != nil {

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/steward-evals/steward/internal/record"
 )
@@ -132,5 +133,33 @@ func TestWorkerRefusesSupervisorLines(t *testing.T) {
 		if !strings.Contains(out.String(), `"op":"pong"`) {
 			t.Errorf("%q: the ping was not answered: %q", c.in, out.String())
 		}
+	}
+}
+
+// A question to the supervisor (a token's binding, an agent's deadline)
+// ends as soon as the supervisor's stream does, whatever the caller's
+// context: nobody is left to answer. Before, the agent's deadline was lifted
+// under a 10 s bound only, so a worker whose supervisor died (SIGHUP, 7 of
+// 60 trials of TestSupervisorGoneWorkersCleanUp) sat out those 10 s before
+// it cleaned up, and with context.Background() it waited for ever.
+func TestBinderEndsWhenTheSupervisorIsGone(t *testing.T) {
+	box := newMailbox()
+	b := &binder{wait: map[int]chan *wireErr{}, gone: box.gone}
+	asked := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- b.ask(context.Background(), func(wireMsg) { close(asked) }, func(id int) wireMsg {
+			return msgDeadline{ID: id, Seq: 1}
+		})
+	}()
+	<-asked
+	box.close(nil) // the supervisor's end of stdin closed
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "the supervisor is gone") {
+			t.Fatalf("ask ended with %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("ask still waits for a supervisor that is gone")
 	}
 }

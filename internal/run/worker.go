@@ -799,7 +799,7 @@ func Worker(ctx context.Context, in io.Reader, out io.Writer, stderr io.Writer, 
 	}
 	x.fault = getenv("STEWARD_WORKER_FAULT")
 	x.started = func(seq int) { send(msgStarted{Seq: seq}) }
-	binds := &binder{wait: map[int]chan *wireErr{}}
+	binds := &binder{wait: map[int]chan *wireErr{}, gone: box.gone}
 	x.bind = func(ctx context.Context, token string, ip netip.Addr) error {
 		return binds.bind(ctx, send, token, ip)
 	}
@@ -895,11 +895,14 @@ func (ws *workerServer) stop() {
 }
 
 // binder asks the supervisor, which holds the gateway, to bind tokens to
-// sandbox addresses; each request waits for its own answer.
+// sandbox addresses; each request waits for its own answer, or until the
+// supervisor's stream ends (gone): no answer can come after that, whatever
+// the caller's context allows.
 type binder struct {
 	mu   sync.Mutex // guards next and wait
 	next int
 	wait map[int]chan *wireErr
+	gone <-chan struct{}
 }
 
 func (b *binder) bind(ctx context.Context, send func(wireMsg), token string, ip netip.Addr) error {
@@ -926,6 +929,8 @@ func (b *binder) ask(ctx context.Context, send func(wireMsg), m func(id int) wir
 		return e.err()
 	case <-ctx.Done():
 		return fmt.Errorf("%s: waiting for the supervisor: %w", msg.op(), ctx.Err())
+	case <-b.gone:
+		return fmt.Errorf("%s: the supervisor is gone", msg.op())
 	}
 }
 

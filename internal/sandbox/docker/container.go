@@ -132,6 +132,13 @@ func (p *Provider) create(ctx context.Context, spec sandbox.Spec, seed bool) (sa
 		disk = DefaultDisk
 	}
 	resp, roots, err := p.createWithDisk(ctx, cfg, hc, nc, name, disk, workdir, labels, spec.WritableRoot)
+	if err != nil && ctx.Err() != nil {
+		// Given up while the daemon worked (an abort, a supervisor gone):
+		// the daemon may have made the container, or make it yet. Nothing
+		// holds its id, so it goes by name, now and at Finalize.
+		p.abandon(ctx, name)
+		return fail(fmt.Errorf("create sandbox for task %s: %w", spec.Task, ctx.Err()))
+	}
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return fail(fmt.Errorf("create sandbox for task %s: %w", spec.Task, p.checkImage(ctx, spec.Image)))
@@ -589,6 +596,17 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		s.closeErr = fmt.Errorf("close sandbox %s: %w", s.name, err)
 	}
 	return s.closeErr
+}
+
+// abandon removes the container a create that was given up on may have
+// made, and notes its name for Finalize (the daemon may finish it later).
+func (p *Provider) abandon(ctx context.Context, name string) {
+	p.mu.Lock()
+	p.abandoned = append(p.abandoned, name)
+	p.mu.Unlock()
+	cctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	_ = p.removeContainer(cctx, name)
 }
 
 func (p *Provider) removeContainer(ctx context.Context, id string) error {

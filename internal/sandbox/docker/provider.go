@@ -131,6 +131,10 @@ type Provider struct {
 	relayID  string
 	adopted  bool  // the networks are another provider's (AdoptShared): not ours to remove
 	orphaned bool  // the supervisor that made the adopted networks is gone (SupervisorGone)
+	// abandoned names the containers whose create the caller gave up on
+	// (its context ended while the daemon worked): the daemon may make one
+	// after the call returned, so Finalize removes them by name again.
+	abandoned []string
 	diskMode int32 // how disk quotas are enforced (disk.go), learned at the first Create
 
 	tplMu        sync.Mutex
@@ -440,7 +444,14 @@ func (p *Provider) Finalize(ctx context.Context) error {
 		nets = nil // the supervisor's provider made them and removes them
 	}
 	p.netGW, p.netOut, p.gateway, p.adopted, p.orphaned = nil, nil, nil, false, false
+	abandoned := p.abandoned
+	p.abandoned = nil
 	p.mu.Unlock()
+	for _, name := range abandoned {
+		if err := p.removeContainer(ctx, name); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if relay != "" {
 		if err := p.removeContainer(ctx, relay); err != nil {
 			errs = append(errs, err)
