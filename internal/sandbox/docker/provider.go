@@ -129,13 +129,13 @@ type Provider struct {
 	netOut   *runNet               // bridge-mode network
 	gateway  *sandbox.GatewayAddr
 	relayID  string
-	adopted  bool  // the networks are another provider's (AdoptShared): not ours to remove
-	orphaned bool  // the supervisor that made the adopted networks is gone (SupervisorGone)
+	adopted  bool // the networks are another provider's (AdoptShared): not ours to remove
+	orphaned bool // the supervisor that made the adopted networks is gone (SupervisorGone)
 	// abandoned names the containers whose create the caller gave up on
 	// (its context ended while the daemon worked): the daemon may make one
 	// after the call returned, so Finalize removes them by name again.
 	abandoned []string
-	diskMode int32 // how disk quotas are enforced (disk.go), learned at the first Create
+	diskMode  int32 // how disk quotas are enforced (disk.go), learned at the first Create
 
 	tplMu        sync.Mutex
 	emptyWorkdir map[string]bool // image and workdir with nothing to seed (disk.go)
