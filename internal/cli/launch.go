@@ -18,6 +18,7 @@ import (
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/run"
+	"github.com/steward-evals/steward/internal/sandbox"
 )
 
 type launchFlags struct {
@@ -27,7 +28,9 @@ type launchFlags struct {
 	budget                                          float64
 	shard, title, record, samplesRamp, reportDir    string
 	events                                          string
-	kubeconfig                                      string
+	// providerFlags are the flags providers declare over their sections
+	// (sandbox.RegisterSection: --kubeconfig), by name.
+	providerFlags map[string]*string
 	// --model, --model-base-url, --upstream, -M key=value: over the eval set's model.
 	model, modelBaseURL, upstream string
 	// --agent: over every task's agent (agent: oracle for a Harbor dataset).
@@ -95,7 +98,12 @@ ramp, and print the results table in discovery order.`,
 	fl.StringVar(&f.shard, "shard", "", "run one slice of the eval set, e.g. 2/4")
 	fl.StringVar(&f.title, "title", "", "report title")
 	fl.StringVar(&f.record, "record", "", "record directory (default .steward beside the eval set)")
-	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for provider: kubernetes (wins over KUBECONFIG and _steward.yaml)")
+	f.providerFlags = map[string]*string{}
+	for _, sec := range sandbox.Sections() {
+		for _, sf := range sec.Flags {
+			f.providerFlags[sf.Name] = fl.String(sf.Name, "", sf.Usage)
+		}
+	}
 	fl.StringVar(&f.agent, "agent", "", "every task's agent command (replaces agent:, as if written there); oracle runs a Harbor dataset's reference solutions (docs/harbor.md)")
 	fl.StringVar(&f.model, "model", "", "the model's name (replaces model.name, as if written there: fingerprints and carry alike)")
 	fl.StringVar(&f.modelBaseURL, "model-base-url", "", "the upstream's base URL (replaces model.base_url)")
@@ -178,8 +186,13 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 	if changed("record") {
 		ov.Record = &f.record
 	}
-	if changed("kubeconfig") {
-		ov.Kubeconfig = &f.kubeconfig
+	for name, v := range f.providerFlags {
+		if changed(name) {
+			if ov.ProviderFlags == nil {
+				ov.ProviderFlags = map[string]string{}
+			}
+			ov.ProviderFlags[name] = *v
+		}
 	}
 	if changed("model") {
 		ov.Model = &f.model

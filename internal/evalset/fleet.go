@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/secret"
 )
 
@@ -111,6 +112,7 @@ func decodeFleetFile(display, dir string, data []byte, f *Fleet, errs *Errors, g
 	}
 	var got Fleet
 	got.SamplesRamp = f.SamplesRamp
+	root, provs := d.providerSections(root)
 	d.decodeStruct(root, reflect.ValueOf(&got).Elem(), "")
 	if d.blown {
 		return
@@ -186,18 +188,32 @@ func decodeFleetFile(display, dir string, data []byte, f *Fleet, errs *Errors, g
 			f.Sources["secrets"] = from(p)
 		}
 	}
-	if p, ok := set("kubernetes"); ok {
-		k := got.Kubernetes
-		switch k.ImagePullPolicy {
-		case "", "Always", "IfNotPresent", "Never":
-		default:
-			errAt("kubernetes.image_pull_policy", "must be Always, IfNotPresent or Never, got %q", k.ImagePullPolicy)
+	for _, ps := range provs {
+		p, ok := set(ps.sec.Key)
+		if !ok {
+			continue
 		}
-		if k.Kubeconfig != "" && !filepath.IsAbs(k.Kubeconfig) {
-			k.Kubeconfig = filepath.Join(dir, k.Kubeconfig)
+		bad := false
+		if ps.sec.Check != nil {
+			for _, pr := range ps.sec.Check(ps.val, dir) {
+				key := ps.sec.Key
+				if pr.Field != "" {
+					key += "." + pr.Field
+				}
+				if _, ok := set(key); !ok {
+					key = ps.sec.Key
+				}
+				errAt(key, "%s", pr.Message)
+				bad = true
+			}
 		}
-		f.Kubernetes = k
-		f.Sources["kubernetes"] = from(p)
+		if !bad {
+			if f.Providers == nil {
+				f.Providers = map[string]any{}
+			}
+			f.Providers[ps.sec.Key] = ps.val
+			f.Sources[ps.sec.Key] = from(p)
+		}
 	}
 	if p, ok := set("record"); ok {
 		if strings.TrimSpace(got.Record) == "" {
@@ -316,12 +332,30 @@ func applyFleetFlags(f *Fleet, fl FleetOverrides, errs *Errors) {
 	bad := func(name, format string, args ...any) {
 		errs.add(Error{File: "flag", Field: name, Msg: fmt.Sprintf(format, args...)})
 	}
-	if fl.Kubeconfig != nil {
-		if abs, err := filepath.Abs(*fl.Kubeconfig); err != nil || strings.TrimSpace(*fl.Kubeconfig) == "" {
-			bad("kubeconfig", "must name a file")
-		} else {
-			f.Kubernetes.Kubeconfig, f.Kubernetes.KubeconfigFromFlag = abs, true
-			f.Sources["kubernetes.kubeconfig"] = SourceFlag
+	for _, sec := range sandbox.Sections() {
+		for _, sf := range sec.Flags {
+			v, ok := fl.ProviderFlags[sf.Name]
+			if !ok {
+				continue
+			}
+			settings, had := f.Providers[sec.Key]
+			if !had {
+				settings = sec.New()
+			}
+			if err := sf.Apply(settings, v); err != nil {
+				bad(sf.Name, "%v", err)
+				continue
+			}
+			if f.Providers == nil {
+				f.Providers = map[string]any{}
+			}
+			f.Providers[sec.Key] = settings
+			f.Sources[sec.Key+"."+sf.Name] = SourceFlag
+		}
+	}
+	for name := range fl.ProviderFlags {
+		if !providerFlag(name) {
+			bad(name, "no provider declares this flag")
 		}
 	}
 	for _, k := range []struct {
@@ -368,8 +402,73 @@ func applyFleetFlags(f *Fleet, fl FleetOverrides, errs *Errors) {
 	}
 }
 
-// ProviderSettings are the sections of providers that have one, by provider
-// name, as sandbox.RunInfo carries them.
+// ProviderSettings are the sections of providers that have one, by key,
+// as sandbox.RunInfo carries them (each section's Value of what was decoded).
 func (f Fleet) ProviderSettings() map[string]any {
-	return map[string]any{"kubernetes": f.Kubernetes}
+	out := map[string]any{}
+	for _, sec := range sandbox.Sections() {
+		v, ok := f.Providers[sec.Key]
+		if !ok {
+			continue
+		}
+		if sec.Value != nil {
+			v = sec.Value(v)
+		}
+		out[sec.Key] = v
+	}
+	return out
+}
+
+// providerFlag says whether a registered section declares the flag name.
+func providerFlag(name string) bool {
+	for _, sec := range sandbox.Sections() {
+		for _, sf := range sec.Flags {
+			if sf.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// providerSection is one provider section of the fleet file, decoded.
+type providerSection struct {
+	sec sandbox.Section
+	val any // the pointer sec.New made, filled
+}
+
+// providerSections decodes the top-level keys that registered provider
+// sections own, strictly and with positions like the rest of the file,
+// and returns the mapping without them (for the Fleet struct) and what
+// they decoded to.
+func (d *decoder) providerSections(root *yaml.Node) (*yaml.Node, []providerSection) {
+	secs := sandbox.Sections()
+	if len(secs) == 0 || root.Kind != yaml.MappingNode {
+		return root, nil
+	}
+	byKey := map[string]sandbox.Section{}
+	for _, s := range secs {
+		byKey[s.Key] = s
+	}
+	rest := *root
+	rest.Content = nil
+	var out []providerSection
+	seen := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		sec, ok := byKey[k.Value]
+		if !ok || k.Kind != yaml.ScalarNode {
+			rest.Content = append(rest.Content, k, v)
+			continue
+		}
+		if prev, dup := seen[sec.Key]; dup {
+			d.errNode(k, sec.Key, "%q appears twice (the other is on line %d); keep one", sec.Key, prev.Line)
+			continue
+		}
+		seen[sec.Key] = k
+		val := sec.New()
+		d.decodeValue(k, v, reflect.ValueOf(val).Elem(), sec.Key)
+		out = append(out, providerSection{sec: sec, val: val})
+	}
+	return &rest, out
 }

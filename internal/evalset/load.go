@@ -55,9 +55,9 @@ type FleetOverrides struct {
 	// Record is the record directory; relative paths resolve against the
 	// current working directory.
 	Record *string
-	// Kubeconfig is kubernetes.kubeconfig (wins over KUBECONFIG); relative
-	// to the current working directory.
-	Kubeconfig *string
+	// ProviderFlags are the launch flags providers declare over their
+	// sections (sandbox.SectionFlag: --kubeconfig), by flag name, as given.
+	ProviderFlags map[string]string `json:",omitempty"`
 
 	// The eval set's model, from launch's flags (--model, --model-base-url,
 	// --upstream, -M key=value): each replaces what the YAML says, exactly

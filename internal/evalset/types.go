@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/steward-evals/steward/internal/score"
-
-	"github.com/steward-evals/steward/internal/sandbox/kubernetes/kubeconf"
 )
 
 // EvalSet is a loaded, validated eval set. Paths inside it are absolute,
@@ -351,8 +349,10 @@ type Fleet struct {
 	// the gateway scrubs from every upstream answer and the run masks in
 	// what it records and prints.
 	Secrets []string `yaml:"secrets" json:"secrets,omitempty"`
-	// Kubernetes configures provider: kubernetes (see docs/kubernetes.md).
-	Kubernetes Kubernetes `yaml:"kubernetes" json:"kubernetes"`
+	// Providers are the sections providers declare (sandbox.RegisterSection:
+	// kubernetes:), decoded, by key; a section the file does not have is
+	// absent. The loader names no provider.
+	Providers map[string]any `yaml:"-" json:"providers,omitempty"`
 	// Limits are every task's per-attempt limits unless the task sets its own (per field).
 	Limits *Limits `yaml:"limits" json:"limits,omitempty"`
 
@@ -366,12 +366,6 @@ type Fleet struct {
 	// "env STEWARD_MAX_SANDBOXES" or "flag" (for the PLAN line, C2).
 	Sources map[string]string `yaml:"-" json:"sources,omitempty"`
 }
-
-// Kubernetes is _steward.yaml's kubernetes: section (provider kubernetes, docs/kubernetes.md).
-type Kubernetes = kubeconf.Settings
-
-// KubeToleration is a pod toleration.
-type KubeToleration = kubeconf.Toleration
 
 // RampRange is samples_ramp: [lo, hi] or false.
 type RampRange struct {

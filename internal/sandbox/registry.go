@@ -221,3 +221,68 @@ func Deregister(name string) {
 	defer registry.Unlock()
 	delete(registry.byName, name)
 }
+
+// Section is a provider's own section of _steward.yaml (kubernetes:) and
+// the launch flags that override it (--kubeconfig), declared by the
+// provider's settings package and decoded by the eval set's loader through
+// this registry, so the loader names no provider. The decoded value reaches
+// the provider as RunInfo.Settings[Key].
+type Section struct {
+	// Key is the section's name in _steward.yaml.
+	Key string
+	// New returns a pointer to the section's zero settings, which the loader
+	// fills from the file as strictly as the rest of it (unknown keys, types
+	// and positions reported the same way).
+	New func() any
+	// Check judges the decoded settings (a pointer from New) and may
+	// complete them (dir is the fleet file's directory, for relative
+	// paths); each problem's Field is relative to Key. Nil: nothing to check.
+	Check func(settings any, dir string) []Problem
+	// Value is what RunInfo.Settings carries for the settings New made
+	// (nil: the pointer itself).
+	Value func(settings any) any
+	// Flags are the launch flags over the section.
+	Flags []SectionFlag
+}
+
+// SectionFlag is a string flag of `steward launch` over a provider section.
+type SectionFlag struct {
+	Name, Usage string
+	// Apply sets value over settings (a pointer from Section.New, the
+	// file's or a fresh one); its error is the flag's problem.
+	Apply func(settings any, value string) error
+}
+
+var sections struct {
+	sync.RWMutex
+	byKey map[string]Section
+}
+
+// RegisterSection adds a provider section; it panics on an empty key, a
+// missing New or a key registered twice (programming errors).
+func RegisterSection(s Section) {
+	sections.Lock()
+	defer sections.Unlock()
+	if s.Key == "" || s.New == nil {
+		panic("sandbox: RegisterSection needs a key and New")
+	}
+	if _, dup := sections.byKey[s.Key]; dup {
+		panic(fmt.Sprintf("sandbox: section %q registered twice", s.Key))
+	}
+	if sections.byKey == nil {
+		sections.byKey = map[string]Section{}
+	}
+	sections.byKey[s.Key] = s
+}
+
+// Sections returns the registered provider sections, sorted by key.
+func Sections() []Section {
+	sections.RLock()
+	defer sections.RUnlock()
+	out := make([]Section, 0, len(sections.byKey))
+	for _, s := range sections.byKey {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sandbox/kubernetes/kubeconf"
 )
@@ -123,8 +122,8 @@ func TestQuotaCapacity(t *testing.T) {
 func TestOptionsPrecedence(t *testing.T) {
 	env := map[string]string{"KUBECONFIG": "/env/kc", EnvNamespace: "env-ns"}
 	getenv := func(k string) string { return env[k] }
-	file := evalset.Kubernetes{Kubeconfig: "/file/kc", Namespace: "file-ns", NodeName: "n1", ImagePullPolicy: "Never",
-		Tolerations: []evalset.KubeToleration{{Key: "k", Operator: "Exists"}}}
+	file := kubeconf.Settings{Kubeconfig: "/file/kc", Namespace: "file-ns", NodeName: "n1", ImagePullPolicy: "Never",
+		Tolerations: []kubeconf.Toleration{{Key: "k", Operator: "Exists"}}}
 	o, err := OptionsFrom(file, getenv)
 	if err != nil || o.Kubeconfig != "/env/kc" || o.Namespace != "env-ns" || o.NodeName != "n1" || o.ImagePullPolicy != corev1.PullNever || len(o.Tolerations) != 1 {
 		t.Fatalf("env over file: %+v %v", o, err)

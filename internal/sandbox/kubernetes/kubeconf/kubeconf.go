@@ -1,4 +1,5 @@
-// Package kubeconf is the kubernetes provider's section of _steward.yaml,
+// Package kubeconf is the kubernetes provider's section of _steward.yaml (and
+// its --kubeconfig flag), registered with the sandbox registry (section.go),
 // apart from the provider so that loading an eval set needs no cluster client.
 package kubeconf
 
