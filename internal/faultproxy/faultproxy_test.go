@@ -43,6 +43,38 @@ func proxied(t *testing.T) (*Proxy, *client.Client) {
 	return p, c
 }
 
+// proxiedProvider is a docker provider talking through a fresh proxy, its
+// task's busybox image prepared, and the real daemon's client with the
+// listing of the run's containers; everything the run made is removed at
+// the end, whatever the provider left.
+func proxiedProvider(t *testing.T, prefix string) (*Proxy, *docker.Provider, *sandbox.Spec, *client.Client, container.ListOptions) {
+	t.Helper()
+	p, c := proxied(t)
+	ctx := context.Background()
+	runID := strings.ReplaceAll(prefix+time.Now().Format("150405.000"), ".", "")
+	prov, err := docker.New(ctx, docker.Options{RunID: runID, Client: c, Liveness: runlock.Liveness{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := &sandbox.Spec{RunID: runID, Task: "fp", Build: dockertest.BusyboxContext(t, "internal/faultproxy tests"), Memory: 64 << 20}
+	if err := prov.Prepare(ctx, []*sandbox.Spec{spec}); err != nil {
+		t.Fatal(err)
+	}
+	real := dockertest.Client(t)
+	runs := container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelRun+"="+runID))}
+	t.Cleanup(func() {
+		_ = prov.Finalize(context.Background())
+		left, _ := real.ContainerList(context.Background(), runs)
+		for _, l := range left {
+			_ = real.ContainerRemove(context.Background(), l.ID, container.RemoveOptions{Force: true})
+		}
+		if spec.Image != "" {
+			_, _ = real.ImageRemove(context.Background(), spec.Image, image.RemoveOptions{PruneChildren: true})
+		}
+	})
+	return p, prov, spec, real, runs
+}
+
 func TestRefuseDropHang(t *testing.T) {
 	p, c := proxied(t)
 	ctx := context.Background()
@@ -99,29 +131,8 @@ func TestRefuseDropHang(t *testing.T) {
 // code); a stalled exec start is bounded by the command's timeout and is infra; a refused
 // create is an infrastructure error for the provider.
 func TestDockerProviderThroughProxy(t *testing.T) {
-	p, c := proxied(t)
+	p, prov, spec, _, _ := proxiedProvider(t, "faultproxy")
 	ctx := context.Background()
-	runID := "faultproxy" + time.Now().Format("150405.000")
-	runID = strings.ReplaceAll(runID, ".", "")
-	prov, err := docker.New(ctx, docker.Options{RunID: runID, Client: c, Liveness: runlock.Liveness{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec := &sandbox.Spec{RunID: runID, Task: "fp", Build: dockertest.BusyboxContext(t, "internal/faultproxy tests"), Memory: 64 << 20}
-	if err := prov.Prepare(ctx, []*sandbox.Spec{spec}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = prov.Finalize(context.Background())
-		real := dockertest.Client(t)
-		left, _ := real.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelRun+"="+runID))})
-		for _, l := range left {
-			_ = real.ContainerRemove(context.Background(), l.ID, container.RemoveOptions{Force: true})
-		}
-		if spec.Image != "" {
-			_, _ = real.ImageRemove(context.Background(), spec.Image, image.RemoveOptions{PruneChildren: true})
-		}
-	})
 	sb, err := prov.Create(ctx, *spec)
 	if err != nil {
 		t.Fatal(err)
@@ -170,27 +181,8 @@ func TestDockerProviderThroughProxy(t *testing.T) {
 // container outlived the run (TestSupervisorGoneWorkersCleanUp, a docker
 // trial: "docker ps: [9cd4261b41b5]" after the worker had exited).
 func TestAbandonedCreateLeavesNoContainer(t *testing.T) {
-	p, c := proxied(t)
+	p, prov, spec, real, runs := proxiedProvider(t, "fpabandon")
 	ctx := context.Background()
-	runID := strings.ReplaceAll("fpabandon"+time.Now().Format("150405.000"), ".", "")
-	prov, err := docker.New(ctx, docker.Options{RunID: runID, Client: c, Liveness: runlock.Liveness{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec := &sandbox.Spec{RunID: runID, Task: "fp", Build: dockertest.BusyboxContext(t, "internal/faultproxy tests"), Memory: 64 << 20}
-	if err := prov.Prepare(ctx, []*sandbox.Spec{spec}); err != nil {
-		t.Fatal(err)
-	}
-	real := dockertest.Client(t)
-	runs := container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelRun+"="+runID))}
-	t.Cleanup(func() {
-		_ = prov.Finalize(context.Background())
-		left, _ := real.ContainerList(context.Background(), runs)
-		for _, l := range left {
-			_ = real.ContainerRemove(context.Background(), l.ID, container.RemoveOptions{Force: true})
-		}
-		_, _ = real.ImageRemove(context.Background(), spec.Image, image.RemoveOptions{PruneChildren: true})
-	})
 	if err := p.SetRules(Rule{Method: "POST", Path: `^/containers/create$`, Action: Stall, Times: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/pkg/stdcopy"
 
@@ -600,14 +601,46 @@ func (s *Sandbox) Close(ctx context.Context) error {
 
 // abandon removes the container a create that was given up on may have
 // made, and notes its name for Finalize (the daemon may finish it later).
+// The daemon goes on making a container whose request was abandoned, and
+// lists it before it can be removed (a remove meanwhile answers "no such
+// container"), so the container is looked for by name until it is gone:
+// for at most abandonWait once seen, or abandonLook if it never shows.
 func (p *Provider) abandon(ctx context.Context, name string) {
 	p.mu.Lock()
 	p.abandoned = append(p.abandoned, name)
 	p.mu.Unlock()
 	cctx, cancel := cleanupCtx(ctx)
 	defer cancel()
-	_ = p.removeContainer(cctx, name)
+	byName := container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("name", "^/"+name+"$"))}
+	start, seen := time.Now(), false
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		found, err := p.cli.ContainerList(cctx, byName)
+		if err != nil {
+			return // Finalize looks again
+		}
+		if len(found) == 0 && (seen || time.Since(start) > abandonLook) {
+			return
+		}
+		for _, c := range found {
+			seen = true
+			_ = p.cli.ContainerRemove(cctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		}
+		if seen && time.Since(start) > abandonWait {
+			return
+		}
+		select {
+		case <-cctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
 }
+
+// How long abandon looks for a given-up create's container.
+const (
+	abandonLook = 2 * time.Second  // before it shows in the daemon's list
+	abandonWait = 10 * time.Second // once it has
+)
 
 func (p *Provider) removeContainer(ctx context.Context, id string) error {
 	var err error
