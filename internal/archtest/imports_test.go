@@ -35,6 +35,10 @@ var forbidden = []struct{ from, to, why string }{
 	{"internal/record", "internal/report", "reports are built from the record, not the reverse"},
 	{"internal/record", "internal/run", "the record is storage"},
 	{"internal/run", "internal/cli", "the supervisor does not know the CLI"},
+	{"internal/attempt", "internal/run", "one attempt knows nothing of the supervisor: what it needs of it comes in attempt.Env (Bind, Deadline, Started)"},
+	{"internal/attempt", "internal/cli", "one attempt knows nothing of the CLI"},
+	{"internal/attempt", "internal/ghaction", "one attempt knows nothing of the GitHub Action"},
+	{"internal/attempt", "internal/report", "one attempt returns its row; reports are built from the record"},
 	{"internal/evalset", "internal/run", "validation reads the judging vocabulary from internal/score, not the supervisor"},
 	{"internal/sandbox/...", "internal/runlock", "run liveness is injected into providers (sandbox/docker.Liveness, local.Judge)"},
 	{"internal/sandbox/...", "internal/run", "providers know nothing of the supervisor"},
@@ -160,6 +164,9 @@ func TestImportRules(t *testing.T) {
 	if len(graph["internal/run"]) == 0 || len(graph["internal/cli"]) == 0 {
 		t.Fatalf("the import graph was not read (internal/run: %v)", graph["internal/run"])
 	}
+	if !graph["internal/run"]["internal/attempt"] {
+		t.Errorf("the import graph has no edge internal/run → internal/attempt (the supervisor runs attempts through it)")
+	}
 	for _, v := range violations(graph) {
 		t.Error(v)
 	}
@@ -175,9 +182,12 @@ func TestImportRulesCatch(t *testing.T) {
 		"internal/sandbox/local":  {"internal/runlock": true},
 		"internal/sched":          {"internal/status": true},
 		"internal/score":          {"internal/status": true, "internal/evalset": true},
+		"internal/attempt":        {"internal/run": true, "internal/record": true},
+		"internal/run":            {"internal/attempt": true},
 	}
 	got := violations(old)
 	want := []string{
+		"internal/attempt imports internal/run",
 		"internal/plan imports internal/record",
 		"internal/record imports internal/sandbox",
 		"internal/sandbox/docker imports internal/runlock",
