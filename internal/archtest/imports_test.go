@@ -35,6 +35,10 @@ var forbidden = []struct{ from, to, why string }{
 	{"internal/record", "internal/report", "reports are built from the record, not the reverse"},
 	{"internal/record", "internal/run", "the record is storage"},
 	{"internal/run", "internal/cli", "the supervisor does not know the CLI"},
+	{"internal/attempt", "internal/run", "one attempt knows nothing of the supervisor: what it needs of it comes in attempt.Env (Bind, Deadline, Started)"},
+	{"internal/attempt", "internal/cli", "one attempt knows nothing of the CLI"},
+	{"internal/attempt", "internal/ghaction", "one attempt knows nothing of the GitHub Action"},
+	{"internal/attempt", "internal/report", "one attempt returns its row; reports are built from the record"},
 	{"internal/evalset", "internal/run", "validation reads the judging vocabulary from internal/score, not the supervisor"},
 	{"internal/evalset", "internal/sandbox/kubernetes/...", "provider sections and flags are the providers' (sandbox.RegisterSection): the loader names no provider (issue 26 item 4)"},
 	{"internal/evalset", "internal/sandbox/docker/...", "the loader names no provider (issue 26 item 4)"},
@@ -163,6 +167,9 @@ func TestImportRules(t *testing.T) {
 	if len(graph["internal/run"]) == 0 || len(graph["internal/cli"]) == 0 {
 		t.Fatalf("the import graph was not read (internal/run: %v)", graph["internal/run"])
 	}
+	if !graph["internal/run"]["internal/attempt"] {
+		t.Errorf("the import graph has no edge internal/run → internal/attempt (the supervisor runs attempts through it)")
+	}
 	for _, v := range violations(graph) {
 		t.Error(v)
 	}
@@ -178,9 +185,12 @@ func TestImportRulesCatch(t *testing.T) {
 		"internal/sandbox/local":  {"internal/runlock": true},
 		"internal/sched":          {"internal/status": true},
 		"internal/score":          {"internal/status": true, "internal/evalset": true},
+		"internal/attempt":        {"internal/run": true, "internal/record": true},
+		"internal/run":            {"internal/attempt": true},
 	}
 	got := violations(old)
 	want := []string{
+		"internal/attempt imports internal/run",
 		"internal/plan imports internal/record",
 		"internal/record imports internal/sandbox",
 		"internal/sandbox/docker imports internal/runlock",

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/steward-evals/steward/internal/attempt"
 	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/record"
@@ -15,20 +16,26 @@ import (
 	"github.com/steward-evals/steward/internal/transcript"
 )
 
-// runner executes attempts: in this process (executor) or in worker
+// runner executes attempts: in this process (attempt.Executor) or in worker
 // processes, one per task by default (W1).
 type runner interface {
 	// attempt runs one try of a with its gateway tokens and returns its row.
-	attempt(ctx context.Context, a *plan.Attempt, tok tokens) record.Attempt
+	attempt(ctx context.Context, a *plan.Attempt, tok attempt.Tokens) record.Attempt
 	// closeTask removes the task's pooled sandboxes; false when some failed.
 	closeTask(ctx context.Context, task int) bool
 }
 
-type inProcess struct{ *executor }
+type inProcess struct{ *attempt.Executor }
 
-func (r inProcess) attempt(ctx context.Context, a *plan.Attempt, tok tokens) record.Attempt {
-	return r.executor.attempt(ctx, a, tok)
+func (r inProcess) attempt(ctx context.Context, a *plan.Attempt, tok attempt.Tokens) record.Attempt {
+	return r.Executor.Run(ctx, a, tok)
 }
+
+func (r inProcess) closeTask(ctx context.Context, task int) bool {
+	return r.Executor.CloseTask(ctx, task)
+}
+
+func (r inProcess) takeArtifacts(seq int) []record.Artifact { return r.Executor.TakeArtifacts(seq) }
 
 // hooks connect one attempt's gateway token to the scheduler. The gateway
 // calls them per request: any number of the attempt's requests may back off
@@ -117,7 +124,7 @@ func (l *launcher) tryAttempt(ctx context.Context, it sched.Item, a *plan.Attemp
 	gwID := l.runID + "/" + strconv.Itoa(a.Seq)
 	token := l.gw.Issue(gwID, &hooks{d: l.disp, id: it.ID, name: a.ID(l.p), logf: func(f string, args ...any) { fmt.Fprintf(l.opts.Stderr, f, args...) }})
 	l.gw.SetQuota(gwID, quotaFor(t)) // its limits, before its agent starts (limits.go)
-	tok := tokens{Agent: token}
+	tok := attempt.Tokens{Agent: token}
 	gradeID := gwID + "/grading"
 	if mg := t.Scorer.ModelGraded; mg != nil {
 		// The model judge's own token: its own prices, none of the agent's

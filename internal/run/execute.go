@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/steward-evals/steward/internal/attempt"
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/plan"
@@ -138,7 +139,7 @@ func (l *launcher) neededSpecs() map[string][]*sandbox.Spec {
 	run := map[string]bool{}
 	for _, a := range l.p.Attempts {
 		if a.Action == plan.ActionRun && a.Sample.OwnEnvironment() {
-			run[sampleKey(a.Task, a.Sample.ID)] = true
+			run[attempt.SampleKey(a.Task, a.Sample.ID)] = true
 		}
 	}
 	for _, k := range sortedSpecKeys(l.sampleSpecs) {
@@ -189,7 +190,7 @@ func (l *launcher) prepare(ctx context.Context, needed map[string][]*sandbox.Spe
 	for k, sp := range l.sampleSpecs {
 		keyOf[sp] = k
 	}
-	l.sampleErrs = map[string]SampleEnvError{}
+	l.sampleErrs = map[string]attempt.SampleEnvError{}
 	for name, specs := range needed {
 		prov := l.providers[name]
 		// The tasks' own specs (and the run's networks) first: a failure is
@@ -306,9 +307,9 @@ func (l *launcher) dispatch(ctx context.Context) (*dispatched, error) {
 // starts once the run is stopped.
 func (l *launcher) startRunner(ctx context.Context) (*workerPool, error) {
 	if !l.opts.Workers {
-		l.runner = inProcess{newExecutor(&execEnv{bind: l.bindToken, deadline: l.setDeadline, p: l.p, specs: l.specs, sampleSpecs: l.sampleSpecs, sampleErrs: l.sampleErrs, providers: l.providers, taskProv: l.taskProv,
-			gwURL: l.gwURL, judgeURL: l.judgeURL, runID: l.runID, exe: l.opts.Exe, model: l.es.Model.Name, modelSettings: modelSettings(l.es), stderr: l.opts.Stderr,
-			started: l.started})}
+		l.runner = inProcess{attempt.NewExecutor(&attempt.Env{Bind: l.bindToken, Deadline: l.setDeadline, Plan: l.p, Specs: l.specs, SampleSpecs: l.sampleSpecs, SampleErrs: l.sampleErrs, Providers: l.providers, TaskProv: l.taskProv,
+			GatewayURL: l.gwURL, JudgeURL: l.judgeURL, RunID: l.runID, Exe: l.opts.Exe, Model: l.es.Model.Name, ModelSettings: modelSettings(l.es), Stderr: l.opts.Stderr,
+			Started: l.started})}
 		return nil, nil
 	}
 	pool := &workerPool{l: l, byTask: map[int]*workerProc{}}

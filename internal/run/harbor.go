@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/steward-evals/steward/internal/attempt"
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/sandbox"
@@ -19,7 +20,8 @@ import (
 // build (content-hash cached, built once per run with the task's), its
 // resources, network and workdir, a writable root (Harbor tasks write
 // outside their workdir) and its own agent and verifier timeouts. The
-// Harbor verifier's contract is harborexec.go's; docs/harbor.md.
+// Harbor verifier's contract, and the attempt's side of these samples, are
+// internal/attempt's (harborexec.go, samples.go); docs/harbor.md.
 
 // printWarnings says what the eval set asks for that Steward ignores.
 func printWarnings(w io.Writer, es *evalset.EvalSet) {
@@ -42,9 +44,6 @@ func needsImage(t *evalset.Task) bool {
 	return false
 }
 
-// sampleKey names a sample with its own spec: its task's index and its id.
-func sampleKey(task int, sample string) string { return strconv.Itoa(task) + "/" + sample }
-
 // sampleSpecFor is the sandbox spec of a sample with its own environment:
 // its task's (provider settings, env, labels), with the sample's image or
 // build, limits, network and workdir in place of the task's.
@@ -66,28 +65,19 @@ func sampleSpecFor(t *evalset.Task, s *evalset.Sample, runID string) *sandbox.Sp
 }
 
 // sampleSpecs are the specs of the plan's samples with environments of
-// their own, by sampleKey.
+// their own, by attempt.SampleKey.
 func sampleSpecs(p *plan.Plan, runID string) map[string]*sandbox.Spec {
 	out := map[string]*sandbox.Spec{}
 	for _, a := range p.Attempts {
 		if !a.Sample.OwnEnvironment() {
 			continue
 		}
-		k := sampleKey(a.Task, a.Sample.ID)
+		k := attempt.SampleKey(a.Task, a.Sample.ID)
 		if out[k] == nil {
 			out[k] = sampleSpecFor(p.Tasks[a.Task].Task, a.Sample, runID)
 		}
 	}
 	return out
-}
-
-// specOf is the spec attempt a's sandbox is made from: its sample's own,
-// else its task's.
-func (x *execEnv) specOf(a *plan.Attempt) *sandbox.Spec {
-	if sp := x.sampleSpecs[sampleKey(a.Task, a.Sample.ID)]; sp != nil {
-		return sp
-	}
-	return x.specs[a.Task]
 }
 
 // sampleImages are the prepared images of the sample specs (built ones
@@ -132,29 +122,13 @@ func (l *launcher) refuseUnsupportedEnvironments() error {
 	return nil
 }
 
-// SampleEnvError is why a sample's own environment could not be prepared
-// (its image did not build, or is not there): its attempts end with it,
-// the rest of the run goes on. Infra keeps the infrastructure's fault apart.
-type SampleEnvError struct {
-	Msg   string `json:"msg"`
-	Infra bool   `json:"infra,omitempty"`
-}
-
-func (e SampleEnvError) err() error {
-	err := errors.New(e.Msg)
-	if e.Infra {
-		return sandbox.InfraError(err)
-	}
-	return err
-}
-
 // prepareSampleSpecs prepares the sample specs one by one (after the
 // provider's own Prepare): a sample whose image does not build or is
 // missing gets its error in errs, and only its attempts fail with it. A
 // build directory shared by several samples is tried once. A cancelled ctx
 // is returned as an error.
-func prepareSampleSpecs(ctx context.Context, prov sandbox.Provider, keys []string, specs map[string]*sandbox.Spec, errs map[string]SampleEnvError, stderr io.Writer) error {
-	byBuild := map[string]*SampleEnvError{}
+func prepareSampleSpecs(ctx context.Context, prov sandbox.Provider, keys []string, specs map[string]*sandbox.Spec, errs map[string]attempt.SampleEnvError, stderr io.Writer) error {
+	byBuild := map[string]*attempt.SampleEnvError{}
 	for _, k := range keys {
 		sp := specs[k]
 		if e := byBuild[sp.Build]; sp.Build != "" && e != nil {
@@ -168,7 +142,7 @@ func prepareSampleSpecs(ctx context.Context, prov sandbox.Provider, keys []strin
 		if ctx.Err() != nil {
 			return err
 		}
-		e := SampleEnvError{Msg: err.Error(), Infra: errors.Is(err, sandbox.ErrInfra)}
+		e := attempt.SampleEnvError{Msg: err.Error(), Infra: errors.Is(err, sandbox.ErrInfra)}
 		errs[k] = e
 		if sp.Build != "" {
 			byBuild[sp.Build] = &e
@@ -179,7 +153,7 @@ func prepareSampleSpecs(ctx context.Context, prov sandbox.Provider, keys []strin
 	return nil
 }
 
-// taskOfKey is the task index of a sampleKey.
+// taskOfKey is the task index of an attempt.SampleKey.
 func taskOfKey(k string) (int, error) {
 	i, _, _ := strings.Cut(k, "/")
 	return strconv.Atoi(i)

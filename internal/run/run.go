@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/steward-evals/steward/internal/attempt"
 	"github.com/steward-evals/steward/internal/runlock"
 	"io"
 	"net"
@@ -169,7 +170,7 @@ type launcher struct {
 	// (harbor.go), by sampleKey; Prepare fills their images.
 	sampleSpecs map[string]*sandbox.Spec
 	// sampleErrs: samples whose environment prepare could not make (harbor.go).
-	sampleErrs map[string]SampleEnvError
+	sampleErrs map[string]attempt.SampleEnvError
 	budget     int
 	budgetSrc  string
 	planLine   string

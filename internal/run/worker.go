@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/steward-evals/steward/internal/attempt"
 	"github.com/steward-evals/steward/internal/clock"
 	"github.com/steward-evals/steward/internal/runlock"
 	"io"
@@ -53,9 +54,9 @@ type workerInit struct {
 	// own (a Harbor dataset's), by sampleKey.
 	SampleImages map[string]string `json:"sample_images,omitempty"`
 	// SampleErrors: the samples whose own environment could not be prepared.
-	SampleErrors map[string]SampleEnvError  `json:"sample_errors,omitempty"`
-	GatewayURL   map[string]string          `json:"gateway_url,omitempty"`
-	Shared       map[string]json.RawMessage `json:"shared,omitempty"`
+	SampleErrors map[string]attempt.SampleEnvError `json:"sample_errors,omitempty"`
+	GatewayURL   map[string]string                 `json:"gateway_url,omitempty"`
+	Shared       map[string]json.RawMessage        `json:"shared,omitempty"`
 	// JudgeURL is the gateway's loopback listener for the model judge.
 	JudgeURL string `json:"judge_url,omitempty"`
 	// Extras are --confirm's attempts, added to the rebuilt plan.
@@ -152,8 +153,8 @@ type workerProc struct {
 	dead    error
 	done    chan struct{}
 	tail    *tailBuffer
-	stderr  *secret.Writer // the worker's stderr, scrubbed on its way to ours
-	arts    artifactStore  // artifacts that came with results (artifacts.go)
+	stderr  *secret.Writer        // the worker's stderr, scrubbed on its way to ours
+	arts    attempt.ArtifactStore // artifacts that came with results (artifacts.go)
 
 	// mu guards pending, closing and dead (reader, attempts, closeTask).
 	// Heartbeat: the supervisor pings, the worker answers; lastSeen is the
@@ -406,7 +407,7 @@ func (w *workerProc) handle(line []byte) error {
 		if ch == nil {
 			return fmt.Errorf("result for attempt %d, which it was not running", m.Seq)
 		}
-		w.arts.put(m.Seq, m.Artifacts)
+		w.arts.Put(m.Seq, m.Artifacts)
 		ch <- *m.Row
 	case *msgStarted:
 		w.l.started(m.Seq)
@@ -501,7 +502,7 @@ func firstLine(s string) string {
 	return s
 }
 
-func (p *workerPool) attempt(ctx context.Context, a *plan.Attempt, tok tokens) record.Attempt {
+func (p *workerPool) attempt(ctx context.Context, a *plan.Attempt, tok attempt.Tokens) record.Attempt {
 	w := p.byTask[a.Task]
 	errRow := func(reason string) record.Attempt {
 		now := time.Now()
@@ -797,18 +798,18 @@ func Worker(ctx context.Context, in io.Reader, out io.Writer, stderr io.Writer, 
 		send(msgReady{Err: toWireErr(err)})
 		return nil
 	}
-	x.fault = getenv("STEWARD_WORKER_FAULT")
-	x.started = func(seq int) { send(msgStarted{Seq: seq}) }
+	x.Fault = getenv("STEWARD_WORKER_FAULT")
+	x.Started = func(seq int) { send(msgStarted{Seq: seq}) }
 	binds := &binder{wait: map[int]chan *wireErr{}, gone: box.gone}
-	x.bind = func(ctx context.Context, token string, ip netip.Addr) error {
+	x.Bind = func(ctx context.Context, token string, ip netip.Addr) error {
 		return binds.bind(ctx, send, token, ip)
 	}
-	x.deadline = func(ctx context.Context, seq int, at time.Time) error {
+	x.Deadline = func(ctx context.Context, seq int, at time.Time) error {
 		return binds.ask(ctx, send, func(id int) wireMsg { return msgDeadline{ID: id, Seq: seq, Deadline: at} })
 	}
 	send(msgReady{})
-	ws := &workerServer{ini: ini, box: box, send: send, ex: newExecutor(x), bySeq: map[int]*plan.Attempt{}, actx: actx, abort: abort, binds: binds, work: &work, shuttingDown: &shuttingDown}
-	for _, a := range x.p.Attempts {
+	ws := &workerServer{ini: ini, box: box, send: send, x: x, ex: attempt.NewExecutor(x), bySeq: map[int]*plan.Attempt{}, actx: actx, abort: abort, binds: binds, work: &work, shuttingDown: &shuttingDown}
+	for _, a := range x.Plan.Attempts {
 		ws.bySeq[a.Seq] = a
 	}
 	return ws.serve()
@@ -819,7 +820,8 @@ type workerServer struct {
 	ini          *workerInit
 	box          *mailbox
 	send         func(wireMsg)
-	ex           *executor
+	x            *attempt.Env
+	ex           *attempt.Executor
 	bySeq        map[int]*plan.Attempt
 	actx         context.Context
 	abort        context.CancelFunc
@@ -849,7 +851,7 @@ func (ws *workerServer) serve() error {
 			ws.work.Add(1)
 			go func(task int) {
 				defer ws.work.Done()
-				ws.send(msgClosed{Task: task, OK: ws.ex.closeTask(ws.actx, task)})
+				ws.send(msgClosed{Task: task, OK: ws.ex.CloseTask(ws.actx, task)})
 			}(m.Task)
 		case *msgAbort:
 			ws.abort()
@@ -871,11 +873,11 @@ func (ws *workerServer) attempt(m *msgAttempt) {
 		return
 	}
 	ws.work.Add(1)
-	go func(seq int, tok tokens) {
+	go func(seq int, tok attempt.Tokens) {
 		defer ws.work.Done()
-		row := ws.ex.attempt(ws.actx, a, tok)
-		ws.send(msgResult{Seq: seq, Row: &row, Artifacts: ws.ex.takeArtifacts(seq)})
-	}(m.Seq, tokens{Agent: m.Token, Grading: m.Grading})
+		row := ws.ex.Run(ws.actx, a, tok)
+		ws.send(msgResult{Seq: seq, Row: &row, Artifacts: ws.ex.TakeArtifacts(seq)})
+	}(m.Seq, attempt.Tokens{Agent: m.Token, Grading: m.Grading})
 }
 
 // stop aborts what runs, waits for it and removes the pooled sandboxes.
@@ -883,11 +885,11 @@ func (ws *workerServer) stop() {
 	ws.abort()
 	ws.work.Wait()
 	for _, ti := range ws.ini.Tasks {
-		ws.ex.closeTask(context.Background(), ti)
+		ws.ex.CloseTask(context.Background(), ti)
 	}
 	// Nobody is left to remove what the supervisor prepared for the run (its
 	// shared networks): the workers' finalize does.
-	for _, p := range ws.ex.x.providers {
+	for _, p := range ws.x.Providers {
 		if o, ok := p.(interface{ SupervisorGone() }); ok {
 			o.SupervisorGone()
 		}
@@ -945,7 +947,7 @@ func (b *binder) answer(m *msgBound) {
 
 // workerSetup rebuilds the plan, makes the providers for the worker's tasks,
 // prepares them and asks the supervisor for the gateway URL of each.
-func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, providers ProviderFactory, getenv func(string) string, ask func(*msgGateway) (*msgGatewayURL, error)) (*execEnv, func(), error) {
+func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, providers ProviderFactory, getenv func(string) string, ask func(*msgGateway) (*msgGatewayURL, error)) (*attempt.Env, func(), error) {
 	var provs []sandbox.Provider
 	finalize := func() {
 		for _, p := range provs {
@@ -973,12 +975,12 @@ func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, provide
 	if err := adoptPlanned(p, ini.Tasks, ini.Planned); err != nil {
 		return nil, finalize, err
 	}
-	x := &execEnv{p: p, providers: map[string]sandbox.Provider{}, taskProv: ini.TaskProv, gwURL: map[string]string{},
-		judgeURL: ini.JudgeURL, runID: ini.RunID, exe: ini.Exe, model: ini.Model, modelSettings: modelSettings(es), stderr: stderr}
+	x := &attempt.Env{Plan: p, Providers: map[string]sandbox.Provider{}, TaskProv: ini.TaskProv, GatewayURL: map[string]string{},
+		JudgeURL: ini.JudgeURL, RunID: ini.RunID, Exe: ini.Exe, Model: ini.Model, ModelSettings: modelSettings(es), Stderr: stderr}
 	for _, t := range p.Tasks {
-		x.specs = append(x.specs, specFor(t.Task, ini.RunID))
+		x.Specs = append(x.Specs, specFor(t.Task, ini.RunID))
 	}
-	x.sampleSpecs, x.sampleErrs = sampleSpecs(p, ini.RunID), map[string]SampleEnvError{}
+	x.SampleSpecs, x.SampleErrs = sampleSpecs(p, ini.RunID), map[string]attempt.SampleEnvError{}
 	mine := map[int]bool{}
 	for _, ti := range ini.Tasks {
 		mine[ti] = true
@@ -998,23 +1000,23 @@ func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, provide
 			byProv[name] = nil // every task's provider is made, specs or not
 		}
 		if ownSpec[ti] {
-			byProv[name] = append(byProv[name], x.specs[ti])
+			byProv[name] = append(byProv[name], x.Specs[ti])
 		}
 	}
-	for _, k := range sortedSpecKeys(x.sampleSpecs) {
+	for _, k := range sortedSpecKeys(x.SampleSpecs) {
 		ti, _ := taskOfKey(k)
 		if !mine[ti] {
-			delete(x.sampleSpecs, k) // another worker's
+			delete(x.SampleSpecs, k) // another worker's
 			continue
 		}
 		if e, ok := ini.SampleErrors[k]; ok {
-			x.sampleErrs[k] = e // not prepared again: its attempts end with why
+			x.SampleErrs[k] = e // not prepared again: its attempts end with why
 			continue
 		}
 		if img := ini.SampleImages[k]; img != "" {
-			x.sampleSpecs[k].Image = img
+			x.SampleSpecs[k].Image = img
 		}
-		byProv[ini.TaskProv[ti]] = append(byProv[ini.TaskProv[ti]], x.sampleSpecs[k])
+		byProv[ini.TaskProv[ti]] = append(byProv[ini.TaskProv[ti]], x.SampleSpecs[k])
 	}
 	for name, specs := range byProv {
 		prov, err := providers.Provider(ctx, name, RunInfo{RunID: ini.RunID, LockPath: ini.LockPath, Stderr: stderr, Settings: es.Fleet.ProviderSettings(), Liveness: runlock.Liveness{}})
@@ -1022,19 +1024,19 @@ func workerSetup(ctx context.Context, ini *workerInit, stderr io.Writer, provide
 			return nil, finalize, fmt.Errorf("sandbox provider %s: %w", name, err)
 		}
 		provs = append(provs, prov)
-		x.providers[name] = prov
+		x.Providers[name] = prov
 		// The supervisor prepared the run once: its images, networks and
 		// gateway address are adopted, nothing is built or created again.
 		for _, ti := range ini.Tasks {
 			if ini.TaskProv[ti] == name && ti < len(ini.Images) && ini.Images[ti] != "" {
-				x.specs[ti].Image = ini.Images[ti]
+				x.Specs[ti].Image = ini.Images[ti]
 			}
 		}
 		url, err := adoptProvider(ctx, ini, name, prov, specs, ask)
 		if err != nil {
 			return nil, finalize, err
 		}
-		x.gwURL[name] = url
+		x.GatewayURL[name] = url
 	}
 	return x, finalize, nil
 }

@@ -1,4 +1,4 @@
-package run
+package attempt
 
 import (
 	"encoding/json"

@@ -1,7 +1,6 @@
-package run
+package attempt
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,12 +8,9 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/steward-evals/steward/internal/evalset"
@@ -26,52 +22,52 @@ import (
 	"github.com/steward-evals/steward/internal/status"
 )
 
-// executor runs attempts: sandbox from a pool or new, files, setup, agent,
+// Executor runs attempts: sandbox from a pool or new, files, setup, agent,
 // scorer, teardown, publish.
-type executor struct {
-	x     *execEnv
+type Executor struct {
+	x     *Env
 	mu    sync.Mutex
 	pools map[string][]sandbox.Sandbox // pool key -> idle sandboxes
 	owner map[string]int               // pool key -> task
 	bins  map[sandbox.Sandbox]bool     // sandboxes that hold the steward binary
-	arts  artifactStore                // collected artifacts by seq (artifacts.go)
+	arts  ArtifactStore                // collected artifacts by seq (artifacts.go)
 }
 
 // attemptSlack is the time an attempt may take beyond its task timeout for
 // sandbox creation, file copies and scoring bookkeeping.
 const attemptSlack = time.Minute
 
-// execEnv is what attempt execution needs; the supervisor fills it in
+// Env is what attempt execution needs; the supervisor fills it in
 // process, a worker process fills it from its init message (W1).
-type execEnv struct {
-	p     *plan.Plan
-	specs []*sandbox.Spec
-	// sampleSpecs: the specs of samples with environments of their own (harbor.go).
-	sampleSpecs map[string]*sandbox.Spec
-	// sampleErrs: samples whose own environment could not be prepared.
-	sampleErrs map[string]SampleEnvError
-	providers  map[string]sandbox.Provider
-	taskProv   []string
-	gwURL      map[string]string
-	// judgeURL is the gateway's loopback listener the model judge calls
+type Env struct {
+	Plan  *plan.Plan
+	Specs []*sandbox.Spec
+	// SampleSpecs: the specs of samples with environments of their own (internal/run's harbor.go).
+	SampleSpecs map[string]*sandbox.Spec
+	// SampleErrs: samples whose own environment could not be prepared.
+	SampleErrs map[string]SampleEnvError
+	Providers  map[string]sandbox.Provider
+	TaskProv   []string
+	GatewayURL map[string]string
+	// JudgeURL is the gateway's loopback listener the model judge calls
 	// ("" when no task has scorer.model_graded).
-	judgeURL string
-	runID    string
-	exe      string
-	model    string
-	// modelSettings is model.settings as JSON ("" when none), for agents
+	JudgeURL string
+	RunID    string
+	Exe      string
+	Model    string
+	// ModelSettings is model.settings as JSON ("" when none), for agents
 	// (STEWARD_MODEL_SETTINGS; the built-in chat agent sends them).
-	modelSettings string
-	stderr        io.Writer
-	// fault, when set, injects a panic for a task (fault-injection tests of W1).
-	fault string
-	// started, when set, is told an attempt's sandbox exists and it executes
+	ModelSettings string
+	Stderr        io.Writer
+	// Fault, when set, injects a panic for a task (fault-injection tests of W1).
+	Fault string
+	// Started, when set, is told an attempt's sandbox exists and it executes
 	// (the one definition of running: panel, tend, the ramp's saturation).
-	started func(seq int)
-	// bind restricts an attempt's gateway token to its sandbox's address.
-	bind func(ctx context.Context, token string, ip netip.Addr) error
-	// deadline gives the gateway attempt seq's agent deadline (zero: none; limits.go).
-	deadline func(ctx context.Context, seq int, at time.Time) error
+	Started func(seq int)
+	// Bind restricts an attempt's gateway token to its sandbox's address.
+	Bind func(ctx context.Context, token string, ip netip.Addr) error
+	// Deadline gives the gateway attempt seq's agent deadline (zero: none; limits.go).
+	Deadline func(ctx context.Context, seq int, at time.Time) error
 }
 
 // gatewayPeer is a sandbox whose connections to the gateway come from an
@@ -80,39 +76,40 @@ type gatewayPeer interface {
 	GatewayPeer() (netip.Addr, bool)
 }
 
-func newExecutor(x *execEnv) *executor {
-	return &executor{x: x, pools: map[string][]sandbox.Sandbox{}, owner: map[string]int{}, bins: map[sandbox.Sandbox]bool{}}
+// NewExecutor is an executor of attempts in the environment x.
+func NewExecutor(x *Env) *Executor {
+	return &Executor{x: x, pools: map[string][]sandbox.Sandbox{}, owner: map[string]int{}, bins: map[sandbox.Sandbox]bool{}}
 }
 
 // poolKey: group lanes reuse one sandbox per lane (D3); sandbox_reuse tasks
 // keep a pool per task (D2); others use a fresh sandbox per attempt.
-func (e *executor) poolKey(a *plan.Attempt) string {
+func (e *Executor) poolKey(a *plan.Attempt) string {
 	if a.Lane != "" {
 		return "lane:" + a.Lane
 	}
-	if e.x.p.Tasks[a.Task].Task.SandboxReuse {
+	if e.x.Plan.Tasks[a.Task].Task.SandboxReuse {
 		return "task:" + strconv.Itoa(a.Task)
 	}
 	return ""
 }
 
-// attempt runs one try with the attempt's gateway token and returns its row
+// Run runs one try with the attempt's gateway tokens and returns its row
 // (never publishes; the supervisor scrubs, charges usage and publishes). Its
 // steps: a sandbox (fresh, or the lane's or pool's), the token bound to it,
 // sample files and setup, the agent, then the verdict (attemptRun's methods).
-func (e *executor) attempt(ctx context.Context, a *plan.Attempt, tok tokens) record.Attempt {
+func (e *Executor) Run(ctx context.Context, a *plan.Attempt, tok Tokens) record.Attempt {
 	l := e.x
-	if e.x.fault == "panic:"+l.p.Tasks[a.Task].Task.Name {
-		panic("injected fault: STEWARD_WORKER_FAULT=" + e.x.fault)
+	if e.x.Fault == "panic:"+l.Plan.Tasks[a.Task].Task.Name {
+		panic("injected fault: STEWARD_WORKER_FAULT=" + e.x.Fault)
 	}
-	t := l.p.Tasks[a.Task].Task
+	t := l.Plan.Tasks[a.Task].Task
 	// The whole attempt (sandbox creation included) is bounded: a daemon that
 	// stops answering cannot hang the run.
 	runCtx := ctx
 	ctx, cancelAttempt := context.WithTimeout(ctx, attemptBound(t, a.Sample)+attemptSlack)
 	defer cancelAttempt()
 	r := &attemptRun{e: e, a: a, t: t, token: tok.Agent, grading: tok.Grading, runCtx: runCtx, ctx: ctx, row: record.Attempt{
-		RunID: l.runID, Seq: a.Seq, Task: t.Name, Sample: a.Sample.ID, Attempt: a.Number,
+		RunID: l.RunID, Seq: a.Seq, Task: t.Name, Sample: a.Sample.ID, Attempt: a.Number,
 		Fingerprint: a.Fingerprint, Parts: a.PartsJSON(), Started: time.Now(), Source: a.Sample.Source,
 	}}
 	key := e.poolKey(a)
@@ -121,8 +118,8 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, tok tokens) rec
 		return r.classify(err, "create sandbox")
 	}
 	r.sb, r.healthy, r.row.Sandbox = sb, true, sb.ID()
-	if l.started != nil {
-		l.started(a.Seq)
+	if l.Started != nil {
+		l.Started(a.Seq)
 	}
 	defer func() { e.put(key, a.Task, sb, r.healthy) }()
 	defer func() { e.collectArtifacts(ctx, sb, a, r.harborLogs) }() // before the sandbox goes back or away
@@ -137,7 +134,7 @@ func (e *executor) attempt(ctx context.Context, a *plan.Attempt, tok tokens) rec
 // attemptRun is one attempt in progress on a worker. Each step returns the
 // finished row and true when the attempt ends there.
 type attemptRun struct {
-	e        *executor
+	e        *Executor
 	a        *plan.Attempt
 	t        *evalset.Task
 	token    string
@@ -181,9 +178,9 @@ func (r *attemptRun) classify(err error, what string) record.Attempt {
 // sandbox ever sees it.
 func (r *attemptRun) bind() (record.Attempt, bool) {
 	l := r.e.x
-	if gp, ok := r.sb.(gatewayPeer); ok && l.bind != nil {
+	if gp, ok := r.sb.(gatewayPeer); ok && l.Bind != nil {
 		if ip, ok := gp.GatewayPeer(); ok {
-			if err := l.bind(r.ctx, r.token, ip); err != nil {
+			if err := l.Bind(r.ctx, r.token, ip); err != nil {
 				return r.classify(sandbox.InfraError(err), "bind the gateway token to the sandbox"), true
 			}
 		}
@@ -194,7 +191,7 @@ func (r *attemptRun) bind() (record.Attempt, bool) {
 // setup copies the sample's files in and runs the sample's setup; the
 // attempt's deadline starts here.
 func (r *attemptRun) setup() (record.Attempt, bool) {
-	files, err := sampleFiles(r.e.x.p.EvalSet, r.a.Sample)
+	files, err := sampleFiles(r.e.x.Plan.EvalSet, r.a.Sample)
 	if err != nil {
 		r.healthy = false
 		return r.finish(status.Errored, "sample files: "+err.Error()), true
@@ -282,7 +279,7 @@ func (r *attemptRun) judge() record.Attempt {
 	if r.a.Sample.Harbor != nil {
 		return r.verify() // harborexec.go: the verdict is the reward file
 	}
-	v, serr := r.e.score(r.ctx, r.sb, r.t, r.a.Sample, answer, r.env, tokens{r.token, r.grading}, time.Now().Add(r.t.ScorerTimeoutD()), &r.logb)
+	v, serr := r.e.score(r.ctx, r.sb, r.t, r.a.Sample, answer, r.env, Tokens{r.token, r.grading}, time.Now().Add(r.t.ScorerTimeoutD()), &r.logb)
 	r.row.Log = tail([]byte(r.logb.String()), 16<<10)
 	agent := ""
 	if r.row.AgentExit != 0 {
@@ -368,6 +365,14 @@ func section(name string, res sandbox.ExecResult) string {
 	return b.String()
 }
 
+func tail(b []byte, n int) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > n {
+		s = "…" + s[len(s)-n:]
+	}
+	return s
+}
+
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -376,31 +381,31 @@ func truncate(s string, n int) string {
 }
 
 // env is what every command of the attempt sees.
-func (e *executor) env(a *plan.Attempt, token string, sb sandbox.Sandbox) map[string]string {
+func (e *Executor) env(a *plan.Attempt, token string, sb sandbox.Sandbox) map[string]string {
 	l := e.x
-	t := l.p.Tasks[a.Task].Task
+	t := l.Plan.Tasks[a.Task].Task
 	input, inputJSON := inputStrings(a.Sample.Input)
 	meta, _ := json.Marshal(a.Sample.Metadata)
 	env := map[string]string{
-		"STEWARD_RUN_ID":     l.runID,
+		"STEWARD_RUN_ID":     l.RunID,
 		"STEWARD_TASK":       t.Name,
 		"STEWARD_SAMPLE_ID":  a.Sample.ID,
 		"STEWARD_INPUT":      input,
 		"STEWARD_INPUT_JSON": inputJSON,
 		"STEWARD_ATTEMPT":    strconv.Itoa(a.Number),
 		"STEWARD_METADATA":   string(meta),
-		"STEWARD_MODEL":      l.model,
+		"STEWARD_MODEL":      l.Model,
 		"STEWARD_WORKDIR":    sb.Workdir(),
 	}
-	if l.modelSettings != "" {
-		env["STEWARD_MODEL_SETTINGS"] = l.modelSettings
+	if l.ModelSettings != "" {
+		env["STEWARD_MODEL_SETTINGS"] = l.ModelSettings
 	}
-	for _, kv := range gateway.Env(l.gwURL[l.taskProv[a.Task]], token) {
+	for _, kv := range gateway.Env(l.GatewayURL[l.TaskProv[a.Task]], token) {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	if sandbox.IsOnHost(l.taskProv[a.Task]) && l.exe != "" {
-		env["STEWARD_BIN"] = l.exe
+	if sandbox.IsOnHost(l.TaskProv[a.Task]) && l.Exe != "" {
+		env["STEWARD_BIN"] = l.Exe
 	} else if e.hasBin(sb) {
 		env["STEWARD_BIN"] = "/opt/steward/steward"
 	}
@@ -439,7 +444,7 @@ func sampleFiles(es *evalset.EvalSet, s *evalset.Sample) ([]sandbox.File, error)
 
 // score judges the answer: a scorer command in the sandbox, or a target
 // match (internal/score decides; this runs).
-func (e *executor) score(ctx context.Context, sb sandbox.Sandbox, t *evalset.Task, s *evalset.Sample, answer string, env map[string]string, tok tokens, deadline time.Time, logb *strings.Builder) (score.Verdict, error) {
+func (e *Executor) score(ctx context.Context, sb sandbox.Sandbox, t *evalset.Task, s *evalset.Sample, answer string, env map[string]string, tok Tokens, deadline time.Time, logb *strings.Builder) (score.Verdict, error) {
 	if t.Scorer.ModelGraded != nil {
 		return e.modelJudge(ctx, t, s, answer, tok.Grading, deadline, logb)
 	}
@@ -475,16 +480,16 @@ func taskFiles(es *evalset.EvalSet, t *evalset.Task) ([]sandbox.File, error) {
 // get returns a sandbox ready for the attempt: idle from its pool (its
 // workdir was reset, so the task's files are copied in again), or new
 // (created, task files copied in, task setup run).
-func (e *executor) get(ctx context.Context, a *plan.Attempt, key string) (sandbox.Sandbox, error) {
+func (e *Executor) get(ctx context.Context, a *plan.Attempt, key string) (sandbox.Sandbox, error) {
 	l := e.x
-	t := l.p.Tasks[a.Task].Task
+	t := l.Plan.Tasks[a.Task].Task
 	if key != "" {
 		e.mu.Lock()
 		if p := e.pools[key]; len(p) > 0 {
 			sb := p[len(p)-1]
 			e.pools[key] = p[:len(p)-1]
 			e.mu.Unlock()
-			files, err := taskFiles(l.p.EvalSet, t)
+			files, err := taskFiles(l.Plan.EvalSet, t)
 			if err == nil && len(files) > 0 {
 				err = sb.CopyIn(ctx, files)
 			}
@@ -496,11 +501,11 @@ func (e *executor) get(ctx context.Context, a *plan.Attempt, key string) (sandbo
 		}
 		e.mu.Unlock()
 	}
-	if e, ok := l.sampleErrs[sampleKey(a.Task, a.Sample.ID)]; ok {
+	if e, ok := l.SampleErrs[SampleKey(a.Task, a.Sample.ID)]; ok {
 		return nil, e.err()
 	}
 	spec := *l.specOf(a)
-	prov := l.providers[l.taskProv[a.Task]]
+	prov := l.Providers[l.TaskProv[a.Task]]
 	sb, err := prov.Create(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -511,12 +516,12 @@ func (e *executor) get(ctx context.Context, a *plan.Attempt, key string) (sandbo
 		_ = sb.Close(cctx)
 		return nil, err
 	}
-	files, err := taskFiles(l.p.EvalSet, t)
+	files, err := taskFiles(l.Plan.EvalSet, t)
 	if err != nil {
 		return fail(err)
 	}
-	if !sandbox.IsOnHost(l.taskProv[a.Task]) && l.exe != "" && mentionsSteward(t) {
-		b, err := os.ReadFile(l.exe)
+	if !sandbox.IsOnHost(l.TaskProv[a.Task]) && l.Exe != "" && mentionsSteward(t) {
+		b, err := os.ReadFile(l.Exe)
 		if err != nil {
 			return fail(fmt.Errorf("read the steward binary: %w", err))
 		}
@@ -531,7 +536,7 @@ func (e *executor) get(ctx context.Context, a *plan.Attempt, key string) (sandbo
 		}
 	}
 	if t.Setup != "" {
-		env := map[string]string{"STEWARD_TASK": t.Name, "STEWARD_RUN_ID": l.runID}
+		env := map[string]string{"STEWARD_TASK": t.Name, "STEWARD_RUN_ID": l.RunID}
 		res, err := sb.Exec(ctx, sandbox.ExecSpec{Shell: t.Setup, Env: env, Timeout: t.Timeout.D(), MaxOutput: 64 << 10})
 		if err != nil {
 			return fail(err)
@@ -547,7 +552,7 @@ func mentionsSteward(t *evalset.Task) bool {
 	return strings.Contains(t.Agent+t.Setup+t.Scorer.Command, "STEWARD_BIN")
 }
 
-func (e *executor) hasBin(sb sandbox.Sandbox) bool {
+func (e *Executor) hasBin(sb sandbox.Sandbox) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.bins[sb]
@@ -555,7 +560,7 @@ func (e *executor) hasBin(sb sandbox.Sandbox) bool {
 
 // put returns a sandbox to its pool (reset) or removes it. It runs before
 // the scheduler frees the attempt's slot, so exclusive providers never overlap.
-func (e *executor) put(key string, task int, sb sandbox.Sandbox, healthy bool) {
+func (e *Executor) put(key string, task int, sb sandbox.Sandbox, healthy bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if key != "" && healthy {
@@ -568,20 +573,20 @@ func (e *executor) put(key string, task int, sb sandbox.Sandbox, healthy bool) {
 			return
 		}
 		// The lane goes on in a fresh sandbox, without what this one held: say so.
-		fmt.Fprintf(e.x.stderr, "steward: reset sandbox %s for reuse: %v; it is removed and the next attempt gets a new one\n", sb.ID(), err)
+		fmt.Fprintf(e.x.Stderr, "steward: reset sandbox %s for reuse: %v; it is removed and the next attempt gets a new one\n", sb.ID(), err)
 	}
 	e.mu.Lock()
 	delete(e.bins, sb)
 	e.mu.Unlock()
 	if err := sb.Close(ctx); err != nil {
-		fmt.Fprintf(e.x.stderr, "steward: remove sandbox %s: %v\n", sb.ID(), err)
+		fmt.Fprintf(e.x.Stderr, "steward: remove sandbox %s: %v\n", sb.ID(), err)
 	}
 }
 
-// closeTask removes a task's pooled sandboxes; it reports whether all went.
+// CloseTask removes a task's pooled sandboxes; it reports whether all went.
 // Removal outlives ctx's cancellation (an aborted run still cleans up) but
 // keeps its values, each sandbox bounded by two minutes.
-func (e *executor) closeTask(ctx context.Context, task int) bool {
+func (e *Executor) CloseTask(ctx context.Context, task int) bool {
 	e.mu.Lock()
 	var boxes []sandbox.Sandbox
 	for k, p := range e.pools {
@@ -595,25 +600,10 @@ func (e *executor) closeTask(ctx context.Context, task int) bool {
 	for _, sb := range boxes {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		if err := sb.Close(ctx); err != nil {
-			fmt.Fprintf(e.x.stderr, "steward: remove sandbox %s: %v\n", sb.ID(), err)
+			fmt.Fprintf(e.x.Stderr, "steward: remove sandbox %s: %v\n", sb.ID(), err)
 			ok = false
 		}
 		cancel()
 	}
 	return ok
 }
-
-// hostCommand runs a task-level host hook in the eval set dir.
-func (l *launcher) hostCommand(ctx context.Context, shell string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", shell)
-	cmd.Dir = l.es.Dir
-	cmd.Env = append(os.Environ(), "STEWARD_RUN_ID="+l.runID, "STEWARD_EVALSET="+l.es.File)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.Bytes(), err
-}
-
-var _ = filepath.Join

@@ -1,4 +1,4 @@
-package run
+package attempt
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ func (s *resetFails) Close(ctx context.Context) error { s.closed = true; return 
 // which must not look like the agent's fault.
 func TestPutSaysWhenAReusedSandboxCannotBeReset(t *testing.T) {
 	var stderr bytes.Buffer
-	e := newExecutor(&execEnv{stderr: &stderr})
+	e := NewExecutor(&Env{Stderr: &stderr})
 	sb := &resetFails{}
 	e.put("lane:g1", 0, sb, true)
 	if !sb.closed {

@@ -1,4 +1,4 @@
-package run
+package attempt
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // its files copied there only now, and the targets only in its environment.
 
 // runScorer runs the task's scorer command for a settled sandbox.
-func (e *executor) runScorer(ctx context.Context, sb sandbox.Sandbox, t *evalset.Task, targets []string, answer string, env map[string]string, token string, deadline time.Time, logb *strings.Builder) (score.Verdict, error) {
+func (e *Executor) runScorer(ctx context.Context, sb sandbox.Sandbox, t *evalset.Task, targets []string, answer string, env map[string]string, token string, deadline time.Time, logb *strings.Builder) (score.Verdict, error) {
 	files, err := e.scorerFiles(t, sb)
 	if err != nil {
 		return score.Verdict{}, err
@@ -32,14 +32,14 @@ func (e *executor) runScorer(ctx context.Context, sb sandbox.Sandbox, t *evalset
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer cancel()
 		if err := g.Close(cctx); err != nil {
-			fmt.Fprintf(e.x.stderr, "steward: remove the scorer's sandbox %s: %v\n", g.ID(), err)
+			fmt.Fprintf(e.x.Stderr, "steward: remove the scorer's sandbox %s: %v\n", g.ID(), err)
 		}
 	}()
 	// A model-graded scorer calls the gateway with the attempt's token from
 	// the grader's own address: the token works from there too.
-	if gp, ok := g.(gatewayPeer); ok && e.x.bind != nil && token != "" {
+	if gp, ok := g.(gatewayPeer); ok && e.x.Bind != nil && token != "" {
 		if ip, ok := gp.GatewayPeer(); ok {
-			if err := e.x.bind(ctx, token, ip); err != nil {
+			if err := e.x.Bind(ctx, token, ip); err != nil {
 				return score.Verdict{}, sandbox.InfraError(fmt.Errorf("bind the gateway token to the scorer's sandbox: %w", err))
 			}
 		}
@@ -66,17 +66,17 @@ func (e *executor) runScorer(ctx context.Context, sb sandbox.Sandbox, t *evalset
 
 // scorerFiles are the scorer's files, and the steward binary where the
 // scorer command asks for it and the grader is not on the host.
-func (e *executor) scorerFiles(t *evalset.Task, sb sandbox.Sandbox) ([]sandbox.File, error) {
+func (e *Executor) scorerFiles(t *evalset.Task, sb sandbox.Sandbox) ([]sandbox.File, error) {
 	var files []sandbox.File
 	for dst, src := range t.Scorer.Files {
-		data, mode, err := e.x.p.EvalSet.FileData(src)
+		data, mode, err := e.x.Plan.EvalSet.FileData(src)
 		if err != nil {
 			return nil, fmt.Errorf("scorer file %s: %w", dst, err)
 		}
 		files = append(files, sandbox.File{Path: dst, Data: data, Mode: mode})
 	}
 	if e.hasBin(sb) && strings.Contains(t.Scorer.Command, "STEWARD_BIN") {
-		b, err := os.ReadFile(e.x.exe)
+		b, err := os.ReadFile(e.x.Exe)
 		if err != nil {
 			return nil, fmt.Errorf("read the steward binary: %w", err)
 		}

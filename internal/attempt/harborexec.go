@@ -1,4 +1,4 @@
-package run
+package attempt
 
 import (
 	"context"
@@ -212,12 +212,12 @@ func (r *attemptRun) verifierSandbox(mode string) (sandbox.Sandbox, func(), erro
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 2*time.Minute)
 			defer cancel()
 			if err := g.Close(cctx); err != nil {
-				fmt.Fprintf(r.e.x.stderr, "steward: remove the verifier's sandbox %s: %v\n", g.ID(), err)
+				fmt.Fprintf(r.e.x.Stderr, "steward: remove the verifier's sandbox %s: %v\n", g.ID(), err)
 			}
 		}
-		if gp, ok := g.(gatewayPeer); ok && r.e.x.bind != nil && r.token != "" {
+		if gp, ok := g.(gatewayPeer); ok && r.e.x.Bind != nil && r.token != "" {
 			if ip, ok := gp.GatewayPeer(); ok {
-				if err := r.e.x.bind(r.ctx, r.token, ip); err != nil {
+				if err := r.e.x.Bind(r.ctx, r.token, ip); err != nil {
 					cleanup()
 					return nil, nil, sandbox.InfraError(fmt.Errorf("bind the gateway token to the verifier's sandbox: %w", err))
 				}
@@ -227,7 +227,7 @@ func (r *attemptRun) verifierSandbox(mode string) (sandbox.Sandbox, func(), erro
 	}
 	res, ok := r.sb.(sandbox.Resumer)
 	if !ok {
-		return nil, nil, fmt.Errorf("the %s provider cannot run a verifier in the agent's own sandbox (environment_mode shared)", r.e.x.taskProv[r.a.Task])
+		return nil, nil, fmt.Errorf("the %s provider cannot run a verifier in the agent's own sandbox (environment_mode shared)", r.e.x.TaskProv[r.a.Task])
 	}
 	if err := res.Resume(r.ctx); err != nil {
 		return nil, nil, err
