@@ -194,10 +194,10 @@ type Sandbox struct {
 	// other services' containers (compose.go), removed by Close.
 	compose  *runNet
 	services []string
-	memory  int64
-	ip      netip.Addr   // its address on its network: where its gateway connections come from
-	spec    sandbox.Spec // what Grader makes a fresh container of
-	disk    int64
+	memory   int64
+	ip       netip.Addr   // its address on its network: where its gateway connections come from
+	spec     sandbox.Spec // what Grader makes a fresh container of
+	disk     int64
 	// roots are the writable mounts of a read-only-root sandbox (disk.go);
 	// nil when the whole filesystem is writable.
 	roots []string
