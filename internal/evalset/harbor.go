@@ -37,6 +37,13 @@ type HarborSample struct {
 	Tests       map[string]HarborFile
 	Solution    map[string]HarborFile
 	SolutionEnv map[string]string
+	// Compose is the compose file of a compose environment (as displayed;
+	// "" for a Dockerfile or docker_image task): the sample's sandbox is its
+	// service main, built with Dockerfile (relative to the sandbox's build;
+	// "" = Dockerfile), and Services run beside it.
+	Compose    string
+	Dockerfile string
+	Services   []sandbox.Service
 }
 
 // HarborFile is one file of a Harbor task's tests/ or solution/, as read at Load.
@@ -121,6 +128,7 @@ func harborSample(h *harbor.Task, file string) *Sample {
 		Harbor: &HarborSample{
 			Dir: h.Dir, Env: h.Env, VerifierMode: h.VerifierMode, VerifierEnv: h.VerifierEnv,
 			Tests: harborFiles(h.Tests), Solution: harborFiles(h.Solution), SolutionEnv: h.SolutionEnv,
+			Compose: h.Compose, Dockerfile: h.Dockerfile, Services: h.Services,
 		},
 	}
 	return s
@@ -185,7 +193,7 @@ func (v *validator) harborTask(i int, t *Task) {
 			sb.BuildNetwork = buildNet
 		}
 		if d, ok := sandbox.Lookup(sb.Provider); ok && sb.Provider != "" && d.Check != nil {
-			for _, p := range d.Check(sandbox.Settings{Image: sb.Image, Build: sb.Build, Network: sb.Network}) {
+			for _, p := range d.Check(sandbox.Settings{Image: sb.Image, Build: sb.Build, Network: sb.Network, Compose: s.Harbor != nil && s.Harbor.Compose != ""}) {
 				if refused[p.Message] == nil {
 					order = append(order, p.Message)
 					refused[p.Message] = &[2]any{s.ID, 0}

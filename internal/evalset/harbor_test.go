@@ -84,6 +84,12 @@ func TestTasksFromHarborRefused(t *testing.T) {
 		}, []string{
 			"steward.yaml:4: tasks[0].sandbox.provider: sample t: the kubernetes provider cannot build images",
 		}},
+		{"kubernetes compose", "tasks:\n  - name: d\n    agent: a\n    sandbox: {provider: kubernetes}\n    tasks_from: {harbor: ds}\n", map[string]string{
+			"ds/t/instruction.md": "do it", "ds/t/tests/test.sh": "true", "ds/t/task.toml": "",
+			"ds/t/environment/docker-compose.yaml": "services:\n  main: {image: reg/main:1}\n  db: {image: reg/db:1}\n",
+		}, []string{
+			"steward.yaml:4: tasks[0].sandbox.provider: sample t: the kubernetes provider cannot run compose environments",
+		}},
 		{"missing", "tasks:\n  - name: d\n    agent: a\n    tasks_from: {harbor: nope}\n", nil, []string{
 			"nope: cannot read the Harbor dataset: no such file or directory",
 		}},

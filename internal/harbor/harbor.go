@@ -27,6 +27,8 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
+
+	"github.com/steward-evals/steward/internal/sandbox"
 )
 
 // Limits on what a task directory may hold.
@@ -127,6 +129,14 @@ type Task struct {
 	Image        string
 	Build        string
 	BuildTimeout time.Duration
+	// Compose is the compose file (as displayed) of a compose environment
+	// (environment/docker-compose.yaml): main's image or build is Image or
+	// Build (Dockerfile relative to it, "" = Dockerfile), main's
+	// environment and working_dir are under Env and Workdir (task.toml's
+	// win), and Services are the other services.
+	Compose      string
+	Dockerfile   string
+	Services     []sandbox.Service
 	CPUs         float64
 	MemoryBytes  int64
 	StorageBytes int64
@@ -645,20 +655,22 @@ func mapConfig(r *Result, t *Task, c *config, li lineIndex, file, taskDisplay st
 
 	// Environment.
 	env := c.Environment
-	if env.DockerImage != "" {
+	envDir := filepath.Join(t.Dir, "environment")
+	composeName := ""
+	for _, n := range []string{"docker-compose.yaml", "docker-compose.yml"} {
+		if _, err := os.Lstat(filepath.Join(envDir, n)); err == nil {
+			composeName = n
+			break
+		}
+	}
+	switch {
+	case composeName != "":
+		// Read once the rest of [environment] is (its env and workdir win over main's).
+	case env.DockerImage != "":
 		t.Image = env.DockerImage
-	} else {
-		envDir := filepath.Join(t.Dir, "environment")
+	default:
 		_, dfErr := os.Lstat(filepath.Join(envDir, "Dockerfile"))
-		_, dcErr := os.Lstat(filepath.Join(envDir, "docker-compose.yaml"))
-		_, dcErr2 := os.Lstat(filepath.Join(envDir, "docker-compose.yml"))
 		switch {
-		case dcErr == nil || dcErr2 == nil:
-			name := "docker-compose.yaml"
-			if dcErr != nil {
-				name = "docker-compose.yml"
-			}
-			r.add(Problem{File: filepath.Join(taskDisplay, "environment", name), Msg: "compose environments are not supported yet (a project of several containers per attempt, on a network of its own, with its services started and health-checked beside main, is not in Steward's sandbox providers): give the task one image (environment/Dockerfile or [environment] docker_image)"})
 		case dfErr == nil:
 			if st, err := os.Lstat(envDir); err != nil || st.Mode()&fs.ModeSymlink != 0 || !st.IsDir() {
 				r.add(Problem{File: filepath.Join(taskDisplay, "environment"), Msg: "must be a directory (not a link)"})
@@ -668,7 +680,7 @@ func mapConfig(r *Result, t *Task, c *config, li lineIndex, file, taskDisplay st
 				t.Build = envDir
 			}
 		default:
-			r.add(Problem{File: file, Key: "environment.docker_image", Msg: "the task has no environment: give environment/Dockerfile or [environment] docker_image"})
+			r.add(Problem{File: file, Key: "environment.docker_image", Msg: "the task has no environment: give environment/Dockerfile, environment/docker-compose.yaml or [environment] docker_image"})
 		}
 	}
 	t.BuildTimeout = seconds(bad, "environment.build_timeout_sec", env.BuildTimeoutSec, DefaultBuildTimeout)
@@ -756,6 +768,10 @@ func mapConfig(r *Result, t *Task, c *config, li lineIndex, file, taskDisplay st
 				e.m[k] = v
 			}
 		}
+	}
+
+	if composeName != "" {
+		loadCompose(r, t, envDir, composeName, taskDisplay, env.DockerImage)
 	}
 
 	// Metadata: [metadata] as written, the identity under "harbor".

@@ -221,7 +221,7 @@ func TestRefused(t *testing.T) {
 		{"compose", "", func(f map[string]string) {
 			delete(f, "environment/Dockerfile")
 			f["environment/docker-compose.yaml"] = "services: {}\n"
-		}, "ds/t/environment/docker-compose.yaml: compose environments are not supported yet", false},
+		}, "ds/t/environment/docker-compose.yaml:1: services: no service main", false},
 		{"no env", "", func(f map[string]string) { delete(f, "environment/Dockerfile") }, "ds/t/task.toml: environment.docker_image: the task has no environment", false},
 		{"no instruction", "", func(f map[string]string) { delete(f, "instruction.md") }, "ds/t/instruction.md: cannot read: no such file", false},
 		{"empty instruction", "", func(f map[string]string) { f["instruction.md"] = " \n" }, "ds/t/instruction.md: is empty", false},

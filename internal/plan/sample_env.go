@@ -25,6 +25,11 @@ func sampleEnvParts(s *evalset.Sample) map[string]any {
 	if h := s.Harbor; h != nil {
 		m["harbor"] = map[string]any{"env": h.Env, "verifier_mode": h.VerifierMode, "verifier_env": h.VerifierEnv,
 			"tests": harborHashes(h.Tests), "solution": harborHashes(h.Solution), "solution_env": h.SolutionEnv}
+		if h.Compose != "" {
+			// A compose environment: main's Dockerfile and every other
+			// service as configured (their build contexts are hashed with the image).
+			m["harbor"].(map[string]any)["compose"] = map[string]any{"dockerfile": h.Dockerfile, "services": h.Services}
+		}
 	}
 	return m
 }
@@ -55,9 +60,30 @@ func sampleImageFingerprint(s *evalset.Sample) (string, bool, error) {
 		if err != nil {
 			return "", false, fmt.Errorf("fingerprint build context of sample %s: %w", s.ID, err)
 		}
-		return "build:" + h, true, nil
+		return "build:" + h + servicesFingerprint(s), true, nil
 	}
-	return "image:" + sb.Image, true, nil
+	return "image:" + sb.Image + servicesFingerprint(s), true, nil
+}
+
+// servicesFingerprint adds the build contexts of a compose environment's
+// other services (their configuration is in sampleEnvParts).
+func servicesFingerprint(s *evalset.Sample) string {
+	if s.Harbor == nil {
+		return ""
+	}
+	out := ""
+	for _, svc := range s.Harbor.Services {
+		if svc.Build == "" {
+			out += "+" + svc.Name + "=image:" + svc.Image
+			continue
+		}
+		h, err := DirHash(svc.Build)
+		if err != nil {
+			h = "unreadable:" + err.Error()
+		}
+		out += "+" + svc.Name + "=build:" + h
+	}
+	return out
 }
 
 // imageRef is the image reference an attempt runs in when it names one

@@ -60,6 +60,8 @@ func sampleSpecFor(t *evalset.Task, s *evalset.Sample, runID string) *sandbox.Sp
 		for k, v := range h.Env {
 			spec.Env[k] = v
 		}
+		// A compose environment: main is this sandbox, the other services run beside it.
+		spec.Dockerfile, spec.Services = h.Dockerfile, append([]sandbox.Service(nil), h.Services...)
 	}
 	return spec
 }

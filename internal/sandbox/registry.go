@@ -50,6 +50,9 @@ var ErrBadInput = errors.New("bad input")
 // when the eval set is validated.
 type Settings struct {
 	Image, Build, Network string
+	// Compose: the sandbox is a compose environment's service main
+	// (Harbor's environment/docker-compose.yaml), with Spec.Services beside it.
+	Compose bool
 }
 
 // Problem is one thing a provider refuses in a task's sandbox settings.

@@ -47,6 +47,47 @@ type Spec struct {
 	// Env is set for every command run in the sandbox.
 	Env    map[string]string
 	Labels map[string]string
+	// Dockerfile is Build's Dockerfile, relative to Build ("" = Dockerfile).
+	Dockerfile string
+	// Services are the other services of a compose environment (a Harbor
+	// task's environment/docker-compose.yaml): the sandbox is its service
+	// main, and each of these runs beside it, on a network of the
+	// sandbox's own where service names resolve, started (and healthy)
+	// before the sandbox is handed out. BuildTimeout bounds their start.
+	Services []Service
+}
+
+// Service is one service of a compose environment besides main.
+type Service struct {
+	Name string
+	// Image is the service's image (filled by Prepare for a Build).
+	Image string
+	// Build is the absolute build context; Dockerfile is relative to it ("" = Dockerfile).
+	Build      string
+	Dockerfile string
+	Env        map[string]string
+	// Entrypoint and Command replace the image's when non-nil.
+	Entrypoint []string
+	Command    []string
+	Workdir    string
+	User       string
+	// Healthcheck replaces the image's HEALTHCHECK when set; either way a
+	// service with a health check must be healthy before main is used.
+	Healthcheck *Healthcheck
+	// DependsOn names the services started before this one, with the
+	// condition each must meet ("service_started" or "service_healthy").
+	DependsOn map[string]string
+	CPUs      float64 // 0 = provider default
+	Memory    int64   // bytes; 0 = provider default
+	CapAdd    []string
+}
+
+// Healthcheck is a service's health check (Docker's HEALTHCHECK).
+type Healthcheck struct {
+	// Test is Docker's form: ["CMD", …], ["CMD-SHELL", "…"] or ["NONE"].
+	Test                                          []string
+	Interval, Timeout, StartPeriod, StartInterval time.Duration
+	Retries                                       int
 }
 
 // File is a file copied into a sandbox; Path is relative to the workdir

@@ -151,10 +151,31 @@ const (
 // buildImage builds dir once per run and once per content hash across runs.
 // Its RUN steps reach no network unless network is BuildNetworkDefault.
 func (p *Provider) buildImage(ctx context.Context, dir, task, network string) (string, error) {
-	if _, err := os.Stat(filepath.Join(dir, "Dockerfile")); err != nil {
-		return "", fmt.Errorf("build image from %s: no Dockerfile: %w", dir, err)
-	}
+	return p.buildImageFile(ctx, dir, "", task, network)
+}
+
+// BuildSum is the content hash an image built from dir with dockerfile
+// (relative to dir; "" = Dockerfile) is tagged by (BuildRef): the context's
+// hash, with the Dockerfile's name when it is not the default.
+func BuildSum(dir, dockerfile string) (string, error) {
 	sum, err := ContextHash(dir)
+	if err != nil || dockerfile == "" || dockerfile == "Dockerfile" {
+		return sum, err
+	}
+	h := sha256.Sum256([]byte(sum + "\x00dockerfile=" + dockerfile))
+	return hex.EncodeToString(h[:]), nil
+}
+
+// buildImageFile is buildImage with a Dockerfile of another name (relative to dir).
+func (p *Provider) buildImageFile(ctx context.Context, dir, dockerfile, task, network string) (string, error) {
+	df := dockerfile
+	if df == "" {
+		df = "Dockerfile"
+	}
+	if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(df))); err != nil {
+		return "", fmt.Errorf("build image from %s: no %s: %w", dir, df, err)
+	}
+	sum, err := BuildSum(dir, dockerfile)
 	if err != nil {
 		return "", err
 	}
@@ -173,7 +194,7 @@ func (p *Provider) buildImage(ctx context.Context, dir, task, network string) (s
 			return "", ctx.Err()
 		}
 	}
-	b.ref, b.err = p.doBuild(ctx, dir, sum, task, network)
+	b.ref, b.err = p.doBuild(ctx, dir, dockerfile, sum, task, network)
 	if b.err != nil {
 		p.mu.Lock()
 		delete(p.builds, sum) // let a later call try again
@@ -183,7 +204,7 @@ func (p *Provider) buildImage(ctx context.Context, dir, task, network string) (s
 	return b.ref, b.err
 }
 
-func (p *Provider) doBuild(ctx context.Context, dir, sum, task, network string) (string, error) {
+func (p *Provider) doBuild(ctx context.Context, dir, dockerfile, sum, task, network string) (string, error) {
 	netMode := "none"
 	switch network {
 	case "", BuildNetworkNone:
@@ -216,6 +237,7 @@ func (p *Provider) doBuild(ctx context.Context, dir, sum, task, network string) 
 		// No network for RUN steps unless the task asks (build_network:
 		// default), and nothing beyond Docker's default build privileges.
 		NetworkMode: netMode,
+		Dockerfile:  dockerfile,
 	})
 	if err != nil {
 		return "", sandbox.InfraError(fmt.Errorf("build image from %s: %w", dir, err))

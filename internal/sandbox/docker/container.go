@@ -147,6 +147,13 @@ func (p *Provider) create(ctx context.Context, spec sandbox.Spec, seed bool) (sa
 		return fail(sandbox.InfraError(fmt.Errorf("create sandbox for task %s: %w", spec.Task, err)))
 	}
 	sb := &Sandbox{p: p, id: resp.ID, name: name, workdir: workdir, net: ownNet, memory: mem, spec: spec, disk: disk, roots: roots, writableRoot: spec.WritableRoot && roots != nil}
+	if len(spec.Services) > 0 {
+		// A compose environment: the other services are up (and healthy) before main starts.
+		if err := p.composeUp(ctx, spec, id, sb); err != nil {
+			_ = sb.Close(ctx)
+			return nil, err
+		}
+	}
 	if err := p.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 		_ = sb.Close(ctx)
 		return nil, sandbox.InfraError(fmt.Errorf("start sandbox %s: %w", name, err))
@@ -184,10 +191,14 @@ type Sandbox struct {
 	name    string
 	workdir string
 	net     *runNet // own network (network: isolated)
-	memory  int64
-	ip      netip.Addr   // its address on its network: where its gateway connections come from
-	spec    sandbox.Spec // what Grader makes a fresh container of
-	disk    int64
+	// compose and services are a compose environment's network and its
+	// other services' containers (compose.go), removed by Close.
+	compose  *runNet
+	services []string
+	memory   int64
+	ip       netip.Addr   // its address on its network: where its gateway connections come from
+	spec     sandbox.Spec // what Grader makes a fresh container of
+	disk     int64
 	// roots are the writable mounts of a read-only-root sandbox (disk.go);
 	// nil when the whole filesystem is writable.
 	roots []string
@@ -592,6 +603,9 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		if err := s.p.removeNetwork(cctx, s.net.ID); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := s.p.composeDown(cctx, s.services, s.compose); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		s.closeErr = fmt.Errorf("close sandbox %s: %w", s.name, err)

@@ -181,25 +181,30 @@ func BuildPoolReport(pools []AddressPool, source string, used []netip.Prefix, wa
 
 // NetworksWanted is how many networks a run of these specs creates at most
 // with concurrency sandboxes at once: one run network, one more when a spec
-// uses network: bridge, and one per live sandbox of network: isolated specs.
+// uses network: bridge, one per live sandbox of network: isolated specs,
+// and one per live sandbox of a compose environment (spec.Services: its
+// own network for its services), two for an isolated compose one.
 func NetworksWanted(specs []sandbox.Spec, concurrency int) int {
 	n := 1
-	bridge, isolated := false, false
+	bridge := false
+	per := 0 // networks one live sandbox may own, at most
 	for _, s := range specs {
+		own := 0
 		switch networkMode(s.Network) {
 		case NetworkBridge:
 			bridge = true
 		case NetworkIsolated:
-			isolated = true
+			own++
 		}
+		if len(s.Services) > 0 {
+			own++
+		}
+		per = max(per, own)
 	}
 	if bridge {
 		n++
 	}
-	if isolated {
-		n += concurrency
-	}
-	return n
+	return n + per*concurrency
 }
 
 // Doctor prints what Steward knows about the daemon: versions, CPUs, memory,

@@ -291,7 +291,10 @@ func (p *Provider) Prepare(ctx context.Context, specs []*sandbox.Spec) error {
 			if s.BuildTimeout > 0 {
 				bctx, cancel = context.WithTimeout(ctx, s.BuildTimeout)
 			}
-			ref, err := p.buildImage(bctx, s.Build, s.Task, s.BuildNetwork)
+			ref, err := p.buildImageFile(bctx, s.Build, s.Dockerfile, s.Task, s.BuildNetwork)
+			if err == nil {
+				err = p.prepareServices(bctx, s)
+			}
 			timedOut := bctx.Err() != nil && ctx.Err() == nil
 			cancel()
 			if err != nil {
@@ -305,6 +308,17 @@ func (p *Provider) Prepare(ctx context.Context, specs []*sandbox.Spec) error {
 		}
 		if err := p.checkImage(ctx, s.Image); err != nil {
 			return fmt.Errorf("prepare task %s: %w", s.Task, err)
+		}
+		if len(s.Services) > 0 {
+			bctx, cancel := ctx, context.CancelFunc(func() {})
+			if s.BuildTimeout > 0 {
+				bctx, cancel = context.WithTimeout(ctx, s.BuildTimeout)
+			}
+			err := p.prepareServices(bctx, s)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("prepare task %s: %w", s.Task, err)
+			}
 		}
 	}
 	p.warnUnboundedRoots(ctx, specs)
@@ -469,6 +483,9 @@ func (p *Provider) Finalize(ctx context.Context) error {
 		}
 	} else {
 		errs = append(errs, fmt.Errorf("list leftover sandboxes: %w", err))
+	}
+	if err := p.removeLeftoverComposeNets(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	for _, n := range nets {
 		if n == nil {

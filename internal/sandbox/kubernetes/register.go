@@ -82,6 +82,9 @@ func check(s sandbox.Settings) []sandbox.Problem {
 	if s.Build != "" {
 		out = append(out, sandbox.Problem{Field: "build", Message: "the kubernetes provider cannot build images: push the image to a registry and set image"})
 	}
+	if s.Compose {
+		out = append(out, sandbox.Problem{Message: "the kubernetes provider cannot run compose environments (environment/docker-compose.yaml: services beside main on a network of their own): use sandbox.provider: docker"})
+	}
 	return out
 }
 
