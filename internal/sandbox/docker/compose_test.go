@@ -37,9 +37,9 @@ func TestComposeServices(t *testing.T) {
 	s.BuildTimeout = time.Minute
 	s.Services = []sandbox.Service{
 		{Name: "web", Image: img, Env: map[string]string{"GREETING": "svc"},
-			Command: []string{"/bin/sh", "-c", "mkdir -p /tmp/srv && echo hi-$GREETING > /tmp/srv/x && exec httpd -f -p 8080 -h /tmp/srv"},
+			Command:     []string{"/bin/sh", "-c", "mkdir -p /tmp/srv && echo hi-$GREETING > /tmp/srv/x && exec httpd -f -p 8080 -h /tmp/srv"},
 			Healthcheck: &sandbox.Healthcheck{Test: []string{"CMD", "wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8080/x"}, Interval: 200 * time.Millisecond, Retries: 50},
-			CPUs: 0.25, Memory: 32 << 20, CapAdd: []string{"NET_BIND_SERVICE"}},
+			CPUs:        0.25, Memory: 32 << 20, CapAdd: []string{"NET_BIND_SERVICE"}},
 		{Name: "late", Image: img, Command: []string{"sleep", "3600"}, DependsOn: map[string]string{"web": "service_healthy"}},
 	}
 	prepare(t, r, &s)
