@@ -194,6 +194,12 @@ func loadCompose(r *Result, t *Task, envDir, name, display, dockerImage string) 
 	for _, n := range names {
 		s := proj.Services[n]
 		svc := sandbox.Service{Name: n, Image: s.Image, Workdir: s.WorkingDir, User: s.User, CapAdd: s.CapAdd}
+		for _, c := range s.CapAdd {
+			if !defaultCaps[strings.TrimPrefix(strings.ToUpper(c), "CAP_")] {
+				k, l := sk(n, "cap_add")
+				bad(k, l, "capability %s is refused: a task directory is untrusted, so a service may add back only what Docker grants a container by default (%s)", c, strings.Join(sortedCaps(), ", "))
+			}
+		}
 		if s.Build != nil {
 			svc.Build, svc.Dockerfile = composeBuild(t, s, sk, bad)
 			svc.Image = ""
@@ -528,4 +534,23 @@ func line(doc *yaml.Node, path ...string) int {
 		}
 	}
 	return l
+}
+
+// defaultCaps are the capabilities Docker grants a container by default:
+// all a compose service may add back to the none it starts with (SYS_ADMIN,
+// SYS_MODULE, NET_ADMIN and the like would give an untrusted task more
+// than any container gets).
+var defaultCaps = map[string]bool{
+	"AUDIT_WRITE": true, "CHOWN": true, "DAC_OVERRIDE": true, "FOWNER": true, "FSETID": true, "KILL": true,
+	"MKNOD": true, "NET_BIND_SERVICE": true, "NET_RAW": true, "SETFCAP": true, "SETGID": true, "SETPCAP": true,
+	"SETUID": true, "SYS_CHROOT": true,
+}
+
+func sortedCaps() []string {
+	out := make([]string, 0, len(defaultCaps))
+	for c := range defaultCaps {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -117,6 +117,8 @@ func TestComposeRefused(t *testing.T) {
 		{"host env", head + "    environment: [HOME]\n", "services.main.environment.HOME: takes its value from the host's environment"},
 		{"condition", head + "    depends_on:\n      db: {condition: service_completed_successfully}\n  db:\n    image: y\n", "services.main.depends_on: condition \"service_completed_successfully\""},
 		{"main cap_add", head + "    cap_add: [NET_ADMIN]\n", ":4: services.main.cap_add: main's capabilities"},
+		{"service cap_add SYS_ADMIN", head + "  db:\n    image: y\n    cap_add: [NET_BIND_SERVICE, SYS_ADMIN]\n", ":6: services.db.cap_add: capability SYS_ADMIN is refused"},
+		{"service cap_add CAP_SYS_MODULE", head + "  db:\n    image: y\n    cap_add: [cap_sys_module]\n", "capability cap_sys_module is refused"},
 		{"invalid", "services:\n  main:\n    image: [1, 2]\n", "ds/t/environment/docker-compose.yaml: invalid compose file"},
 		{"env_file", head + "    env_file: /etc/passwd\n", ":4: services.main.env_file: env_file is not supported"},
 	}
