@@ -1,6 +1,7 @@
 package harbor
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io/fs"
@@ -87,6 +88,14 @@ func loadCompose(r *Result, t *Task, envDir, name, display, dockerImage string) 
 	}
 	warn := func(key string, line int, format string, args ...any) {
 		r.add(Problem{File: file, Line: line, Key: key, Warning: true, Msg: fmt.Sprintf(format, args...)})
+	}
+	// checkCondition refuses a depends_on condition Steward cannot wait for.
+	checkCondition := func(key string, line int, dep string, cond string) {
+		switch cond {
+		case "", types.ServiceConditionStarted, types.ServiceConditionHealthy:
+		default:
+			bad(key, line, "condition %q of %s is not supported (use service_started or service_healthy)", cond, dep)
+		}
 	}
 	if st, err := os.Lstat(envDir); err != nil || st.Mode()&fs.ModeSymlink != 0 || !st.IsDir() {
 		r.add(Problem{File: filepath.Join(display, "environment"), Msg: "must be a directory (not a link)"})
@@ -238,15 +247,11 @@ func loadCompose(r *Result, t *Task, envDir, name, display, dockerImage string) 
 			svc.DependsOn = map[string]string{}
 			for d, dep := range s.DependsOn {
 				k, l := sk(n, "depends_on")
-				switch dep.Condition {
-				case "", types.ServiceConditionStarted, types.ServiceConditionHealthy:
-				default:
-					bad(k, l, "condition %q of %s is not supported (use service_started or service_healthy)", dep.Condition, d)
-				}
+				checkCondition(k, l, d, dep.Condition)
 				if d == MainService {
 					bad(k, l, "no service can depend on main: main starts last, once the others are up")
 				}
-				svc.DependsOn[d] = cmpOr(dep.Condition, types.ServiceConditionStarted)
+				svc.DependsOn[d] = cmp.Or(dep.Condition, types.ServiceConditionStarted)
 			}
 		}
 		svc.CPUs = float64(s.CPUS)
@@ -271,19 +276,8 @@ func loadCompose(r *Result, t *Task, envDir, name, display, dockerImage string) 
 	}
 	for d, dep := range main.DependsOn {
 		k, l := sk(MainService, "depends_on")
-		switch dep.Condition {
-		case "", types.ServiceConditionStarted, types.ServiceConditionHealthy:
-		default:
-			bad(k, l, "condition %q of %s is not supported (use service_started or service_healthy)", dep.Condition, d)
-		}
+		checkCondition(k, l, d, dep.Condition)
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func uniq(s []string) []string {

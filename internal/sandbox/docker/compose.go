@@ -191,16 +191,7 @@ func (p *Provider) startService(ctx context.Context, spec sandbox.Spec, id strin
 	if err != nil {
 		return "", err
 	}
-	cpus, mem, pids := svc.CPUs, svc.Memory, spec.PIDs
-	if cpus <= 0 {
-		cpus = DefaultCPUs
-	}
-	if mem <= 0 {
-		mem = DefaultMemory
-	}
-	if pids <= 0 {
-		pids = DefaultPIDs
-	}
+	cpus, mem, pids := limitsOr(svc.CPUs, svc.Memory, spec.PIDs)
 	env := make([]string, 0, len(svc.Env))
 	for _, k := range slices.Sorted(maps.Keys(svc.Env)) {
 		env = append(env, k+"="+svc.Env[k])

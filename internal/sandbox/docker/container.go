@@ -50,16 +50,7 @@ func (p *Provider) create(ctx context.Context, spec sandbox.Spec, seed bool) (sa
 	if !path.IsAbs(workdir) {
 		return nil, fmt.Errorf("create sandbox for task %s: workdir %q is not absolute", spec.Task, workdir)
 	}
-	cpus, mem, pids := spec.CPUs, spec.Memory, spec.PIDs
-	if cpus <= 0 {
-		cpus = DefaultCPUs
-	}
-	if mem <= 0 {
-		mem = DefaultMemory
-	}
-	if pids <= 0 {
-		pids = DefaultPIDs
-	}
+	cpus, mem, pids := limitsOr(spec.CPUs, spec.Memory, spec.PIDs)
 	id := randomID(4)
 	name := dockerName(p.opts.RunID, spec.Task, id)
 	labels := p.labels(spec.Task, "sandbox", spec.Labels)
@@ -703,4 +694,18 @@ func (s *Sandbox) attach(ctx, waitCtx context.Context, execID string) (types.Hij
 		}()
 		return types.HijackedResponse{}, fmt.Errorf("the daemon did not answer the exec start: %w", waitCtx.Err())
 	}
+}
+
+// limitsOr is a container's CPU, memory and PID limits, each its default when unset.
+func limitsOr(cpus float64, mem, pids int64) (float64, int64, int64) {
+	if cpus <= 0 {
+		cpus = DefaultCPUs
+	}
+	if mem <= 0 {
+		mem = DefaultMemory
+	}
+	if pids <= 0 {
+		pids = DefaultPIDs
+	}
+	return cpus, mem, pids
 }
