@@ -3,12 +3,13 @@ package cli
 import (
 	"github.com/spf13/cobra"
 	"github.com/steward-evals/steward/internal/run"
+	"github.com/steward-evals/steward/internal/worker"
 )
 
 func newWorker(env Env) *cobra.Command {
 	var forTasks string
 	cmd := &cobra.Command{
-		Use:    run.WorkerArg,
+		Use:    worker.Arg,
 		Short:  "internal: a worker process that runs one or more tasks' attempts for the supervisor",
 		Hidden: true,
 		Args:   cobra.NoArgs,
@@ -18,7 +19,7 @@ func newWorker(env Env) *cobra.Command {
 			// (abort) or the run ends. The context ends when the worker itself
 			// is signalled or its supervisor is gone: it then aborts and
 			// removes its sandboxes.
-			return run.Worker(cmd.Context(), env.Stdin, env.Stdout, env.Stderr, run.Registry{Getenv: env.Getenv}, env.Getenv)
+			return worker.Serve(cmd.Context(), env.Stdin, env.Stdout, env.Stderr, run.Registry{Getenv: env.Getenv}, env.Getenv)
 		},
 	}
 	cmd.Flags().StringVar(&forTasks, "for", "", "the tasks this worker runs (informational, shown in ps)")
@@ -27,4 +28,4 @@ func newWorker(env Env) *cobra.Command {
 
 // IsWorker says whether args start a worker process (main prepares those to
 // outlive a dead supervisor long enough to clean up).
-func IsWorker(args []string) bool { return len(args) > 0 && args[0] == run.WorkerArg }
+func IsWorker(args []string) bool { return len(args) > 0 && args[0] == worker.Arg }

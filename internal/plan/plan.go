@@ -379,3 +379,13 @@ func DirHash(dir string) (string, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16]), nil
 }
+
+// BySeq is the attempt with discovery index seq, or nil (a shard's plan
+// holds only its own). Attempts are kept in Seq order.
+func (p *Plan) BySeq(seq int) *Attempt {
+	i := sort.Search(len(p.Attempts), func(i int) bool { return p.Attempts[i].Seq >= seq })
+	if i < len(p.Attempts) && p.Attempts[i].Seq == seq {
+		return p.Attempts[i]
+	}
+	return nil
+}

@@ -5,28 +5,9 @@ import (
 	"fmt"
 	"regexp"
 
-	"github.com/steward-evals/steward/internal/attempt"
 	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/record"
 )
-
-// artifactSource is a runner that collected artifacts.
-type artifactSource interface {
-	takeArtifacts(seq int) []record.Artifact
-}
-
-func (p *workerPool) takeArtifacts(seq int) []record.Artifact {
-	a := p.l.bySeq(seq)
-	if a == nil {
-		return nil
-	}
-	if w := p.byTask[a.Task]; w != nil {
-		return w.artifacts().Take(seq)
-	}
-	return nil
-}
-
-func (w *workerProc) artifacts() *attempt.ArtifactStore { return &w.arts }
 
 var tokenInArtifact = regexp.MustCompile(`stw-[0-9a-f]{48}`)
 

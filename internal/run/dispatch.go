@@ -16,26 +16,16 @@ import (
 	"github.com/steward-evals/steward/internal/transcript"
 )
 
-// runner executes attempts: in this process (attempt.Executor) or in worker
-// processes, one per task by default (W1).
+// runner executes attempts: in this process (*attempt.Executor) or in
+// worker processes, one per task by default (W1: *worker.Pool).
 type runner interface {
-	// attempt runs one try of a with its gateway tokens and returns its row.
-	attempt(ctx context.Context, a *plan.Attempt, tok attempt.Tokens) record.Attempt
-	// closeTask removes the task's pooled sandboxes; false when some failed.
-	closeTask(ctx context.Context, task int) bool
+	// Run runs one try of a with its gateway tokens and returns its row.
+	Run(ctx context.Context, a *plan.Attempt, tok attempt.Tokens) record.Attempt
+	// CloseTask removes the task's pooled sandboxes; false when some failed.
+	CloseTask(ctx context.Context, task int) bool
+	// TakeArtifacts returns (and forgets) the artifacts of attempt seq.
+	TakeArtifacts(seq int) []record.Artifact
 }
-
-type inProcess struct{ *attempt.Executor }
-
-func (r inProcess) attempt(ctx context.Context, a *plan.Attempt, tok attempt.Tokens) record.Attempt {
-	return r.Executor.Run(ctx, a, tok)
-}
-
-func (r inProcess) closeTask(ctx context.Context, task int) bool {
-	return r.Executor.CloseTask(ctx, task)
-}
-
-func (r inProcess) takeArtifacts(seq int) []record.Artifact { return r.Executor.TakeArtifacts(seq) }
 
 // hooks connect one attempt's gateway token to the scheduler. The gateway
 // calls them per request: any number of the attempt's requests may back off
@@ -86,10 +76,7 @@ func (h *hooks) Usage(in, out int64, cost float64) {}
 func (l *launcher) runItem(ctx context.Context, it sched.Item) {
 	a := l.bySeq(l.seqOf[it.ID])
 	row, tr := l.tryAttempt(ctx, it, a)
-	var arts []record.Artifact
-	if s, ok := l.runner.(artifactSource); ok {
-		arts = s.takeArtifacts(a.Seq)
-	}
+	arts := l.runner.TakeArtifacts(a.Seq)
 	if err := l.publish(context.Background(), row); err != nil {
 		// The record cannot take results (a full disk): what runs now could
 		// not be kept, so nothing more is dispatched.
@@ -136,7 +123,7 @@ func (l *launcher) tryAttempt(ctx context.Context, it sched.Item, a *plan.Attemp
 	var row record.Attempt
 	var why []string
 	for try := 0; ; try++ {
-		row = l.runner.attempt(ctx, a, tok)
+		row = l.runner.Run(ctx, a, tok)
 		row.Tries, row.RetryReasons = try+1, why
 		// A try whose agent ran to its end is never retried: a verdict, or
 		// an error after the agent's work, is the attempt's (issue 23 item 2).

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,7 +23,9 @@ import (
 	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sched"
+	"github.com/steward-evals/steward/internal/secret"
 	"github.com/steward-evals/steward/internal/status"
+	"github.com/steward-evals/steward/internal/worker"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -235,7 +239,7 @@ func (l *launcher) prepare(ctx context.Context, needed map[string][]*sandbox.Spe
 
 // dispatched is what the dispatch stage started and the drain stage waits for.
 type dispatched struct {
-	workers *workerPool
+	workers *worker.Pool
 	// work tracks every task lifecycle and every admitted attempt.
 	work errgroup.Group
 	// loops tracks the tend and panel loops and the stop watchers; they
@@ -282,7 +286,7 @@ func (l *launcher) dispatch(ctx context.Context) (*dispatched, error) {
 		d.loops.Go(func() error {
 			select {
 			case <-actx.Done():
-				w.abort()
+				w.Abort()
 			case <-d.stop:
 			}
 			return nil
@@ -305,17 +309,20 @@ func (l *launcher) dispatch(ctx context.Context) (*dispatched, error) {
 // A first signal while workers start is a stop like any other: they are
 // waited for (only the second signal aborts) and then run nothing; none
 // starts once the run is stopped.
-func (l *launcher) startRunner(ctx context.Context) (*workerPool, error) {
+func (l *launcher) startRunner(ctx context.Context) (*worker.Pool, error) {
+	env := &attempt.Env{Bind: l.bindToken, Deadline: l.setDeadline, Plan: l.p, Specs: l.specs, SampleSpecs: l.sampleSpecs, SampleErrs: l.sampleErrs, Providers: l.providers, TaskProv: l.taskProv,
+		GatewayURL: l.gwURL, JudgeURL: l.judgeURL, RunID: l.runID, Exe: l.opts.Exe, Model: l.es.Model.Name, ModelSettings: modelSettings(l.es), Stderr: l.opts.Stderr,
+		Started: l.started}
 	if !l.opts.Workers {
-		l.runner = inProcess{attempt.NewExecutor(&attempt.Env{Bind: l.bindToken, Deadline: l.setDeadline, Plan: l.p, Specs: l.specs, SampleSpecs: l.sampleSpecs, SampleErrs: l.sampleErrs, Providers: l.providers, TaskProv: l.taskProv,
-			GatewayURL: l.gwURL, JudgeURL: l.judgeURL, RunID: l.runID, Exe: l.opts.Exe, Model: l.es.Model.Name, ModelSettings: modelSettings(l.es), Stderr: l.opts.Stderr,
-			Started: l.started})}
+		l.runner = attempt.NewExecutor(env)
 		return nil, nil
 	}
-	pool := &workerPool{l: l, byTask: map[int]*workerProc{}}
+	pool := &worker.Pool{}
 	if ctx.Err() == nil {
 		var err error
-		if pool, err = l.startWorkers(l.opts.Hard); err != nil {
+		pool, err = worker.Start(l.opts.Hard, worker.Config{Env: env, LockPath: l.lockPath(), Environ: l.workerEnv(), Timeout: l.opts.WorkerTimeout,
+			MaxWorkers: l.es.Fleet.MaxWorkers, Stderr: l.opts.Stderr, Scrubber: l.scrubber, Gateway: l.gatewayFor, Lost: l.failTask})
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -365,7 +372,7 @@ func (l *launcher) startTasks(ctx, actx context.Context, g *errgroup.Group) {
 func (l *launcher) drain(d *dispatched) {
 	_ = d.work.Wait()
 	if d.workers != nil {
-		d.workers.shutdown()
+		d.workers.Shutdown()
 	}
 	close(d.stop)
 	_ = d.loops.Wait()
@@ -518,15 +525,6 @@ func (c *cleanups) run() {
 func (l *launcher) taskNeedsOwnSpec(i int) bool {
 	for _, a := range l.p.Attempts {
 		if a.Task == i && a.Action == plan.ActionRun && !a.Sample.OwnEnvironment() {
-			return true
-		}
-	}
-	return false
-}
-
-func (l *launcher) taskHasWork(i int) bool {
-	for _, a := range l.p.Attempts {
-		if a.Task == i && a.Action == plan.ActionRun {
 			return true
 		}
 	}
@@ -758,7 +756,7 @@ func (l *launcher) taskLifecycle(ctx, actx context.Context, ti int, slots chan s
 
 func (l *launcher) taskTeardown(ti int) bool {
 	t := l.p.Tasks[ti].Task
-	ok := l.runner.closeTask(context.Background(), ti)
+	ok := l.runner.CloseTask(context.Background(), ti)
 	if t.Host.Teardown != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
@@ -831,4 +829,49 @@ func tail(b []byte, n int) string {
 // bindToken binds an attempt's token to its sandbox's address (12.5).
 func (l *launcher) bindToken(_ context.Context, token string, ip netip.Addr) error {
 	return l.gw.Bind(token, ip)
+}
+
+// gatewayFor makes the gateway listen where sandboxes reach it (a worker's
+// provider asks, W1) and returns the URL they use: one listener per address.
+func (l *launcher) gatewayFor(addr sandbox.GatewayAddr) (string, error) {
+	listenAddr, host := addr.Listen, addr.Host
+	l.gwMu.Lock()
+	defer l.gwMu.Unlock()
+	key := listenAddr + "|" + host
+	if url, ok := l.gwListen[key]; ok {
+		return url, nil
+	}
+	ln, err := listen(listenAddr)
+	if err != nil {
+		return "", err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	url := "http://" + net.JoinHostPort(host, strconv.Itoa(port))
+	l.gwListen[key] = url
+	if addr.Proxied {
+		l.gwServing.Go(func() error { return l.gw.ServeProxied(l.gwCtx, ln) })
+	} else {
+		l.gwServing.Go(func() error { return l.gw.Serve(l.gwCtx, ln) })
+	}
+	return url, nil
+}
+
+// workerEnv is the supervisor's environment without a secret: the model's
+// real key (and the variables that usually hold one), the variables the eval
+// set (secret_env) and _steward.yaml (secrets) name, the GitHub token and
+// the runner's own tokens. A worker never holds them (host hooks, which may
+// use them, run in the supervisor).
+func (l *launcher) workerEnv() []string {
+	drop := map[string]bool{}
+	for _, k := range secret.Names([]string{l.es.Model.APIKeyEnv}, l.es.SecretEnv, l.es.Fleet.Secrets) {
+		drop[k] = true
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if !drop[k] {
+			env = append(env, kv)
+		}
+	}
+	return env
 }

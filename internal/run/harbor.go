@@ -82,19 +82,6 @@ func sampleSpecs(p *plan.Plan, runID string) map[string]*sandbox.Spec {
 	return out
 }
 
-// sampleImages are the prepared images of the sample specs (built ones
-// named), for worker processes to adopt.
-func sampleImages(specs map[string]*sandbox.Spec) map[string]string {
-	if len(specs) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(specs))
-	for k, sp := range specs {
-		out[k] = sp.Image
-	}
-	return out
-}
-
 // sortedSpecKeys lists m's keys in order (Prepare builds in a stable order).
 func sortedSpecKeys(m map[string]*sandbox.Spec) []string {
 	ks := make([]string, 0, len(m))

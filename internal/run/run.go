@@ -68,10 +68,11 @@ type Options struct {
 	Confirm func(question string) bool
 	// WriteDaemonJSON accepts the address-pool fix without asking.
 	WriteDaemonJSON bool
-	// Workers runs each task in its own worker process (W1): `Exe __worker`.
+	// Workers runs each task in its own worker process (W1): `Exe __worker`
+	// (internal/worker).
 	Workers bool
 	// WorkerTimeout is how long a worker may leave the heartbeat unanswered
-	// before it is killed (0 = DefaultWorkerTimeout).
+	// before it is killed (0 = worker.DefaultTimeout).
 	WorkerTimeout time.Duration
 	// FleetFlags are the fleet settings given as flags; they keep winning
 	// when the live run re-reads _steward.yaml.

@@ -34,11 +34,4 @@ func (l *launcher) scrubRow(row *record.Attempt) {
 	row.Reason, row.Log, row.Answer, row.Explanation = l.scrub(row.Reason), l.scrub(row.Log), l.scrub(row.Answer), l.scrub(row.Explanation)
 }
 
-// scrubbedStderr is stderr for a stream of its own (a worker's output): a
-// secret split across its writes is caught even when other lines come in
-// between. Flush it when the stream ends.
-func (l *launcher) scrubbedStderr() *secret.Writer {
-	return secret.NewWriter(l.opts.Stderr, l.scrubber)
-}
-
 var _ io.Writer = (*secret.Writer)(nil)

@@ -9,8 +9,9 @@ type Settings struct {
 	// Kubeconfig is a kubeconfig file (relative to the fleet file); "" =
 	// $KUBECONFIG, the in-cluster config in a pod, then ~/.kube/config.
 	Kubeconfig string `yaml:"kubeconfig" json:"kubeconfig,omitempty"`
-	// KubeconfigFromFlag: Kubeconfig came from --kubeconfig and wins over KUBECONFIG.
-	KubeconfigFromFlag bool   `yaml:"-" json:"-"`
+	// KubeconfigFromFlag: Kubeconfig came from --kubeconfig and wins over
+	// KUBECONFIG (in JSON too: a worker is handed the settings, W1).
+	KubeconfigFromFlag bool   `yaml:"-" json:"kubeconfig_from_flag,omitempty"`
 	Context            string `yaml:"context" json:"context,omitempty"`
 	// Namespace for the run's pods ("" = the kubeconfig's, else "default";
 	// "per-run" = a namespace of its own per run, made and deleted by Steward).

@@ -1,4 +1,4 @@
-package run
+package worker
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ func TestHeartbeatKillsSilentWorker(t *testing.T) {
 	}
 	defer cmd.Process.Kill()
 	var log bytes.Buffer
-	w := &workerProc{l: &launcher{opts: Options{Stderr: &log}}, name: "victim", cmd: cmd, in: in, out: &msgWriter{w: io.Discard}, pings: make(chan struct{}, 1), done: make(chan struct{})}
+	w := &proc{cfg: &Config{Stderr: &log}, name: "victim", cmd: cmd, in: in, out: &msgWriter{w: io.Discard}, pings: make(chan struct{}, 1), done: make(chan struct{})}
 	clk := clock.NewFake(time.Unix(1000, 0))
 	w.lastSeen.Store(clk.Now().UnixNano())
 	ended := make(chan struct{})

@@ -1,9 +1,11 @@
-package run
+package worker
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os/exec"
 	"reflect"
@@ -11,12 +13,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steward-evals/steward/internal/attempt"
 	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/sandbox"
 )
 
 func TestProtocolRoundTrip(t *testing.T) {
 	msgs := []wireMsg{
-		msgInit{Init: &workerInit{EvalSet: "e.yaml", RunID: "r", Tasks: []int{0, 2}}},
+		msgInit{Init: &Init{EvalSetFile: "e.yaml", RunID: "r", Tasks: []int{0, 2}, TaskProv: []string{"local", "docker", "local"}, Samples: 3}},
+		msgTask{Index: 2, Def: json.RawMessage(`{"name":"t"}`), Spec: &sandbox.Spec{Task: "t", Image: "sha256:1"}, Files: fileMap{"/e/a.txt": {Data: []byte("a"), Mode: 0o644}}},
+		msgSample{Task: 2, Def: json.RawMessage(`{"id":"s"}`), EnvErr: &attempt.SampleEnvError{Msg: "no image", Infra: true},
+			Attempts: []handedAttempt{{Seq: 4, Number: 1, Fingerprint: "f", Parts: map[string]string{"task": "h"}}}},
 		msgAttempt{Seq: 3, Token: "stw-x"},
 		msgCloseTask{Task: 1},
 		msgGatewayURL{Provider: "docker", URL: "http://h:1"},
@@ -68,7 +75,7 @@ func TestProtocolCarriesBadInput(t *testing.T) {
 		err error
 		bad bool
 	}{
-		{badInput("e.yaml:3: tasks[0].name: required"), true},
+		{fmt.Errorf("%w: e.yaml:3: tasks[0].name: required", sandbox.ErrBadInput), true},
 		{errors.New("bad input: looks like it but is not"), false},
 	} {
 		line, _ := encodeMsg(msgReady{Err: toWireErr(c.err)})
@@ -77,8 +84,8 @@ func TestProtocolCarriesBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := m.(*msgReady).Err.err()
-		if errors.Is(got, ErrBadInput) != c.bad || got.Error() != c.err.Error() {
-			t.Errorf("%q: got %q (bad input %v), want bad input %v", c.err, got, errors.Is(got, ErrBadInput), c.bad)
+		if errors.Is(got, sandbox.ErrBadInput) != c.bad || got.Error() != c.err.Error() {
+			t.Errorf("%q: got %q (bad input %v), want bad input %v", c.err, got, errors.Is(got, sandbox.ErrBadInput), c.bad)
 		}
 	}
 }
@@ -100,9 +107,8 @@ func TestSupervisorRefusesWorkerLines(t *testing.T) {
 			}
 			defer cmd.Process.Kill()
 			var log bytes.Buffer
-			w := &workerProc{l: &launcher{opts: Options{Stderr: &log}}, name: "liar", cmd: cmd, out: &msgWriter{w: io.Discard},
-				pending: map[int]chan record.Attempt{}, closing: map[int]chan bool{},
-				ready: make(chan error, 1), done: make(chan struct{}), tail: &tailBuffer{max: 4096}}
+			w := newProc(&Config{Stderr: &log}, "liar", nil)
+			w.cmd, w.out = cmd, &msgWriter{w: io.Discard}
 			w.read(out) // returns once the worker is gone
 			if w.dead == nil || !strings.Contains(w.dead.Error(), "worker process for liar broke the protocol") {
 				t.Fatalf("dead: %v", w.dead)
@@ -126,7 +132,7 @@ func TestWorkerRefusesSupervisorLines(t *testing.T) {
 		{"{\"op\":\"ping\"}\n{\"op\":\"attempt\",\"msg\":{\"seq\":1}}\n", "expected an init message"},
 	} {
 		var out, stderr bytes.Buffer
-		err := Worker(context.Background(), strings.NewReader(c.in), &out, &stderr, nil, func(string) string { return "" })
+		err := Serve(context.Background(), strings.NewReader(c.in), &out, &stderr, nil, func(string) string { return "" })
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want %q", c.in, err, c.want)
 		}

@@ -1,4 +1,4 @@
-package run
+package worker
 
 import (
 	"bytes"
@@ -9,13 +9,28 @@ import (
 	"sync"
 	"time"
 
+	"github.com/steward-evals/steward/internal/attempt"
+	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/sandbox"
 )
 
 // The supervisor ⇄ worker protocol (W1): JSON lines on the worker's stdin
 // and stdout, one message type per operation. A line is {"op": …, "msg":
 // {…}}; a line that is not JSON, names an unknown op or carries fields its
-// op does not have is an error, never skipped.
+// op (or a definition it carries) does not have is an error, never skipped.
+//
+// A worker is handed its slice of the plan: init (the run), then a task
+// message for each of its tasks and a sample message for each of its
+// samples with attempts to run (handover.go); it reads no eval set.
+
+// Lines are bounded: a worker's (what the supervisor reads) at 64 MiB; the
+// supervisor's at 1 GiB, since a sample's handover carries the content of
+// its files (each file once per worker).
+const (
+	maxWorkerLine     = 64 << 20
+	maxSupervisorLine = 1 << 30
+)
 
 // wireMsg is one message; op names it on the wire.
 type wireMsg interface{ op() string }
@@ -23,7 +38,28 @@ type wireMsg interface{ op() string }
 // Supervisor → worker.
 type (
 	msgInit struct {
-		Init *workerInit `json:"init"`
+		Init *Init `json:"init"`
+	}
+	// msgTask hands over one of the worker's tasks: its definition, its
+	// sandbox spec as the supervisor prepared it, and the content of its
+	// files: sources (the task's and its scorer's) as the eval set's load
+	// read them.
+	msgTask struct {
+		Index int             `json:"index"`
+		Def   json.RawMessage `json:"def"`
+		Spec  *sandbox.Spec   `json:"spec"`
+		Files fileMap         `json:"files,omitempty"`
+	}
+	// msgSample hands over one sample and its attempts to run, with their
+	// fingerprints; Spec and EnvErr are its own environment's (prepared, or
+	// why not), Files the content of its sources not handed over before.
+	msgSample struct {
+		Task     int                     `json:"task"`
+		Def      json.RawMessage         `json:"def"`
+		Spec     *sandbox.Spec           `json:"spec,omitempty"`
+		EnvErr   *attempt.SampleEnvError `json:"env_err,omitempty"`
+		Files    fileMap                 `json:"files,omitempty"`
+		Attempts []handedAttempt         `json:"attempts"`
 	}
 	msgAttempt struct {
 		Seq   int    `json:"seq"`
@@ -87,6 +123,8 @@ type (
 )
 
 func (msgInit) op() string       { return "init" }
+func (msgTask) op() string       { return "task" }
+func (msgSample) op() string     { return "sample" }
 func (msgAttempt) op() string    { return "attempt" }
 func (msgCloseTask) op() string  { return "close_task" }
 func (msgGatewayURL) op() string { return "gateway_url" }
@@ -108,6 +146,10 @@ func newMsg(op string) wireMsg {
 	switch op {
 	case "init":
 		return &msgInit{}
+	case "task":
+		return &msgTask{}
+	case "sample":
+		return &msgSample{}
 	case "attempt":
 		return &msgAttempt{}
 	case "close_task":
@@ -142,8 +184,11 @@ func newMsg(op string) wireMsg {
 	return nil
 }
 
-// wireErr is an error crossing the protocol; BadInput keeps ErrBadInput
-// (exit code 2) across the process boundary.
+// fileMap is files: sources' content by source.
+type fileMap = map[string]evalset.SnapshotFile
+
+// wireErr is an error crossing the protocol; BadInput keeps
+// sandbox.ErrBadInput (exit code 2) across the process boundary.
 type wireErr struct {
 	Msg      string `json:"msg"`
 	BadInput bool   `json:"bad_input,omitempty"`
@@ -153,7 +198,7 @@ func toWireErr(err error) *wireErr {
 	if err == nil {
 		return nil
 	}
-	return &wireErr{Msg: err.Error(), BadInput: errors.Is(err, ErrBadInput)}
+	return &wireErr{Msg: err.Error(), BadInput: errors.Is(err, sandbox.ErrBadInput)}
 }
 
 // err is the error again; a bad-input error says "bad input" once.
@@ -172,7 +217,7 @@ func (e *wireErr) err() error {
 type badInputErr struct{ msg string }
 
 func (e *badInputErr) Error() string        { return e.msg }
-func (e *badInputErr) Is(target error) bool { return target == ErrBadInput }
+func (e *badInputErr) Is(target error) bool { return target == sandbox.ErrBadInput }
 
 type frame struct {
 	Op  string          `json:"op"`
