@@ -25,7 +25,7 @@ import (
 // gateway counts the grading token's use apart from the agent's (its own
 // prices, not the agent's limits, inside --budget) and keeps its calls'
 // transcript, which the supervisor adds to the attempt's marked as the
-// scorer's (internal/run's dispatch.go).
+// scorer's (internal/run's attempts.go).
 
 // Tokens are an attempt's gateway tokens: the agent's, and the model
 // judge's ("" when the task's scorer is not model_graded).

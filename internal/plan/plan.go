@@ -389,3 +389,25 @@ func (p *Plan) BySeq(seq int) *Attempt {
 	}
 	return nil
 }
+
+// Keep keeps the attempts keep says (a shard's), and each task's Order
+// with them. Seq stays each attempt's index in the whole eval set's
+// discovery order, so merged shard records sort back into one run's (C8).
+func (p *Plan) Keep(keep func(seq int) bool) {
+	var kept []*Attempt
+	for _, a := range p.Attempts {
+		if keep(a.Seq) {
+			kept = append(kept, a)
+		}
+	}
+	p.Attempts = kept
+	for _, t := range p.Tasks {
+		var order []int
+		for _, seq := range t.Order {
+			if keep(seq) {
+				order = append(order, seq)
+			}
+		}
+		t.Order = order
+	}
+}

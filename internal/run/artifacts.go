@@ -13,7 +13,7 @@ var tokenInArtifact = regexp.MustCompile(`stw-[0-9a-f]{48}`)
 
 // keepArtifacts stores a published attempt's artifacts, with the real key
 // and any gateway token removed from their contents.
-func (l *launcher) keepArtifacts(row record.Attempt, arts []record.Artifact) {
+func (l *dispatch) keepArtifacts(row record.Attempt, arts []record.Artifact) {
 	if len(arts) == 0 {
 		return
 	}

@@ -13,47 +13,42 @@ import (
 // set's): ConfirmAttempts more of every selected sample, numbered after
 // the highest attempt number the record holds at the sample's identity
 // (the ledger, over every eval set of the record: a number no row holds).
-// Workers add the same attempts (workerInit.Extras).
-func (l *launcher) confirm(ctx context.Context) error {
-	o := l.opts
+// Workers are handed them with the rest of the plan.
+func (ld *loaded) confirm(ctx context.Context) ([]plan.Extra, error) {
+	o, p := ld.opts, ld.p
 	if o.ConfirmAttempts < 0 {
-		return badInput("--confirm must not be negative, got %d", o.ConfirmAttempts)
+		return nil, badInput("--confirm must not be negative, got %d", o.ConfirmAttempts)
 	}
 	if o.ConfirmAttempts == 0 {
 		if len(o.ConfirmSamples) > 0 {
-			return badInput("--confirm-samples %s: say how many more attempts with --confirm N", strings.Join(o.ConfirmSamples, ","))
+			return nil, badInput("--confirm-samples %s: say how many more attempts with --confirm N", strings.Join(o.ConfirmSamples, ","))
 		}
-		return nil
+		return nil, nil
 	}
 	if o.EarlyExit {
-		return badInput("--confirm %d with --early-exit: early exit would skip the confirming attempts of every sample whose pass is carried; drop one of them", o.ConfirmAttempts)
+		return nil, badInput("--confirm %d with --early-exit: early exit would skip the confirming attempts of every sample whose pass is carried; drop one of them", o.ConfirmAttempts)
 	}
-	only, err := confirmSelection(l.p, o.ConfirmSamples)
+	only, err := confirmSelection(p, o.ConfirmSamples)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, a := range l.p.Attempts {
-		t := l.p.Tasks[a.Task].Task
+	for _, a := range p.Attempts {
+		t := p.Tasks[a.Task].Task
 		if t.EarlyExit && (only == nil || only(t.Name, a.Sample.ID)) {
-			return badInput("--confirm %d: task %s has early_exit: true, which would skip the confirming attempts of every sample whose pass is carried; leave it out (--task, --confirm-samples)", o.ConfirmAttempts, t.Name)
+			return nil, badInput("--confirm %d: task %s has early_exit: true, which would skip the confirming attempts of every sample whose pass is carried; leave it out (--task, --confirm-samples)", o.ConfirmAttempts, t.Name)
 		}
 	}
 	held := map[string]int{}
-	if l.db != nil {
-		rows, err := l.db.Ledger(ctx, "")
+	if ld.db != nil {
+		rows, err := ld.db.Ledger(ctx, "")
 		if err != nil {
-			return record.Classify(l.es.Fleet.Record, err)
+			return nil, record.Classify(ld.es.Fleet.Record, err)
 		}
 		for _, r := range rows {
 			held[r.Identity] = max(held[r.Identity], r.MaxAttempt)
 		}
 	}
-	l.extras = l.p.Confirm(o.ConfirmAttempts, only, func(_, _, identity string) int { return held[identity] })
-	l.seqIndex = map[int]*plan.Attempt{}
-	for _, a := range l.p.Attempts {
-		l.seqIndex[a.Seq] = a
-	}
-	return nil
+	return p.Confirm(o.ConfirmAttempts, only, func(_, _, identity string) int { return held[identity] }), nil
 }
 
 // confirmSelection reads --confirm-samples ("task/sample", split at the

@@ -32,7 +32,9 @@ tasks:
       - {id: x, input: "", target: ""}
 `
 
-func confirmLauncher(t *testing.T, o Options, db *record.DB) *launcher {
+// confirmLoaded is the load stage's value, built by hand: the plan of
+// confirmRunSet and the record db.
+func confirmLoaded(t *testing.T, o Options, db *record.DB) *loaded {
 	t.Helper()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "steward.yaml")
@@ -47,24 +49,20 @@ func confirmLauncher(t *testing.T, o Options, db *record.DB) *launcher {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &launcher{opts: o, es: es, p: pl, db: db, seqIndex: map[int]*plan.Attempt{}}
-	for _, a := range pl.Attempts {
-		l.seqIndex[a.Seq] = a
-	}
-	return l
+	return &loaded{launch: &launch{opts: o, es: es}, p: pl, db: db}
 }
 
 // confirm numbers after the record's highest attempt at the sample's
-// identity (another definition's rows do not count), keeps the seq index
-// in step, and refuses what cannot work with a bad-input error.
-func TestLauncherConfirm(t *testing.T) {
+// identity (another definition's rows do not count), keeps the plan's
+// seqs in step, and refuses what cannot work with a bad-input error.
+func TestChooseConfirm(t *testing.T) {
 	ctx := context.Background()
 	db, err := record.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	l := confirmLauncher(t, Options{ConfirmAttempts: 2, ConfirmSamples: []string{"t/a", "t/b"}, TaskGlobs: []string{"t"}}, db)
+	l := confirmLoaded(t, Options{ConfirmAttempts: 2, ConfirmSamples: []string{"t/a", "t/b"}, TaskGlobs: []string{"t"}}, db)
 	if err := db.StartRun(ctx, record.Run{ID: "r1", EvalSet: "e"}); err != nil {
 		t.Fatal(err)
 	}
@@ -78,13 +76,14 @@ func TestLauncherConfirm(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := l.confirm(ctx); err != nil {
+	extras, err := l.confirm(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
 	for _, a := range l.p.Attempts {
 		got = append(got, a.ID(l.p))
-		if l.bySeq(a.Seq) != a {
+		if l.p.BySeq(a.Seq) != a {
 			t.Errorf("seq index: %d is not %s", a.Seq, a.ID(l.p))
 		}
 	}
@@ -92,8 +91,8 @@ func TestLauncherConfirm(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("attempts %v\nwant %v", got, want)
 	}
-	if len(l.extras) != 4 {
-		t.Errorf("extras %v", l.extras)
+	if len(extras) != 4 {
+		t.Errorf("extras %v", extras)
 	}
 
 	for _, c := range []struct {
@@ -108,15 +107,15 @@ func TestLauncherConfirm(t *testing.T) {
 		{Options{ConfirmAttempts: 1, ConfirmSamples: []string{"t"}}, `--confirm-samples "t": want task/sample`},
 		{Options{ConfirmAttempts: 1, ConfirmSamples: []string{"fast/x"}, TaskGlobs: []string{"t"}}, "--confirm-samples fast/x: the plan holds no sample x"},
 	} {
-		l := confirmLauncher(t, c.o, nil)
-		err := l.confirm(ctx)
+		l := confirmLoaded(t, c.o, nil)
+		_, err := l.confirm(ctx)
 		if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("confirm(%+v) = %v, want bad input %q", c.o, err, c.want)
 		}
 	}
 	// Selected samples of the other task only: fast's early exit does not matter.
-	l = confirmLauncher(t, Options{ConfirmAttempts: 1, ConfirmSamples: []string{"t/b"}}, nil)
-	if err := l.confirm(ctx); err != nil || len(l.extras) != 1 || l.extras[0] != (plan.Extra{Task: "t", Sample: "b", Number: 3}) {
-		t.Errorf("confirm t/b without a record: %v %v", l.extras, err)
+	l = confirmLoaded(t, Options{ConfirmAttempts: 1, ConfirmSamples: []string{"t/b"}}, nil)
+	if extras, err := l.confirm(ctx); err != nil || len(extras) != 1 || extras[0] != (plan.Extra{Task: "t", Sample: "b", Number: 3}) {
+		t.Errorf("confirm t/b without a record: %v %v", extras, err)
 	}
 }

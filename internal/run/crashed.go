@@ -107,7 +107,7 @@ func removeStaleLocks(dir string, here runlock.Identity, now time.Time) {
 // recordStart stores who runs this launch and every attempt it plans (a
 // crashed run's report lists those it never published), then marks the
 // runs whose owners are gone as crashed.
-func (l *launcher) recordStart(ctx context.Context) error {
+func (l *loaded) recordStart(ctx context.Context) error {
 	planned := make([]record.Planned, 0, len(l.p.Attempts))
 	for _, a := range l.p.Attempts {
 		planned = append(planned, record.Planned{Seq: a.Seq, Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number})

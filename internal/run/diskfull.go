@@ -23,19 +23,19 @@ import (
 const reserveSize = 1 << 20
 
 // diskFull is what a run whose record's disk filled up still owes the
-// record; guarded by launcher.mu.
+// record; guarded by tally.mu.
 type diskFull struct {
 	queued []int // seqs of the attempts queued when the record could take no more
 	lost   int   // attempts that ended but whose results the record could not take
 }
 
-func (l *launcher) reservePath() string {
+func (l *loaded) reservePath() string {
 	return filepath.Join(l.db.Dir, "runs", l.runID+".reserve")
 }
 
 // reserveRoom allocates the reserve; a disk too full for it is a full disk,
 // said before anything runs.
-func (l *launcher) reserveRoom() error {
+func (l *loaded) reserveRoom() error {
 	p := l.reservePath()
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return record.Classify(l.db.Dir, fmt.Errorf("reserve room next to the record: %w", err))
@@ -61,7 +61,7 @@ func (l *launcher) reserveRoom() error {
 	return nil
 }
 
-func (l *launcher) releaseRoom() { _ = os.Remove(l.reservePath()) }
+func (l *loaded) releaseRoom() { _ = os.Remove(l.reservePath()) }
 
 // recordFull handles a result the record could not take (a full disk): the
 // first one stops dispatching (the queued attempts are taken off the
@@ -69,35 +69,36 @@ func (l *launcher) releaseRoom() { _ = os.Remove(l.reservePath()) }
 // final status). The reserve is kept until then: attempts still running
 // must not spend it. It reports whether err was the first; the error is
 // said once, by the caller of Launch.
-func (l *launcher) recordFull(err error) bool {
-	err = record.Classify(l.db.Dir, err)
-	l.mu.Lock()
-	first := l.recordErr == nil
+func (d *dispatch) recordFull(err error) bool {
+	err = record.Classify(d.db.Dir, err)
+	t := d.tally
+	t.mu.Lock()
+	first := t.recordErr == nil
 	if first {
-		l.recordErr = err
+		t.recordErr = err
 	}
-	l.mu.Unlock()
-	if first && l.disp != nil {
+	t.mu.Unlock()
+	if first && d.disp != nil {
 		var ids []int
-		l.disp.With(func(s *sched.State) { ids = s.CancelAll() })
-		l.mu.Lock()
+		d.disp.With(func(s *sched.State) { ids = s.CancelAll() })
+		t.mu.Lock()
 		for _, id := range ids {
-			l.full.queued = append(l.full.queued, l.seqOf[id])
+			t.full.queued = append(t.full.queued, d.sp.seqOf[id])
 		}
-		l.mu.Unlock()
+		t.mu.Unlock()
 		if len(ids) > 0 {
-			l.tasks.check()
+			d.tasks.check()
 		}
 	}
 	return first
 }
 
 // resultLost is recordFull for an attempt that ended but could not be published.
-func (l *launcher) resultLost(err error) {
-	l.mu.Lock()
-	l.full.lost++
-	l.mu.Unlock()
-	l.recordFull(err)
+func (d *dispatch) resultLost(err error) {
+	d.tally.mu.Lock()
+	d.tally.full.lost++
+	d.tally.mu.Unlock()
+	d.recordFull(err)
 }
 
 // finishOnRecordError ends a run whose record could not take results. With
@@ -107,58 +108,54 @@ func (l *launcher) resultLost(err error) {
 // skipped: the final status is what must not be lost, and needs the least
 // room. It returns the error to say: the record's, joined (on one line)
 // with the final status's own failure if that failed too.
-func (l *launcher) finishOnRecordError() error {
-	reason := "not started: the record's disk is full"
-	l.mu.Lock()
-	var seqs []int
-	if l.disp != nil {
-		seqs = l.full.queued
+func (d *dispatch) finishOnRecordError() error {
+	seqs, left, recordErr := d.owed()
+	d.releaseRoom()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = d.db.Checkpoint(ctx) // room for what follows; the status is tried whatever it says
+	if err := d.db.FinishRun(ctx, d.runID, status.Stopped, time.Now(), left); err != nil {
+		return fmt.Errorf("%w; its final status could not be recorded either (%v): the run will show as crashed", recordErr, err)
+	}
+	rows := make([]record.Attempt, 0, len(seqs))
+	for _, seq := range seqs {
+		rows = append(rows, d.row(d.p.BySeq(seq), status.Skipped, "not started: the record's disk is full"))
+	}
+	if err := d.db.PublishAll(ctx, rows); err != nil {
+		// The run is stopped and says how many were not started; their rows
+		// show as planned but never published.
+		return fmt.Errorf("%w; its %d skipped attempts could not be recorded (%v)", recordErr, len(rows), err)
+	}
+	for i := range rows {
+		d.tally.mark(rows[i].Seq, status.Skipped)
+		d.observe(Event{Attempt: &rows[i]})
+	}
+	_ = d.db.Checkpoint(ctx)
+	return recordErr
+}
+
+// owed is what a run whose record filled up still owes it: the attempts
+// never started (those queued when it filled, or, when it filled before
+// dispatching, every one not published), what it leaves undone, and the
+// record's error.
+func (d *dispatch) owed() (seqs []int, left []string, recordErr error) {
+	t := d.tally
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if d.disp != nil {
+		seqs = t.full.queued
 	} else {
-		for _, a := range l.p.Attempts {
-			if _, done := l.published[a.Seq]; !done {
+		for _, a := range d.p.Attempts {
+			if _, done := t.published[a.Seq]; !done {
 				seqs = append(seqs, a.Seq)
 			}
 		}
 	}
 	if n := len(seqs); n > 0 {
-		l.left = append(l.left, fmt.Sprintf("%d attempts not started (the record's disk is full)", n))
+		t.left = append(t.left, fmt.Sprintf("%d attempts not started (the record's disk is full)", n))
 	}
-	if l.full.lost > 0 {
-		l.left = append(l.left, fmt.Sprintf("%d attempts ended but the record's disk had no room for their results", l.full.lost))
+	if t.full.lost > 0 {
+		t.left = append(t.left, fmt.Sprintf("%d attempts ended but the record's disk had no room for their results", t.full.lost))
 	}
-	left := append([]string(nil), l.left...)
-	recordErr := l.recordErr
-	l.mu.Unlock()
-
-	l.releaseRoom()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_ = l.db.Checkpoint(ctx) // room for what follows; the status is tried whatever it says
-	if err := l.db.FinishRun(ctx, l.runID, status.Stopped, time.Now(), left); err != nil {
-		return fmt.Errorf("%w; its final status could not be recorded either (%v): the run will show as crashed", recordErr, err)
-	}
-	rows := make([]record.Attempt, 0, len(seqs))
-	for _, seq := range seqs {
-		a := l.bySeq(seq)
-		rows = append(rows, record.Attempt{
-			RunID: l.runID, Seq: a.Seq, Task: l.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number,
-			Status: status.Skipped, Reason: reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(),
-			Finished: time.Now(), Source: a.Sample.Source,
-		})
-	}
-	if err := l.db.PublishAll(ctx, rows); err != nil {
-		// The run is stopped and says how many were not started; their rows
-		// show as planned but never published.
-		return fmt.Errorf("%w; its %d skipped attempts could not be recorded (%v)", recordErr, len(rows), err)
-	}
-	l.mu.Lock()
-	for _, r := range rows {
-		l.published[r.Seq] = status.Skipped
-	}
-	l.mu.Unlock()
-	for i := range rows {
-		l.observe(Event{Attempt: &rows[i]})
-	}
-	_ = l.db.Checkpoint(ctx)
-	return recordErr
+	return seqs, append([]string(nil), t.left...), t.recordErr
 }

@@ -2,19 +2,36 @@ package run
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/steward-evals/steward/internal/attempt"
-	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/plan"
+	"github.com/steward-evals/steward/internal/ramp"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/sched"
 	"github.com/steward-evals/steward/internal/status"
-	"github.com/steward-evals/steward/internal/transcript"
+	"github.com/steward-evals/steward/internal/worker"
+	"golang.org/x/sync/errgroup"
 )
+
+// dispatch is the dispatch stage, the only one with mutable state. What it
+// sets before its goroutines start (the scheduler, its items, the task
+// tracker, the runner) is read-only afterwards; the run's tallies are
+// behind their own lock (tally), the scheduler's state behind the
+// dispatcher's.
+type dispatch struct {
+	*prepared
+	disp   *sched.Dispatcher
+	sp     schedPlan // the scheduler's items: item id <-> attempt seq
+	tasks  *taskTracker
+	runner runner
+	tally  *tally
+	// panelLast is the last panel line printed: the panel loop's alone
+	// (panelFinal runs after the loop has stopped).
+	panelLast string
+}
 
 // runner executes attempts: in this process (*attempt.Executor) or in
 // worker processes, one per task by default (W1: *worker.Pool).
@@ -27,181 +44,225 @@ type runner interface {
 	TakeArtifacts(seq int) []record.Artifact
 }
 
-// hooks connect one attempt's gateway token to the scheduler. The gateway
-// calls them per request: any number of the attempt's requests may back off
-// at once (sched counts them), and no scheduler error is dropped: a refused
-// BackoffStart is reported and makes the request's BackoffEnd fail.
-type hooks struct {
-	d    *sched.Dispatcher
-	id   int
-	name string
-	logf func(format string, args ...any)
-
-	mu      sync.Mutex
-	refused int // BackoffStarts the scheduler refused, not yet answered by a BackoffEnd
+// loops are the goroutines the dispatch stage starts and waits for: work
+// (every task lifecycle and admitted attempt) and the loops (tend, panel,
+// the stop watchers), which return once stop closes.
+type loops struct {
+	work    errgroup.Group
+	loops   errgroup.Group
+	stop    chan struct{}
+	abort   context.CancelFunc
+	workers *worker.Pool
 }
 
-func (h *hooks) BackoffStart() {
-	if err := h.d.Backoff(h.id); err != nil {
-		h.mu.Lock()
-		h.refused++
-		h.mu.Unlock()
-		h.logf("steward: %s: backoff: %v\n", h.name, err)
-	}
-}
-
-func (h *hooks) BackoffEnd(ctx context.Context) error {
-	h.mu.Lock()
-	refused := h.refused > 0
-	if refused {
-		h.refused--
-	}
-	h.mu.Unlock()
-	if refused {
-		return fmt.Errorf("%s: the scheduler refused its backoff", h.name)
-	}
-	if err := h.d.Resume(ctx, h.id); err != nil {
-		if ctx.Err() == nil {
-			h.logf("steward: %s: resume after backoff: %v\n", h.name, err)
+// dispatchStage publishes the carried results, builds the scheduler and
+// the ramp, starts the runner (workers or in-process), one lifecycle per
+// task, the loops and the stop watcher, admits attempts until none is left
+// or the run is aborted, and drains. A record that cannot take results
+// ends it with record.ErrDiskFull.
+func dispatchStage(ctx context.Context, pr *prepared) (*dispatch, error) {
+	d := &dispatch{prepared: pr, tally: newTally(len(pr.p.Tasks))}
+	if err := d.publishCarried(ctx); err != nil {
+		err = record.Classify(d.db.Dir, err)
+		if errors.Is(err, record.ErrDiskFull) {
+			d.recordFull(err)
 		}
+		return d, err
+	}
+	st, sp, err := pr.newState()
+	if err != nil {
+		return d, err
+	}
+	ctl, err := pr.newRamp()
+	if err != nil {
+		return d, err
+	}
+	for i, c := range ctl.Setpoints() {
+		st.SetCap(i, c)
+	}
+	// Set before any goroutine starts; read-only afterwards.
+	d.sp, d.disp = sp, sched.NewDispatcher(st)
+	d.tasks = newTaskTracker(d.disp, len(pr.p.Tasks))
+	lp, actx, err := d.start(ctx, ctl)
+	if err != nil {
+		return d, err
+	}
+	err = d.disp.Run(actx, func(it sched.Item) {
+		lp.work.Go(func() error { d.runItem(actx, it); return nil })
+	})
+	if err != nil && actx.Err() != nil {
+		// Aborted: whatever is still queued was never started.
+		d.cancelQueued(stoppedReason)
+	}
+	d.drain(lp)
+	return d, nil
+}
+
+// start starts the runner, the task lifecycles and the loops. Attempts run
+// under the returned context: a soft cancel (ctx) lets them finish within
+// the grace period; the second signal (Hard) or the end of grace aborts them.
+func (d *dispatch) start(ctx context.Context, ctl *ramp.Controller) (*loops, context.Context, error) {
+	actx, abort := context.WithCancel(context.Background())
+	lp := &loops{stop: make(chan struct{}), abort: abort}
+	var err error
+	if lp.workers, err = d.startRunner(ctx); err != nil {
+		abort()
+		return nil, nil, err
+	}
+	if ctx.Err() != nil {
+		// Stopped while preparing: nothing starts (the watcher, below, may
+		// run only after the first task is ready).
+		d.cancelQueued(stoppedReason)
+	}
+	lp.loops.Go(func() error { d.watchStop(ctx, actx, abort, lp.stop); return nil })
+	if w := lp.workers; w != nil {
+		lp.loops.Go(func() error {
+			select {
+			case <-actx.Done():
+				w.Abort()
+			case <-lp.stop:
+			}
+			return nil
+		})
+	}
+	d.startTasks(ctx, actx, &lp.work)
+	lp.loops.Go(func() error { d.tendLoop(actx, ctl, lp.stop); return nil })
+	lp.loops.Go(func() error { d.panelLoop(lp.stop); return nil })
+	return lp, actx, nil
+}
+
+// startRunner sets the runner: worker processes (returned) or this process,
+// each running attempts from the same environment. A first signal while
+// workers start is a stop like any other: they are waited for (only the
+// second signal aborts) and then run nothing; none starts once the run is
+// stopped.
+func (d *dispatch) startRunner(ctx context.Context) (*worker.Pool, error) {
+	env := &attempt.Env{Bind: d.bindToken, Deadline: d.setDeadline, Started: d.started,
+		Plan: d.p, Specs: d.readySpecs, SampleSpecs: d.readySampleSpecs, SampleErrs: d.sampleErrs, Providers: d.providers, TaskProv: d.taskProv,
+		GatewayURL: d.gwURL, JudgeURL: d.judgeURL, RunID: d.runID, Exe: d.opts.Exe, Model: d.es.Model.Name, ModelSettings: modelSettings(d.es), Stderr: d.opts.Stderr}
+	if !d.opts.Workers {
+		d.runner = attempt.NewExecutor(env)
+		return nil, nil
+	}
+	pool := &worker.Pool{}
+	if ctx.Err() == nil {
+		var err error
+		pool, err = worker.Start(d.opts.Hard, worker.Config{Env: env, LockPath: d.lockPath(), Environ: d.workerEnv(), Timeout: d.opts.WorkerTimeout,
+			MaxWorkers: d.es.Fleet.MaxWorkers, Stderr: d.opts.Stderr, Scrubber: d.scrubber, Gateway: d.listen.open, Lost: d.failTask})
+		if err != nil {
+			return nil, err
+		}
+	}
+	d.runner = pool
+	return pool, nil
+}
+
+// watchStop turns the first signal (ctx) into "no new attempts" and, after
+// the grace period or at the second signal (Hard), aborts running ones.
+func (d *dispatch) watchStop(ctx, actx context.Context, abort context.CancelFunc, stop <-chan struct{}) {
+	select {
+	case <-d.opts.Hard.Done():
+		abort()
+	case <-ctx.Done():
+		d.cancelQueued(stoppedReason)
+		fmt.Fprintf(d.opts.Stderr, "steward: stopping: no new attempts; running ones may finish within %s (signal again to stop at once)\n", d.opts.Grace)
+		grace := time.NewTimer(d.opts.Grace)
+		defer grace.Stop()
+		select {
+		case <-grace.C:
+		case <-d.opts.Hard.Done():
+		case <-actx.Done():
+		case <-stop:
+			return
+		}
+		abort()
+	case <-actx.Done():
+	case <-stop:
+	}
+}
+
+// drain waits for every attempt and task lifecycle, shuts the workers down,
+// stops the loops and prints the last panel.
+func (d *dispatch) drain(lp *loops) {
+	_ = lp.work.Wait()
+	if lp.workers != nil {
+		lp.workers.Shutdown()
+	}
+	close(lp.stop)
+	_ = lp.loops.Wait()
+	lp.abort()
+	d.panelFinal()
+}
+
+// publishCarried records every carried attempt as a reference to the row
+// that judged it, in one transaction: nothing is copied, and the report
+// reads the result, log, tokens and cost through the reference. Early-exit
+// skips of a sample whose pass is carried (S4) refer to the skip recorded
+// before, or are published as new skipped rows.
+func (d *dispatch) publishCarried(ctx context.Context) error {
+	var refs []record.Ref
+	var fresh []*plan.Attempt
+	for _, a := range d.p.Attempts {
+		switch {
+		case a.Action != plan.ActionCarry && a.Action != plan.ActionSkip:
+		case a.From.RunID != "":
+			refs = append(refs, record.Ref{RunID: d.runID, Seq: a.Seq, SrcRun: a.From.RunID, SrcSeq: a.From.Seq, Source: a.Sample.Source})
+		case a.Action == plan.ActionSkip:
+			fresh = append(fresh, a)
+		default:
+			return fmt.Errorf("carry %s: no source row", a.ID(d.p))
+		}
+	}
+	if err := d.db.PublishCarried(ctx, refs); err != nil {
 		return err
+	}
+	if err := d.observeCarried(ctx, refs); err != nil {
+		return err
+	}
+	for _, a := range fresh {
+		if err := d.publish(ctx, d.row(a, status.Skipped, a.Reason)); err != nil {
+			return err
+		}
+	}
+	d.tally.carried(d.p)
+	return nil
+}
+
+// observeCarried tells Observe of the carried rows as the record reads
+// them (through the reference: the source row's score, times, tokens and
+// reason, and the run that produced it).
+func (d *dispatch) observeCarried(ctx context.Context, refs []record.Ref) error {
+	if d.opts.Observe == nil || len(refs) == 0 {
+		return nil
+	}
+	carried := map[int]bool{}
+	for _, r := range refs {
+		carried[r.Seq] = true
+	}
+	rows, err := d.db.Attempts(ctx, d.runID)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if carried[r.Seq] {
+			d.observe(Event{Attempt: &r})
+		}
 	}
 	return nil
 }
 
-func (h *hooks) Usage(in, out int64, cost float64) {}
-
-// runItem runs one admitted attempt (retrying infrastructure errors),
-// publishes it, frees its slots, and applies early exit and the budget stop.
-func (l *launcher) runItem(ctx context.Context, it sched.Item) {
-	a := l.bySeq(l.seqOf[it.ID])
-	row, tr := l.tryAttempt(ctx, it, a)
-	arts := l.runner.TakeArtifacts(a.Seq)
-	if err := l.publish(context.Background(), row); err != nil {
-		// The record cannot take results (a full disk): what runs now could
-		// not be kept, so nothing more is dispatched.
-		// The error is said once, when the launch ends (finishOnRecordError).
-		l.resultLost(err)
-		l.finishItem(it.ID)
-		l.tasks.check()
-		return
-	}
-	l.keepTranscript(row, tr)
-	l.keepArtifacts(row, arts)
-	l.mu.Lock()
-	l.published[a.Seq] = row.Status
-	if row.Status == status.Errored || row.Status == status.Infra {
-		l.errWin[a.Task]++
-	}
-	l.mu.Unlock()
-	l.afterResult(a, row)
-	l.finishItem(it.ID)
-	l.tasks.check()
-}
-
-// tryAttempt runs an attempt with its gateway token, retrying
-// infrastructure errors, and returns its row (usage charged, secrets
-// scrubbed, the supervisor's fingerprint) and the gateway's transcript.
-func (l *launcher) tryAttempt(ctx context.Context, it sched.Item, a *plan.Attempt) (record.Attempt, *transcript.Transcript) {
-	t := l.p.Tasks[a.Task].Task
-	retries := 1
-	if t.Retries != nil {
-		retries = *t.Retries
-	}
-	gwID := l.runID + "/" + strconv.Itoa(a.Seq)
-	token := l.gw.Issue(gwID, &hooks{d: l.disp, id: it.ID, name: a.ID(l.p), logf: func(f string, args ...any) { fmt.Fprintf(l.opts.Stderr, f, args...) }})
-	l.gw.SetQuota(gwID, quotaFor(t)) // its limits, before its agent starts (limits.go)
-	tok := attempt.Tokens{Agent: token}
-	gradeID := gwID + "/grading"
-	if mg := t.Scorer.ModelGraded; mg != nil {
-		// The model judge's own token: its own prices, none of the agent's
-		// limits, inside --budget; it never enters a sandbox.
-		tok.Grading = l.gw.Issue(gradeID, nil)
-		p := mg.GraderPrices(l.es.Model.Prices)
-		l.gw.SetPrices(gradeID, gateway.Prices{InputPerMTok: p.InputPerMTok, OutputPerMTok: p.OutputPerMTok})
-	}
-	var row record.Attempt
-	var why []string
-	for try := 0; ; try++ {
-		row = l.runner.Run(ctx, a, tok)
-		row.Tries, row.RetryReasons = try+1, why
-		// A try whose agent ran to its end is never retried: a verdict, or
-		// an error after the agent's work, is the attempt's (issue 23 item 2).
-		if row.Status != status.Infra || row.ReachedJudging || try >= retries || ctx.Err() != nil {
-			break
-		}
-		why = append(why, row.Reason)
-		fmt.Fprintf(l.opts.Stderr, "steward: %s: infrastructure error, retrying (%d of %d): %s\n", a.ID(l.p), try+1, retries, l.scrub(row.Reason))
-	}
-	l.gw.Revoke(token)
-	if tok.Grading != "" {
-		l.gw.Revoke(tok.Grading)
-	}
-	// Usage of a stream that just ended is charged after its last byte, and a
-	// stream the agent cut is read on for up to CutDrain: wait for it.
-	dctx, cancel := context.WithTimeout(context.Background(), gateway.DefaultCutDrain+10*time.Second)
-	_ = l.gw.Drain(dctx, gwID)
-	if tok.Grading != "" {
-		_ = l.gw.Drain(dctx, gradeID)
-	}
-	cancel()
-	if u, ok := l.gw.Usage(gwID); ok {
-		row.InputTokens, row.OutputTokens, row.CostUSD, row.Requests = u.InputTokens, u.OutputTokens, u.CostUSD, u.Requests
-		judgeLimit(&row, u, t) // limits.go
-		if gu, ok := l.gw.Usage(gradeID); ok && tok.Grading != "" {
-			row.Grading = record.Spend{InputTokens: gu.InputTokens, OutputTokens: gu.OutputTokens, CostUSD: gu.CostUSD, Requests: gu.Requests}
-			// The grader's calls the provider failed or the budget refused
-			// are the provider's doing too.
-			u.BudgetRefused += gu.BudgetRefused
-			u.UpstreamFailed += gu.UpstreamFailed
-			u.Requests += gu.Requests
-		}
-		providerCaused(&row, u)
-	}
-	l.scrubRow(&row)
-	row.AgentOutput = l.scrub(row.AgentOutput) // the agent's output beside its verdict
-	for i := range row.RetryReasons {
-		row.RetryReasons[i] = l.scrub(row.RetryReasons[i])
-	}
-	// The supervisor's plan holds the fingerprint with the resolved image ID.
-	row.Fingerprint, row.Parts = a.Fingerprint, a.PartsJSON()
-	return row, withGrading(l.gw.Transcript(gwID), l.gw.Transcript(gradeID), tok.Grading != "")
-}
-
-// afterResult applies early exit (S4) and the budget stop (S5) once a's row
-// is published, before its slot is freed (so no attempt slips in).
-func (l *launcher) afterResult(a *plan.Attempt, row record.Attempt) {
-	t := l.p.Tasks[a.Task].Task
-	if row.Status == status.Passed && (t.EarlyExit || l.opts.EarlyExit) {
-		var ids []int
-		l.disp.With(func(s *sched.State) {
-			for _, b := range l.p.Attempts {
-				if b.Task == a.Task && b.Sample == a.Sample && b.Action == plan.ActionRun {
-					if s.Cancel(l.itemOf[b.Seq]) {
-						ids = append(ids, l.itemOf[b.Seq])
-					}
-				}
-			}
-		})
-		l.publishSkipped(ids, fmt.Sprintf("early exit: attempt %d passed", a.Number))
-	}
-	// When the budget is spent, or the gateway refused a request the rest
-	// of it could not cover, no new attempt starts.
-	if b := l.opts.BudgetUSD; b > 0 && (l.gw.Spent() >= b || l.gw.BudgetRefusals() > 0) {
-		l.mu.Lock()
-		first := !l.spentStop
-		l.spentStop = true
-		l.mu.Unlock()
-		if first {
-			fmt.Fprintf(l.opts.Stderr, "steward: budget spent ($%.4f of $%.2f; the gateway refuses model calls it cannot cover): no new attempts start\n", l.gw.Spent(), b)
-		}
-		l.cancelQueued(fmt.Sprintf("budget spent ($%.2f)", b))
+// row is an attempt's row that ends without running: skipped, or errored
+// with its task.
+func (d *dispatch) row(a *plan.Attempt, st status.Attempt, reason string) record.Attempt {
+	return record.Attempt{
+		RunID: d.runID, Seq: a.Seq, Task: d.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number,
+		Status: st, Reason: reason, Fingerprint: a.Fingerprint, Parts: a.PartsJSON(), Finished: time.Now(), Source: a.Sample.Source,
 	}
 }
 
-// finishItem frees an attempt's slots; a refusal is a scheduler bug, said aloud.
-func (l *launcher) finishItem(id int) {
-	if err := l.disp.Finish(id); err != nil {
-		fmt.Fprintf(l.opts.Stderr, "steward: %v\n", err)
+// started marks an attempt running: its sandbox exists and it executes.
+func (d *dispatch) started(seq int) {
+	if id, ok := d.sp.itemOf[seq]; ok {
+		d.disp.MarkStarted(id)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/steward-evals/steward/internal/evalset"
@@ -51,11 +52,14 @@ func TestEditDuringLaunchKeepsTheRecordTrue(t *testing.T) {
 	launch := func(es *evalset.EvalSet) []record.Attempt {
 		t.Helper()
 		prov := &counting{Provider: local.New(local.Options{BaseDir: t.TempDir()})}
+		var mu sync.Mutex // Observe runs on the launch's goroutines
 		var rows []record.Attempt
 		_, err := Launch(context.Background(), Options{EvalSet: es, Providers: factory{prov}, Workers: true, Exe: exe,
 			Observe: func(e Event) {
 				if e.Attempt != nil {
+					mu.Lock()
 					rows = append(rows, *e.Attempt)
+					mu.Unlock()
 				}
 			}})
 		if err != nil {

@@ -96,7 +96,7 @@ func sortedSpecKeys(m map[string]*sandbox.Spec) []string {
 // environments of their own on a provider that cannot run them (a spec per
 // sample, a writable root, the shared verifier: sandbox.SampleEnvironments),
 // naming the first such task.
-func (l *launcher) refuseUnsupportedEnvironments() error {
+func (l *chosen) refuseUnsupportedEnvironments() error {
 	for _, a := range l.p.Attempts {
 		if a.Action != plan.ActionRun || !(a.Sample.OwnEnvironment() || a.Sample.Harbor != nil) {
 			continue

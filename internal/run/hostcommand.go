@@ -9,7 +9,7 @@ import (
 )
 
 // hostCommand runs a task-level host hook in the eval set dir.
-func (l *launcher) hostCommand(ctx context.Context, shell string) ([]byte, error) {
+func (l *launch) hostCommand(ctx context.Context, shell string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", shell)
 	cmd.Dir = l.es.Dir
 	cmd.Env = append(os.Environ(), "STEWARD_RUN_ID="+l.runID, "STEWARD_EVALSET="+l.es.File)

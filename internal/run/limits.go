@@ -34,11 +34,11 @@ func quotaFor(t *evalset.Task) gateway.Quota {
 
 // attemptID is the gateway's id of the attempt with seq (its transcript,
 // usage and quota).
-func (l *launcher) attemptID(seq int) string { return fmt.Sprintf("%s/%d", l.runID, seq) }
+func (l *dispatch) attemptID(seq int) string { return fmt.Sprintf("%s/%d", l.runID, seq) }
 
 // setDeadline gives attempt seq's quota the agent's deadline (zero: none).
-func (l *launcher) setDeadline(_ context.Context, seq int, at time.Time) error {
-	a := l.bySeq(seq)
+func (l *dispatch) setDeadline(_ context.Context, seq int, at time.Time) error {
+	a := l.p.BySeq(seq)
 	if a == nil {
 		return fmt.Errorf("set the deadline of attempt %d: no such attempt", seq)
 	}

@@ -4,7 +4,7 @@ import "github.com/steward-evals/steward/internal/transcript"
 
 // The model judge's supervisor side (scorer.model_graded; docs/judges.md):
 // the grading token is issued, priced and revoked with the attempt's
-// (dispatch.go); the graders' calls are made where the attempt runs
+// (attempts.go); the graders' calls are made where the attempt runs
 // (internal/attempt's modeljudge.go), and their transcript joins the
 // attempt's here.
 

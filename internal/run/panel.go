@@ -11,8 +11,8 @@ import (
 
 // counts is the live counts line (L1): record statuses plus the scheduler's
 // running, starting and queued.
-func (l *launcher) counts() report.Counts {
-	c, _ := l.snapshot()
+func (d *dispatch) counts() report.Counts {
+	c, _ := d.snapshot()
 	return c
 }
 
@@ -25,13 +25,13 @@ type taskLive struct {
 // snapshot reads the counts line and every task's live row at one moment,
 // by one definition of running (sched.Live): the total line and the
 // per-task rows of `steward tend` always agree.
-func (l *launcher) snapshot() (report.Counts, []taskLive) {
+func (d *dispatch) snapshot() (report.Counts, []taskLive) {
 	var c report.Counts
-	c.Total = len(l.p.Attempts)
+	c.Total = len(d.p.Attempts)
 	var rows []taskLive
-	if l.disp != nil {
-		rows = make([]taskLive, len(l.p.Tasks))
-		l.disp.With(func(s *sched.State) {
+	if d.disp != nil {
+		rows = make([]taskLive, len(d.p.Tasks))
+		d.disp.With(func(s *sched.State) {
 			for i := range rows {
 				rows[i] = taskLive{Live: s.TaskLive(i), Setpoint: s.Setpoint(i), Cap: s.Cap(i)}
 				c.Queued += rows[i].Queued
@@ -40,10 +40,10 @@ func (l *launcher) snapshot() (report.Counts, []taskLive) {
 			}
 		})
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c.Reused = l.reused
-	for _, st := range l.published {
+	d.tally.mu.Lock()
+	defer d.tally.mu.Unlock()
+	c.Reused = d.tally.reused
+	for _, st := range d.tally.published {
 		switch st {
 		case status.Passed:
 			c.Passed++
@@ -64,9 +64,9 @@ func (l *launcher) snapshot() (report.Counts, []taskLive) {
 
 // panelLoop redraws the counts line on a TTY, or prints it as plain lines
 // every PanelInterval (CI logs), only when it changed.
-func (l *launcher) panelLoop(stop chan struct{}) {
-	every := l.opts.PanelInterval
-	if l.opts.TTY {
+func (d *dispatch) panelLoop(stop chan struct{}) {
+	every := d.opts.PanelInterval
+	if d.opts.TTY {
 		every = 200 * time.Millisecond
 	}
 	t := time.NewTicker(every)
@@ -76,33 +76,33 @@ func (l *launcher) panelLoop(stop chan struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
-			l.panelDraw()
+			d.panelDraw()
 		}
 	}
 }
 
-func (l *launcher) panelDraw() {
-	line := report.CountsLine(l.counts())
-	l.mu.Lock()
-	if h := l.hold; h != "" {
+func (d *dispatch) panelDraw() {
+	line := report.CountsLine(d.counts())
+	d.tally.mu.Lock()
+	if h := d.tally.hold; h != "" {
 		line += " ramp held: " + h
 	}
-	l.mu.Unlock()
-	if line == l.panelLast {
+	d.tally.mu.Unlock()
+	if line == d.panelLast {
 		return
 	}
-	l.panelLast = line
-	if l.opts.TTY {
-		fmt.Fprintf(l.opts.Stderr, "\r\033[K%s", line)
+	d.panelLast = line
+	if d.opts.TTY {
+		fmt.Fprintf(d.opts.Stderr, "\r\033[K%s", line)
 	} else {
-		fmt.Fprintln(l.opts.Stderr, line)
+		fmt.Fprintln(d.opts.Stderr, line)
 	}
 }
 
-func (l *launcher) panelFinal() {
-	l.panelLast = ""
-	l.panelDraw()
-	if l.opts.TTY {
-		fmt.Fprintln(l.opts.Stderr)
+func (d *dispatch) panelFinal() {
+	d.panelLast = ""
+	d.panelDraw()
+	if d.opts.TTY {
+		fmt.Fprintln(d.opts.Stderr)
 	}
 }

@@ -1,7 +1,8 @@
 package run
 
 import (
-	"io"
+	"os"
+	"strings"
 
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/secret"
@@ -14,7 +15,7 @@ import (
 // workers) passes l.scrubber before it is stored or printed: each row as it
 // is published, the run's notes, artifacts, the launch's error, and
 // everything written to stderr (wrapped here; flushed by the returned func).
-func (l *launcher) initSecrets() (flush func()) {
+func (l *launch) initSecrets() (flush func()) {
 	es := l.es
 	l.secrets = secret.Values(l.opts.Getenv, secret.Names(es.SecretEnv, es.Fleet.Secrets))
 	l.scrubber = secret.New(append(secret.Values(l.opts.Getenv, []string{es.Model.APIKeyEnv}), l.secrets...)...)
@@ -27,11 +28,29 @@ func (l *launcher) initSecrets() (flush func()) {
 }
 
 // scrub removes every secret (and what a cut left of one) from s.
-func (l *launcher) scrub(s string) string { return l.scrubber.Clipped(s) }
+func (l *launch) scrub(s string) string { return l.scrubber.Clipped(s) }
 
 // scrubRow scrubs the text an attempt's processes produced.
-func (l *launcher) scrubRow(row *record.Attempt) {
+func (l *launch) scrubRow(row *record.Attempt) {
 	row.Reason, row.Log, row.Answer, row.Explanation = l.scrub(row.Reason), l.scrub(row.Log), l.scrub(row.Answer), l.scrub(row.Explanation)
 }
 
-var _ io.Writer = (*secret.Writer)(nil)
+// workerEnv is the supervisor's environment without a secret: the model's
+// real key (and the variables that usually hold one), the variables the eval
+// set (secret_env) and _steward.yaml (secrets) name, the GitHub token and
+// the runner's own tokens. A worker never holds them (host hooks, which may
+// use them, run in the supervisor).
+func (l *launch) workerEnv() []string {
+	drop := map[string]bool{}
+	for _, k := range secret.Names([]string{l.es.Model.APIKeyEnv}, l.es.SecretEnv, l.es.Fleet.Secrets) {
+		drop[k] = true
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if !drop[k] {
+			env = append(env, kv)
+		}
+	}
+	return env
+}

@@ -17,22 +17,6 @@ import (
 // HoldKey is the record control that holds the ramp (R5); its value is the reason.
 const HoldKey = "ramp.hold"
 
-func toRange(r evalset.RampRange) ramp.Range {
-	return ramp.Range{Enabled: r.Enabled, Lo: r.Lo, Hi: r.Hi}
-}
-
-func (l *launcher) newRamp() (*ramp.Controller, error) {
-	var tasks []ramp.TaskSpec
-	for _, t := range l.p.Tasks {
-		tasks = append(tasks, ramp.TaskSpec{Name: t.Task.Name, MaxSamples: t.Task.MaxSamples})
-	}
-	c, err := ramp.New(ramp.Config{Range: toRange(l.es.Fleet.SamplesRamp), Budget: l.budget}, tasks)
-	if err != nil {
-		return nil, badInput("samples_ramp: %v", err)
-	}
-	return c, nil
-}
-
 // LiveState is what `steward tend` shows of a running invocation.
 type LiveState struct {
 	RunID    string        `json:"run_id"`
@@ -68,17 +52,17 @@ const LiveRefresh = time.Second
 // refreshLive rewrites the live state with the last decision when the
 // counts or the task rows changed since it was last written.
 func (t *tender) refreshLive(ctx context.Context, now time.Time) {
-	c, rows := t.l.snapshot()
+	c, rows := t.d.snapshot()
 	key := fmt.Sprint(c, rows)
 	if key == t.liveKey {
 		return
 	}
 	t.liveKey = key
-	t.l.writeLive(ctx, t.ctl, t.last, t.tended, now, c, rows)
+	t.d.writeLive(ctx, t.ctl, t.last, t.tended, now, c, rows)
 }
 
 // writeLive writes what `steward tend` shows, from one snapshot.
-func (l *launcher) writeLive(ctx context.Context, ctl *ramp.Controller, d ramp.Decision, tended bool, now time.Time, c report.Counts, rows []taskLive) {
+func (l *dispatch) writeLive(ctx context.Context, ctl *ramp.Controller, d ramp.Decision, tended bool, now time.Time, c report.Counts, rows []taskLive) {
 	names := make([]string, len(l.p.Tasks))
 	for i, t := range l.p.Tasks {
 		names[i] = t.Task.Name
@@ -104,12 +88,12 @@ func (l *launcher) writeLive(ctx context.Context, ctl *ramp.Controller, d ramp.D
 
 // tendLoop runs one control step per window (R1–R6): read the limiter and
 // gateway signals, move setpoints and the connection ceiling, keep history.
-func (l *launcher) tendLoop(ctx context.Context, ctl *ramp.Controller, stop chan struct{}) {
+func (l *dispatch) tendLoop(ctx context.Context, ctl *ramp.Controller, stop chan struct{}) {
 	interval := l.es.Fleet.TendInterval.D()
 	if interval <= 0 {
 		interval = 10 * time.Second
 	}
-	t := &tender{l: l, ctl: ctl, saturated: make([]bool, len(l.p.Tasks)), budgetBound: make([]bool, len(l.p.Tasks))}
+	t := &tender{d: l, ctl: ctl, rng: l.es.Fleet.SamplesRamp, saturated: make([]bool, len(l.p.Tasks)), budgetBound: make([]bool, len(l.p.Tasks))}
 	// A ceiling of 0 means no ramp is active: leave the gateway's own ceiling alone.
 	if c := ctl.Ceiling(); c > 0 && !l.fixedConnections() {
 		l.gw.SetCeiling(c)
@@ -146,12 +130,13 @@ func (l *launcher) tendLoop(ctx context.Context, ctl *ramp.Controller, stop chan
 
 // tender is the state one run's tend loop keeps between windows.
 type tender struct {
-	l           *launcher
+	d           *dispatch
 	ctl         *ramp.Controller
-	saturated   []bool // per task, this window
-	budgetBound []bool // per task, this window
-	badRange    string // the last refused _steward.yaml, said once
-	rampCeiling bool   // the ramp set the gateway's ceiling
+	rng         evalset.RampRange // samples_ramp now (_steward.yaml is read again each tend)
+	saturated   []bool            // per task, this window
+	budgetBound []bool            // per task, this window
+	badRange    string            // the last refused _steward.yaml, said once
+	rampCeiling bool              // the ramp set the gateway's ceiling
 	// The last decision and whether there was one (what the live state
 	// shows between tends), and what the live state last showed.
 	last    ramp.Decision
@@ -164,8 +149,8 @@ type tender struct {
 // not count) with work queued — saturated — or its share of the budget,
 // below its cap, was what was full — budget-bound.
 func (t *tender) sample() {
-	t.l.disp.With(func(s *sched.State) {
-		for i := range t.l.p.Tasks {
+	t.d.disp.With(func(s *sched.State) {
+		for i := range t.d.p.Tasks {
 			lv, cp, sp := s.TaskLive(i), s.Cap(i), s.Setpoint(i)
 			if lv.Queued == 0 || !s.Ready(i) {
 				continue
@@ -184,18 +169,18 @@ func (t *tender) sample() {
 // ramp for its decision on the window's signals, applies it to the
 // scheduler and the gateway, and records it.
 func (t *tender) tend(ctx context.Context, now time.Time) {
-	l, ctl := t.l, t.ctl
+	l, ctl := t.d, t.ctl
 	t.rereadFleet()
 	t.followHold(ctx)
 	w := l.gw.Window()
 	g := ramp.Signals{Pushback: w.Pushback || w.Episodes > 0, Retries: w.Retries, Requests: w.Requests, ConnLimit: w.Limit, ConnFixed: w.Fixed, ConnNeed: w.Need}
-	l.mu.Lock()
-	ts := taskSignals(t.saturated, t.budgetBound, l.errWin, gatewayBound(w))
+	l.tally.mu.Lock()
+	ts := taskSignals(t.saturated, t.budgetBound, l.tally.errWin, gatewayBound(w))
 	for i := range ts {
-		l.errWin[i] = 0
+		l.tally.errWin[i] = 0
 		t.saturated[i], t.budgetBound[i] = false, false
 	}
-	l.mu.Unlock()
+	l.tally.mu.Unlock()
 	d := ctl.Tend(now, g, ts)
 	l.disp.With(func(s *sched.State) {
 		for i, sp := range d.Setpoints {
@@ -236,22 +221,22 @@ func (t *tender) tend(ctx context.Context, now time.Time) {
 // rereadFleet follows _steward.yaml's samples_ramp on a live run (R4); a
 // refused file is said once and the range kept.
 func (t *tender) rereadFleet() {
-	l := t.l
+	l := t.d
 	f, err := evalset.LoadFleet(filepath.Join(l.es.Dir, "_steward.yaml"), l.opts.Getenv, l.opts.FleetFlags)
 	if err != nil {
 		if msg := err.Error(); msg != t.badRange {
-			fmt.Fprintf(l.opts.Stderr, "steward: _steward.yaml refused, keeping samples_ramp %s: %v\n", toRange(l.es.Fleet.SamplesRamp), err)
+			fmt.Fprintf(l.opts.Stderr, "steward: _steward.yaml refused, keeping samples_ramp %s: %v\n", toRange(t.rng), err)
 			t.badRange = msg
 		}
 		return
 	}
 	t.badRange = ""
-	if r := toRange(f.SamplesRamp); r != toRange(l.es.Fleet.SamplesRamp) {
+	if r := toRange(f.SamplesRamp); r != toRange(t.rng) {
 		if err := t.ctl.SetRange(r); err != nil {
 			fmt.Fprintf(l.opts.Stderr, "steward: samples_ramp %s refused: %v\n", r, err)
 		} else {
 			fmt.Fprintf(l.opts.Stderr, "steward: samples_ramp is now %s\n", r)
-			l.es.Fleet.SamplesRamp = f.SamplesRamp
+			t.rng = f.SamplesRamp
 		}
 	}
 }
@@ -259,7 +244,7 @@ func (t *tender) rereadFleet() {
 // followHold applies `steward ramp hold|resume`, which reaches a live run
 // through the record (R5).
 func (t *tender) followHold(ctx context.Context) {
-	reason, err := t.l.db.Control(ctx, HoldKey)
+	reason, err := t.d.db.Control(ctx, HoldKey)
 	if err != nil {
 		return
 	}
@@ -270,9 +255,9 @@ func (t *tender) followHold(ctx context.Context) {
 	case reason == "" && held:
 		t.ctl.Resume()
 	}
-	t.l.mu.Lock()
-	t.l.hold = reason
-	t.l.mu.Unlock()
+	t.d.tally.mu.Lock()
+	t.d.tally.hold = reason
+	t.d.tally.mu.Unlock()
 }
 
-func (l *launcher) fixedConnections() bool { return l.es.Model.MaxConnections > 0 }
+func (l *dispatch) fixedConnections() bool { return l.es.Model.MaxConnections > 0 }

@@ -11,7 +11,7 @@ import (
 
 // captureConfig is what the gateway keeps of the attempts' model calls
 // (the fleet setting transcripts).
-func (l *launcher) captureConfig() gateway.Capture {
+func (l *launch) captureConfig() gateway.Capture {
 	// l.secrets holds secret.EnvNames' values (the GitHub and runner
 	// tokens) besides the eval set's; the gateway adds the key and tokens.
 	return gateway.Capture{Mode: l.es.Fleet.Transcripts, Secrets: append([]string{}, l.secrets...)}
@@ -19,7 +19,7 @@ func (l *launcher) captureConfig() gateway.Capture {
 
 // keepTranscript stores a published attempt's transcript. A transcript the
 // record cannot take is reported and dropped: the attempt's result stands.
-func (l *launcher) keepTranscript(row record.Attempt, tr *transcript.Transcript) {
+func (d *dispatch) keepTranscript(row record.Attempt, tr *transcript.Transcript) {
 	if tr == nil || (len(tr.Calls) == 0 && tr.Dropped == 0) {
 		return
 	}
@@ -29,10 +29,10 @@ func (l *launcher) keepTranscript(row record.Attempt, tr *transcript.Transcript)
 		for _, c := range tr.Calls {
 			raw += int64(len(c.Request) + len(c.Response) + len(c.ResponseText))
 		}
-		err = l.db.PutTranscript(context.Background(), row.RunID, row.Seq,
+		err = d.db.PutTranscript(context.Background(), row.RunID, row.Seq,
 			record.TranscriptInfo{Calls: len(tr.Calls), RawBytes: raw, Truncated: tr.Truncated != "" || tr.Dropped > 0}, blob)
 	}
 	if err != nil {
-		fmt.Fprintf(l.opts.Stderr, "steward: %s/%s#%d: transcript not kept: %v\n", row.Task, row.Sample, row.Attempt, err)
+		fmt.Fprintf(d.opts.Stderr, "steward: %s/%s#%d: transcript not kept: %v\n", row.Task, row.Sample, row.Attempt, err)
 	}
 }

@@ -1,0 +1,244 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/steward-evals/steward/internal/attempt"
+	"github.com/steward-evals/steward/internal/evalset"
+	"github.com/steward-evals/steward/internal/gateway"
+	"github.com/steward-evals/steward/internal/plan"
+	"github.com/steward-evals/steward/internal/record"
+	"github.com/steward-evals/steward/internal/sched"
+	"github.com/steward-evals/steward/internal/status"
+	"github.com/steward-evals/steward/internal/transcript"
+)
+
+// One admitted attempt in the dispatch stage: its gateway tokens (whose
+// backoff hooks release and re-take its budget slot), its tries through
+// the runner, its usage charged and its limits judged, its row scrubbed and
+// published, then early exit and the budget stop, and its slots freed.
+
+// hooks connect one attempt's gateway token to the scheduler. The gateway
+// calls them per request: any number of the attempt's requests may back off
+// at once (sched counts them), and no scheduler error is dropped: a refused
+// BackoffStart is reported and makes the request's BackoffEnd fail.
+type hooks struct {
+	d    *sched.Dispatcher
+	id   int
+	name string
+	logf func(format string, args ...any)
+
+	mu      sync.Mutex
+	refused int // BackoffStarts the scheduler refused, not yet answered by a BackoffEnd
+}
+
+func (h *hooks) BackoffStart() {
+	if err := h.d.Backoff(h.id); err != nil {
+		h.mu.Lock()
+		h.refused++
+		h.mu.Unlock()
+		h.logf("steward: %s: backoff: %v\n", h.name, err)
+	}
+}
+
+func (h *hooks) BackoffEnd(ctx context.Context) error {
+	h.mu.Lock()
+	refused := h.refused > 0
+	if refused {
+		h.refused--
+	}
+	h.mu.Unlock()
+	if refused {
+		return fmt.Errorf("%s: the scheduler refused its backoff", h.name)
+	}
+	if err := h.d.Resume(ctx, h.id); err != nil {
+		if ctx.Err() == nil {
+			h.logf("steward: %s: resume after backoff: %v\n", h.name, err)
+		}
+		return err
+	}
+	return nil
+}
+
+func (h *hooks) Usage(in, out int64, cost float64) {}
+
+// runItem runs one admitted attempt (retrying infrastructure errors),
+// publishes it, frees its slots, and applies early exit and the budget stop.
+func (d *dispatch) runItem(ctx context.Context, it sched.Item) {
+	a := d.p.BySeq(d.sp.seqOf[it.ID])
+	row, tr := d.tryAttempt(ctx, it, a)
+	arts := d.runner.TakeArtifacts(a.Seq)
+	if err := d.publish(context.Background(), row); err != nil {
+		// The record cannot take results (a full disk): what runs now could
+		// not be kept, so nothing more is dispatched.
+		// The error is said once, when the launch ends (finishOnRecordError).
+		d.resultLost(err)
+		d.finishItem(it.ID)
+		d.tasks.check()
+		return
+	}
+	d.keepTranscript(row, tr)
+	d.keepArtifacts(row, arts)
+	d.tally.mu.Lock()
+	d.tally.published[a.Seq] = row.Status
+	if row.Status == status.Errored || row.Status == status.Infra {
+		d.tally.errWin[a.Task]++
+	}
+	d.tally.mu.Unlock()
+	d.afterResult(a, row)
+	d.finishItem(it.ID)
+	d.tasks.check()
+}
+
+// tryAttempt runs an attempt with its gateway tokens, retrying
+// infrastructure errors, and returns its row (usage charged, secrets
+// scrubbed, the supervisor's fingerprint) and the gateway's transcript.
+func (d *dispatch) tryAttempt(ctx context.Context, it sched.Item, a *plan.Attempt) (record.Attempt, *transcript.Transcript) {
+	gwID := d.runID + "/" + strconv.Itoa(a.Seq)
+	tok := d.issueTokens(it, a, gwID)
+	row := d.tries(ctx, a, tok)
+	d.charge(&row, a, gwID, tok)
+	d.scrubRow(&row)
+	row.AgentOutput = d.scrub(row.AgentOutput) // the agent's output beside its verdict
+	for i := range row.RetryReasons {
+		row.RetryReasons[i] = d.scrub(row.RetryReasons[i])
+	}
+	// The supervisor's plan holds the fingerprint with the resolved image ID.
+	row.Fingerprint, row.Parts = a.Fingerprint, a.PartsJSON()
+	return row, withGrading(d.gw.Transcript(gwID), d.gw.Transcript(gwID+"/grading"), tok.Grading != "")
+}
+
+// issueTokens issues attempt a's gateway tokens: the agent's (gwID), whose
+// backoff hooks release and re-take its budget slot, with its limits set
+// before its agent starts (limits.go); and the model judge's, when the task
+// has one.
+func (d *dispatch) issueTokens(it sched.Item, a *plan.Attempt, gwID string) attempt.Tokens {
+	t := d.p.Tasks[a.Task].Task
+	tok := attempt.Tokens{Agent: d.gw.Issue(gwID, &hooks{d: d.disp, id: it.ID, name: a.ID(d.p), logf: func(f string, args ...any) { fmt.Fprintf(d.opts.Stderr, f, args...) }})}
+	d.gw.SetQuota(gwID, quotaFor(t))
+	if mg := t.Scorer.ModelGraded; mg != nil {
+		// The model judge's own token: its own prices, none of the agent's
+		// limits, inside --budget; it never enters a sandbox.
+		gradeID := gwID + "/grading"
+		tok.Grading = d.gw.Issue(gradeID, nil)
+		p := mg.GraderPrices(d.es.Model.Prices)
+		d.gw.SetPrices(gradeID, gateway.Prices{InputPerMTok: p.InputPerMTok, OutputPerMTok: p.OutputPerMTok})
+	}
+	return tok
+}
+
+// tries runs a through the runner, again after an infrastructure error up
+// to the task's retries, and returns the last try's row.
+func (d *dispatch) tries(ctx context.Context, a *plan.Attempt, tok attempt.Tokens) record.Attempt {
+	retries := 1
+	if r := d.p.Tasks[a.Task].Task.Retries; r != nil {
+		retries = *r
+	}
+	var why []string
+	for try := 0; ; try++ {
+		row := d.runner.Run(ctx, a, tok)
+		row.Tries, row.RetryReasons = try+1, why
+		// A try whose agent ran to its end is never retried: a verdict, or
+		// an error after the agent's work, is the attempt's (issue 23 item 2).
+		if row.Status != status.Infra || row.ReachedJudging || try >= retries || ctx.Err() != nil {
+			return row
+		}
+		why = append(why, row.Reason)
+		fmt.Fprintf(d.opts.Stderr, "steward: %s: infrastructure error, retrying (%d of %d): %s\n", a.ID(d.p), try+1, retries, d.scrub(row.Reason))
+	}
+}
+
+// charge revokes a's tokens, waits for the last of their usage and charges
+// it to the row: tokens, cost and requests (the grader's apart), the task's
+// on_limit, and the rules for verdicts the provider caused.
+func (d *dispatch) charge(row *record.Attempt, a *plan.Attempt, gwID string, tok attempt.Tokens) {
+	gradeID := gwID + "/grading"
+	d.gw.Revoke(tok.Agent)
+	if tok.Grading != "" {
+		d.gw.Revoke(tok.Grading)
+	}
+	// Usage of a stream that just ended is charged after its last byte, and a
+	// stream the agent cut is read on for up to CutDrain: wait for it.
+	dctx, cancel := context.WithTimeout(context.Background(), gateway.DefaultCutDrain+10*time.Second)
+	_ = d.gw.Drain(dctx, gwID)
+	if tok.Grading != "" {
+		_ = d.gw.Drain(dctx, gradeID)
+	}
+	cancel()
+	u, ok := d.gw.Usage(gwID)
+	if !ok {
+		return
+	}
+	row.InputTokens, row.OutputTokens, row.CostUSD, row.Requests = u.InputTokens, u.OutputTokens, u.CostUSD, u.Requests
+	judgeLimit(row, u, d.p.Tasks[a.Task].Task) // limits.go
+	if gu, ok := d.gw.Usage(gradeID); ok && tok.Grading != "" {
+		row.Grading = record.Spend{InputTokens: gu.InputTokens, OutputTokens: gu.OutputTokens, CostUSD: gu.CostUSD, Requests: gu.Requests}
+		// The grader's calls the provider failed or the budget refused
+		// are the provider's doing too.
+		u.BudgetRefused += gu.BudgetRefused
+		u.UpstreamFailed += gu.UpstreamFailed
+		u.Requests += gu.Requests
+	}
+	providerCaused(row, u)
+}
+
+// afterResult applies early exit (S4) and the budget stop (S5) once a's row
+// is published, before its slot is freed (so no attempt slips in).
+func (d *dispatch) afterResult(a *plan.Attempt, row record.Attempt) {
+	t := d.p.Tasks[a.Task].Task
+	if row.Status == status.Passed && (t.EarlyExit || d.opts.EarlyExit) {
+		var ids []int
+		d.disp.With(func(s *sched.State) {
+			for _, b := range d.p.Attempts {
+				if b.Task == a.Task && b.Sample == a.Sample && b.Action == plan.ActionRun {
+					if s.Cancel(d.sp.itemOf[b.Seq]) {
+						ids = append(ids, d.sp.itemOf[b.Seq])
+					}
+				}
+			}
+		})
+		d.publishSkipped(ids, fmt.Sprintf("early exit: attempt %d passed", a.Number))
+	}
+	// When the budget is spent, or the gateway refused a request the rest
+	// of it could not cover, no new attempt starts.
+	if b := d.opts.BudgetUSD; b > 0 && (d.gw.Spent() >= b || d.gw.BudgetRefusals() > 0) {
+		d.tally.mu.Lock()
+		first := !d.tally.spentStop
+		d.tally.spentStop = true
+		d.tally.mu.Unlock()
+		if first {
+			fmt.Fprintf(d.opts.Stderr, "steward: budget spent ($%.4f of $%.2f; the gateway refuses model calls it cannot cover): no new attempts start\n", d.gw.Spent(), b)
+		}
+		d.cancelQueued(fmt.Sprintf("budget spent ($%.2f)", b))
+	}
+}
+
+// finishItem frees an attempt's slots; a refusal is a scheduler bug, said aloud.
+func (d *dispatch) finishItem(id int) {
+	if err := d.disp.Finish(id); err != nil {
+		fmt.Fprintf(d.opts.Stderr, "steward: %v\n", err)
+	}
+}
+
+// modelSettings is model.settings as JSON, or "" when there are none.
+func modelSettings(es *evalset.EvalSet) string {
+	if len(es.Model.Settings) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(es.Model.Settings)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// bindToken binds an attempt's token to its sandbox's address (12.5).
+func (d *dispatch) bindToken(_ context.Context, token string, ip netip.Addr) error {
+	return d.gw.Bind(token, ip)
+}

@@ -1,0 +1,277 @@
+package run
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/steward-evals/steward/internal/attempt"
+	"github.com/steward-evals/steward/internal/evalset"
+	"github.com/steward-evals/steward/internal/gateway"
+	"github.com/steward-evals/steward/internal/plan"
+	"github.com/steward-evals/steward/internal/sandbox"
+	"golang.org/x/sync/errgroup"
+)
+
+// prepared is what the prepare stage made ready once for the run (worker
+// processes adopt it, W1): its own copies of the chosen specs, prepared
+// (images checked or built, the run's networks made), the samples whose
+// own environment could not be prepared and why, and the model gateway
+// with its first listeners. close stops the gateway and finalizes the
+// providers.
+type prepared struct {
+	*begun
+	readySpecs       []*sandbox.Spec
+	readySampleSpecs map[string]*sandbox.Spec
+	sampleErrs       map[string]attempt.SampleEnvError
+	gw               *gateway.Gateway
+	listen           *listeners
+	gwURL            map[string]string // provider -> the base URL its sandboxes use
+	// judgeURL is the gateway's loopback URL for the model judge ("" if no
+	// task has one).
+	judgeURL string
+	cleanup  cleanups
+}
+
+// prepare checks the machine for every provider with work (docker: address
+// pools, D1), prepares their specs and starts the gateway where each one's
+// sandboxes reach it. The returned value is never nil: close it.
+func prepare(ctx context.Context, b *begun) (*prepared, error) {
+	pr := &prepared{begun: b, readySpecs: make([]*sandbox.Spec, len(b.specs)), readySampleSpecs: map[string]*sandbox.Spec{},
+		sampleErrs: map[string]attempt.SampleEnvError{}}
+	for i, sp := range b.specs {
+		pr.readySpecs[i] = cloneSpec(sp)
+	}
+	for k, sp := range b.sampleSpecs {
+		pr.readySampleSpecs[k] = cloneSpec(sp)
+	}
+	needed, samples := pr.neededSpecs()
+	for name, specs := range needed {
+		if err := pr.preflight(ctx, name, specs); err != nil {
+			return pr, err
+		}
+	}
+	for name, specs := range needed {
+		if err := pr.prepareProvider(ctx, name, specs, samples[name]); err != nil {
+			return pr, err
+		}
+	}
+	if err := pr.startGateway(needed); err != nil {
+		return pr, err
+	}
+	return pr, nil
+}
+
+// cloneSpec is a copy of s that preparing it leaves s as it was (Prepare
+// sets the images, the services' too).
+func cloneSpec(s *sandbox.Spec) *sandbox.Spec {
+	c := *s
+	c.Services = append([]sandbox.Service(nil), s.Services...)
+	return &c
+}
+
+// neededSpecs are the specs of the tasks with work, by provider (all of
+// them: the preflight's), and among them the keys of samples' own, by
+// provider: each sample with an environment of its own and work to do has
+// its image built (once per content hash) or checked with the rest.
+func (pr *prepared) neededSpecs() (map[string][]*sandbox.Spec, map[string][]string) {
+	needed, samples := map[string][]*sandbox.Spec{}, map[string][]string{}
+	for i, name := range pr.taskProv {
+		if pr.taskNeedsOwnSpec(i) {
+			needed[name] = append(needed[name], pr.readySpecs[i])
+		}
+	}
+	run := map[string]bool{}
+	for _, a := range pr.p.Attempts {
+		if a.Action == plan.ActionRun && a.Sample.OwnEnvironment() {
+			run[attempt.SampleKey(a.Task, a.Sample.ID)] = true
+		}
+	}
+	for _, k := range sortedSpecKeys(pr.readySampleSpecs) {
+		if run[k] {
+			i, _ := taskOfKey(k)
+			needed[pr.taskProv[i]] = append(needed[pr.taskProv[i]], pr.readySampleSpecs[k])
+			samples[pr.taskProv[i]] = append(samples[pr.taskProv[i]], k)
+		}
+	}
+	return needed, samples
+}
+
+// taskNeedsOwnSpec says whether task i has work for a sandbox of its own
+// spec: an attempt to run at a sample without an environment of its own.
+func (pr *prepared) taskNeedsOwnSpec(i int) bool {
+	for _, a := range pr.p.Attempts {
+		if a.Task == i && a.Action == plan.ActionRun && !a.Sample.OwnEnvironment() {
+			return true
+		}
+	}
+	return false
+}
+
+// preflight runs a provider's checks of the machine before anything is
+// prepared (sandbox.Preflighter).
+func (pr *prepared) preflight(ctx context.Context, name string, specs []*sandbox.Spec) error {
+	pf, ok := pr.providers[name].(sandbox.Preflighter)
+	if !ok {
+		return nil
+	}
+	confirm := pr.opts.Confirm
+	if confirm == nil {
+		confirm = func(string) bool { return false }
+	}
+	return pf.PreflightRun(ctx, specs, pr.budget, pr.opts.Stderr, confirm, pr.opts.WriteDaemonJSON)
+}
+
+// prepareProvider prepares a provider's specs: the tasks' own (and the
+// run's networks) first, whose failure is the run's; then each sample's
+// own, whose failure is its own (sampleErrs).
+func (pr *prepared) prepareProvider(ctx context.Context, name string, specs []*sandbox.Spec, samples []string) error {
+	prov := pr.providers[name]
+	own := map[*sandbox.Spec]bool{}
+	for _, sp := range specs {
+		own[sp] = true
+	}
+	for _, k := range samples {
+		delete(own, pr.readySampleSpecs[k])
+	}
+	var tasks []*sandbox.Spec
+	for _, sp := range specs {
+		if own[sp] {
+			tasks = append(tasks, sp)
+		}
+	}
+	if err := prov.Prepare(ctx, tasks); err != nil {
+		return fmt.Errorf("prepare %s sandboxes: %w", name, err)
+	}
+	pr.cleanup.add(func() {
+		fctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := prov.Finalize(fctx); err != nil {
+			fmt.Fprintf(pr.opts.Stderr, "steward: finalize %s provider: %v\n", prov.Name(), err)
+		}
+	})
+	if err := prepareSampleSpecs(ctx, prov, samples, pr.readySampleSpecs, pr.sampleErrs, pr.opts.Stderr); err != nil {
+		return fmt.Errorf("prepare %s sandboxes: %w", name, err)
+	}
+	return nil
+}
+
+// startGateway starts the model gateway with the real key, and a listener
+// where each provider's sandboxes reach it (one per address for the whole
+// run, workers included: they receive the URL), and one on loopback for
+// the model judge when a task has one.
+func (pr *prepared) startGateway(needed map[string][]*sandbox.Spec) error {
+	gw, err := pr.newGateway(len(needed) > 0)
+	if err != nil {
+		return err
+	}
+	gwCtx, stopGW := context.WithCancel(context.Background())
+	pr.gw, pr.gwURL = gw, map[string]string{}
+	pr.listen = &listeners{gw: gw, ctx: gwCtx, urls: map[string]string{}}
+	pr.cleanup.add(func() {
+		stopGW()
+		_ = pr.listen.serving.Wait()
+	})
+	for name := range needed {
+		addr, err := pr.providers[name].Gateway(gwCtx)
+		if err != nil {
+			return fmt.Errorf("find the gateway address for %s sandboxes: %w", name, err)
+		}
+		if pr.gwURL[name], err = pr.listen.open(addr); err != nil {
+			return err
+		}
+	}
+	for _, pt := range pr.p.Tasks {
+		if pt.Task.Scorer.ModelGraded != nil {
+			// The model judge's graders are called from this machine's
+			// processes, on loopback (modeljudge.go).
+			pr.judgeURL, err = pr.listen.open(sandbox.GatewayAddr{Listen: "127.0.0.1:0", Host: "127.0.0.1"})
+			return err
+		}
+	}
+	return nil
+}
+
+// newGateway makes the gateway: the upstream with the real key, or the mock
+// when nothing runs (every attempt carried or skipped: no model call is
+// made, so no key is needed).
+func (pr *prepared) newGateway(runs bool) (*gateway.Gateway, error) {
+	m := pr.es.Model
+	key := ""
+	if m.Upstream != "" && m.Upstream != "mock" {
+		key = pr.opts.Getenv(m.APIKeyEnv)
+		if key == "" && runs {
+			return nil, badInput("%s: model.api_key_env: the environment variable %s is not set (the real key for the %s upstream)", pr.es.File, m.APIKeyEnv, m.Upstream)
+		}
+	}
+	upstream, baseURL := m.Upstream, m.BaseURL
+	if key == "" && !runs {
+		upstream, baseURL = "mock", ""
+	}
+	policy := gateway.StewardPolicy()
+	policy.HardMax = m.MaxConnectionsCeiling // 0: the gateway's own
+	// Secrets are named in the eval set (secret_env), in _steward.yaml
+	// (secrets) and in secret.EnvNames: read once (initSecrets).
+	gw, err := gateway.New(gateway.Config{
+		Secrets:  pr.secrets,
+		Upstream: upstream, BaseURL: baseURL, APIKey: key, MaxConnections: m.MaxConnections, Policy: &policy,
+		Prices: gateway.Prices{InputPerMTok: m.Prices.InputPerMTok, OutputPerMTok: m.Prices.OutputPerMTok},
+		Logger: pr.opts.Stderr, Capture: pr.captureConfig(), BudgetUSD: pr.opts.BudgetUSD,
+		DefaultMaxTokens: int64(cmp.Or(m.BudgetMaxTokens, evalset.DefaultBudgetMaxTokens)),
+	})
+	if err != nil {
+		return nil, badInput("%s: model: %v", pr.es.File, err)
+	}
+	return gw, nil
+}
+
+// close stops the gateway, waits for its listeners, then finalizes the
+// providers, in reverse order of their making.
+func (pr *prepared) close() { pr.cleanup.run() }
+
+type cleanups struct{ fns []func() }
+
+func (c *cleanups) add(f func()) { c.fns = append(c.fns, f) }
+func (c *cleanups) run() {
+	for i := len(c.fns) - 1; i >= 0; i-- {
+		c.fns[i]()
+	}
+}
+
+// listeners are the gateway's listeners, opened on demand (a worker's
+// provider asks for its own from the worker's reader goroutine): one per
+// address, behind their own lock; serving holds every Serve.
+type listeners struct {
+	gw      *gateway.Gateway
+	ctx     context.Context
+	serving errgroup.Group
+	mu      sync.Mutex
+	urls    map[string]string // listen address|host -> URL
+}
+
+// open makes the gateway listen where sandboxes reach it and returns the
+// URL they use.
+func (ls *listeners) open(addr sandbox.GatewayAddr) (string, error) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	key := addr.Listen + "|" + addr.Host
+	if url, ok := ls.urls[key]; ok {
+		return url, nil
+	}
+	ln, err := net.Listen("tcp", addr.Listen)
+	if err != nil {
+		return "", sandbox.InfraError(fmt.Errorf("listen for the model gateway on %s: %w", addr.Listen, err))
+	}
+	url := "http://" + net.JoinHostPort(addr.Host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+	ls.urls[key] = url
+	if addr.Proxied {
+		ls.serving.Go(func() error { return ls.gw.ServeProxied(ls.ctx, ln) })
+	} else {
+		ls.serving.Go(func() error { return ls.gw.Serve(ls.ctx, ln) })
+	}
+	return url, nil
+}
