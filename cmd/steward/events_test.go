@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steward-evals/steward/internal/eventlog"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/run"
 )
@@ -22,10 +23,10 @@ type launchEvents struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced at each line
 	// What the launch said so far, in its order.
-	attempts []run.AttemptEvent
+	attempts []eventlog.AttemptEvent
 	tends    []record.RampPoint
 	lives    []run.LiveState
-	end      *run.EndEvent
+	end      *eventlog.EndEvent
 	bad      error // a line that is not one of the four kinds
 }
 
@@ -48,22 +49,22 @@ func (e *launchEvents) read(f *os.File) {
 		switch {
 		case err != nil:
 		case kind.Event == "attempt":
-			var a run.AttemptEvent
+			var a eventlog.AttemptEvent
 			if err = json.Unmarshal(line, &a); err == nil {
 				e.attempts = append(e.attempts, a)
 			}
 		case kind.Event == "tend":
-			var p run.TendEvent
+			var p eventlog.TendEvent
 			if err = json.Unmarshal(line, &p); err == nil {
 				e.tends = append(e.tends, p.Point())
 			}
 		case kind.Event == "live":
-			var l run.LiveEvent
+			var l eventlog.LiveEvent
 			if err = json.Unmarshal(line, &l); err == nil {
 				e.lives = append(e.lives, l.Live)
 			}
 		case kind.Event == "end":
-			var end run.EndEvent
+			var end eventlog.EndEvent
 			if err = json.Unmarshal(line, &end); err == nil {
 				e.end = &end
 			}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steward-evals/steward/internal/eventlog"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/run"
@@ -330,7 +331,7 @@ func TestLaunchEvents(t *testing.T) {
 	dir := t.TempDir()
 	set := writeFile(t, filepath.Join(dir, "steward.yaml"), mixedSet)
 	events := filepath.Join(dir, "events.jsonl")
-	read := func() (attempts []run.AttemptEvent, end run.EndEvent) {
+	read := func() (attempts []eventlog.AttemptEvent, end eventlog.EndEvent) {
 		t.Helper()
 		b, err := os.ReadFile(events)
 		if err != nil {
@@ -344,7 +345,7 @@ func TestLaunchEvents(t *testing.T) {
 			}
 			switch k.Event {
 			case "attempt":
-				var a run.AttemptEvent
+				var a eventlog.AttemptEvent
 				if err := json.Unmarshal([]byte(l), &a); err != nil {
 					t.Fatal(err)
 				}

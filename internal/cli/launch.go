@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/steward-evals/steward/internal/evalset"
+	"github.com/steward-evals/steward/internal/eventlog"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/run"
 	"github.com/steward-evals/steward/internal/sandbox"
@@ -244,7 +245,7 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 		if oerr != nil {
 			return nil, false, exitWith(ExitBadInput, oerr)
 		}
-		events := run.NewEventLog(w)
+		events := eventlog.New(w)
 		opts.Observe = events.Observe
 		// "end" goes last, once the reports are written (or the launch
 		// failed); a stalled reader then gets 10 s, or until the second

@@ -1,4 +1,4 @@
-package run
+package eventlog
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/run"
 	"github.com/steward-evals/steward/internal/status"
 )
 
@@ -40,12 +41,12 @@ func (g *gatedWriter) Write(p []byte) (int, error) {
 func TestEventLogLines(t *testing.T) {
 	g := &gatedWriter{open: make(chan struct{})}
 	close(g.open)
-	e := NewEventLog(g)
+	e := New(g)
 	score := 1.0
-	e.Observe(Event{Attempt: &record.Attempt{RunID: "r1", Seq: 3, Task: "t", Sample: "s", Attempt: 1, Status: status.Passed, Score: &score,
+	e.Observe(run.Event{Attempt: &record.Attempt{RunID: "r1", Seq: 3, Task: "t", Sample: "s", Attempt: 1, Status: status.Passed, Score: &score,
 		Answer: "ANSWER-TEXT", Explanation: "EXPLANATION-TEXT", Log: "AGENT-LOG", Duration: 1500 * time.Millisecond, Requests: 2}})
-	e.Observe(Event{Tend: &Tended{RunID: "r1", Points: []record.RampPoint{{Task: "t", Setpoint: 24, Decision: "up", Reason: "gates passed"}, {Task: "u", Setpoint: 4, Decision: "hold"}}}})
-	e.Observe(Event{Live: &LiveState{RunID: "r1", Tended: true}})
+	e.Observe(run.Event{Tend: &run.Tended{RunID: "r1", Points: []record.RampPoint{{Task: "t", Setpoint: 24, Decision: "up", Reason: "gates passed"}, {Task: "u", Setpoint: 4, Decision: "hold"}}}})
+	e.Observe(run.Event{Live: &run.LiveState{RunID: "r1", Tended: true}})
 	e.End(&report.Report{RunIDs: []string{"r1"}, Counts: report.Counts{Total: 1, Passed: 1}}, true, nil)
 	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -88,13 +89,13 @@ func TestEventLogLines(t *testing.T) {
 // and Close gives up when its context ends. Nothing is taken after Close.
 func TestEventLogNeverBlocksTheLaunch(t *testing.T) {
 	g := &gatedWriter{open: make(chan struct{})}
-	e := NewEventLog(g)
+	e := New(g)
 	e.MaxQueued = 64 << 10
 	observed := make(chan struct{})
 	go func() {
 		defer close(observed)
 		for i := 0; i < 10000; i++ { // ~50 bytes a line: far past MaxQueued
-			e.Observe(Event{Live: &LiveState{RunID: "r"}})
+			e.Observe(run.Event{Live: &run.LiveState{RunID: "r"}})
 		}
 	}()
 	select {
@@ -104,10 +105,10 @@ func TestEventLogNeverBlocksTheLaunch(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := e.Close(ctx); !errors.Is(err, ErrEventsBehind) {
-		t.Fatalf("Close with a stalled reader: %v, want ErrEventsBehind", err)
+	if err := e.Close(ctx); !errors.Is(err, ErrBehind) {
+		t.Fatalf("Close with a stalled reader: %v, want ErrBehind", err)
 	}
-	e.Observe(Event{Live: &LiveState{RunID: "late"}})
+	e.Observe(run.Event{Live: &run.LiveState{RunID: "late"}})
 	close(g.open)
 	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -146,9 +147,9 @@ func (c *countingWriter) Write([]byte) (int, error) {
 // A write error ends the log: nothing more is written, and Close reports it.
 func TestEventLogWriteError(t *testing.T) {
 	c := &countingWriter{}
-	e := NewEventLog(c)
-	e.Observe(Event{Tend: &Tended{RunID: "r", Points: []record.RampPoint{{Task: "a"}, {Task: "b"}, {Task: "c"}}}})
-	e.Observe(Event{Live: &LiveState{RunID: "r"}})
+	e := New(c)
+	e.Observe(run.Event{Tend: &run.Tended{RunID: "r", Points: []record.RampPoint{{Task: "a"}, {Task: "b"}, {Task: "c"}}}})
+	e.Observe(run.Event{Live: &run.LiveState{RunID: "r"}})
 	if err := e.Close(context.Background()); err == nil || !strings.Contains(err.Error(), "broken pipe") {
 		t.Fatalf("Close: %v, want the write error", err)
 	}
@@ -161,7 +162,7 @@ func TestEventLogWriteError(t *testing.T) {
 func TestEventLogEndsAFailedLaunch(t *testing.T) {
 	g := &gatedWriter{open: make(chan struct{})}
 	close(g.open)
-	e := NewEventLog(g)
+	e := New(g)
 	e.End(nil, false, errors.New("plan: no task matches"))
 	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)

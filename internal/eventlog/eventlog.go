@@ -1,4 +1,6 @@
-package run
+// Package eventlog writes a launch's events as JSON Lines (`steward
+// launch --events FILE`), from what the launch tells run.Options.Observe.
+package eventlog
 
 import (
 	"context"
@@ -10,11 +12,12 @@ import (
 
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
+	"github.com/steward-evals/steward/internal/run"
 	"github.com/steward-evals/steward/internal/status"
 )
 
-// EventLog writes a launch's events as JSON Lines (`steward launch
-// --events FILE`), one object per line, the "event" field naming its kind:
+// Log writes a launch's events as JSON Lines (`steward launch --events
+// FILE`), one object per line, the "event" field naming its kind:
 //
 //	attempt  an attempt's row, as it is published to the record
 //	tend     one task's ramp decision at a tend (a line per task)
@@ -28,7 +31,7 @@ import (
 // them, so a slow reader (a FIFO, a pipe) holds back only the log. It
 // writes what the record holds of each attempt but not its answer,
 // explanation, log or transcript.
-type EventLog struct {
+type Log struct {
 	// MaxQueued bounds the bytes waiting for the reader (default 8 MiB;
 	// the batch being written is held besides).
 	MaxQueued int
@@ -43,9 +46,9 @@ type EventLog struct {
 	done    chan struct{}
 }
 
-// NewEventLog starts writing to w.
-func NewEventLog(w io.Writer) *EventLog {
-	e := &EventLog{MaxQueued: 8 << 20, done: make(chan struct{})}
+// New starts writing to w.
+func New(w io.Writer) *Log {
+	e := &Log{MaxQueued: 8 << 20, done: make(chan struct{})}
 	e.wake = sync.NewCond(&e.mu)
 	go e.write(w)
 	return e
@@ -97,9 +100,9 @@ func (t TendEvent) Point() record.RampPoint {
 
 // LiveEvent is a "live" line.
 type LiveEvent struct {
-	Event string    `json:"event"`
-	RunID string    `json:"run_id"`
-	Live  LiveState `json:"live"`
+	Event string        `json:"event"`
+	RunID string        `json:"run_id"`
+	Live  run.LiveState `json:"live"`
 }
 
 // EndEvent is the "end" line, the last.
@@ -119,8 +122,8 @@ type DroppedEvent struct {
 	Lines int    `json:"lines"`
 }
 
-// Observe queues ev's lines (Options.Observe).
-func (e *EventLog) Observe(ev Event) {
+// Observe queues ev's lines (run.Options.Observe).
+func (e *Log) Observe(ev run.Event) {
 	switch {
 	case ev.Attempt != nil:
 		a := ev.Attempt
@@ -141,7 +144,7 @@ func (e *EventLog) Observe(ev Event) {
 
 // End queues the "end" line: the launch's report (nil when it failed
 // before it had one), whether it was cancelled and its error.
-func (e *EventLog) End(rep *report.Report, cancelled bool, err error) {
+func (e *Log) End(rep *report.Report, cancelled bool, err error) {
 	end := EndEvent{Event: "end", Cancelled: cancelled}
 	if rep != nil {
 		end.RunIDs, end.Counts = rep.RunIDs, rep.Counts
@@ -152,7 +155,7 @@ func (e *EventLog) End(rep *report.Report, cancelled bool, err error) {
 	e.add(end)
 }
 
-func (e *EventLog) add(v any) {
+func (e *Log) add(v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return // every field above marshals
@@ -171,7 +174,7 @@ func (e *EventLog) add(v any) {
 	e.wake.Signal()
 }
 
-func (e *EventLog) write(w io.Writer) {
+func (e *Log) write(w io.Writer) {
 	defer close(e.done)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -205,12 +208,12 @@ func (e *EventLog) write(w io.Writer) {
 	}
 }
 
-// ErrEventsBehind says Close gave up on a reader that took no more lines.
-var ErrEventsBehind = errors.New("the events reader fell behind; the last lines were not written")
+// ErrBehind says Close gave up on a reader that took no more lines.
+var ErrBehind = errors.New("the events reader fell behind; the last lines were not written")
 
 // Close takes no more lines and writes what is queued, until ctx ends (the
 // caller's bound on a stalled reader), and reports the first write error.
-func (e *EventLog) Close(ctx context.Context) error {
+func (e *Log) Close(ctx context.Context) error {
 	e.mu.Lock()
 	e.closing = true
 	e.wake.Signal()
@@ -218,7 +221,7 @@ func (e *EventLog) Close(ctx context.Context) error {
 	select {
 	case <-e.done:
 	case <-ctx.Done():
-		return ErrEventsBehind
+		return ErrBehind
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
