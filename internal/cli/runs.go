@@ -13,10 +13,10 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/spf13/cobra"
 
+	"github.com/steward-evals/steward/internal/crashed"
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
-	"github.com/steward-evals/steward/internal/run"
 	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/status"
 )
@@ -76,7 +76,7 @@ func newRuns(env Env) *cobra.Command {
 // it names one (a directory's record holds the runs of every eval set in it).
 func listRuns(ctx context.Context, db *record.DB, now time.Time, args []string) ([]runRow, error) {
 	here := runlock.Here()
-	_, unknown, err := run.MarkCrashedRuns(ctx, db, here, now)
+	_, unknown, err := crashed.Mark(ctx, db, here, now)
 	if err != nil {
 		return nil, record.Classify(db.Dir, err)
 	}
@@ -87,7 +87,7 @@ func listRuns(ctx context.Context, db *record.DB, now time.Time, args []string) 
 	runs = ofEvalSet(runs, args)
 	var rows []runRow
 	for _, r := range runs {
-		owner := run.OwnerOf(ctx, db, r)
+		owner := crashed.Owner(ctx, db, r)
 		row := runRow{ID: r.ID, Status: r.Status, Started: r.Started, Finished: r.Finished, User: owner.User, Host: owner.Host, PID: owner.PID, Container: owner.Container}
 		if row.Host == "" {
 			row.Host = r.Host
@@ -207,8 +207,8 @@ func judgeReport(ctx context.Context, db *record.DB, runID string, rep *report.R
 		if r.ID != runID || r.Status != status.Running {
 			continue
 		}
-		if dead, err := run.JudgeRun(ctx, db, r, runlock.Here()); err == nil && dead {
-			rep.Crashed = run.CrashReason(run.OwnerOf(ctx, db, r))
+		if dead, err := crashed.Judge(ctx, db, r, runlock.Here()); err == nil && dead {
+			rep.Crashed = crashed.Reason(crashed.Owner(ctx, db, r))
 			rep.Partial = true
 		}
 	}
@@ -230,7 +230,7 @@ func dropDeadRuns(ctx context.Context, db *record.DB, live map[string]string) {
 			delete(live, r.ID)
 			continue
 		}
-		if dead, err := run.JudgeRun(ctx, db, r, here); err == nil && dead {
+		if dead, err := crashed.Judge(ctx, db, r, here); err == nil && dead {
 			delete(live, r.ID)
 		}
 	}

@@ -16,9 +16,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/steward-evals/steward/internal/crashed"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
-	"github.com/steward-evals/steward/internal/run"
 	"github.com/steward-evals/steward/internal/status"
 )
 
@@ -273,7 +273,7 @@ func viewRuns(ctx context.Context, db *record.DB) ([]byte, error) {
 			}
 		}
 		rep.Recount()
-		owner := run.OwnerOf(ctx, db, r)
+		owner := crashed.Owner(ctx, db, r)
 		who := owner.Host
 		if who == "" {
 			who = r.Host
