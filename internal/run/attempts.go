@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/steward-evals/steward/internal/attempt"
@@ -23,50 +22,6 @@ import (
 // backoff hooks release and re-take its budget slot), its tries through
 // the runner, its usage charged and its limits judged, its row scrubbed and
 // published, then early exit and the budget stop, and its slots freed.
-
-// hooks connect one attempt's gateway token to the scheduler. The gateway
-// calls them per request: any number of the attempt's requests may back off
-// at once (sched counts them), and no scheduler error is dropped: a refused
-// BackoffStart is reported and makes the request's BackoffEnd fail.
-type hooks struct {
-	d    *sched.Dispatcher
-	id   int
-	name string
-	logf func(format string, args ...any)
-
-	mu      sync.Mutex
-	refused int // BackoffStarts the scheduler refused, not yet answered by a BackoffEnd
-}
-
-func (h *hooks) BackoffStart() {
-	if err := h.d.Backoff(h.id); err != nil {
-		h.mu.Lock()
-		h.refused++
-		h.mu.Unlock()
-		h.logf("steward: %s: backoff: %v\n", h.name, err)
-	}
-}
-
-func (h *hooks) BackoffEnd(ctx context.Context) error {
-	h.mu.Lock()
-	refused := h.refused > 0
-	if refused {
-		h.refused--
-	}
-	h.mu.Unlock()
-	if refused {
-		return fmt.Errorf("%s: the scheduler refused its backoff", h.name)
-	}
-	if err := h.d.Resume(ctx, h.id); err != nil {
-		if ctx.Err() == nil {
-			h.logf("steward: %s: resume after backoff: %v\n", h.name, err)
-		}
-		return err
-	}
-	return nil
-}
-
-func (h *hooks) Usage(in, out int64, cost float64) {}
 
 // runItem runs one admitted attempt (retrying infrastructure errors),
 // publishes it, frees its slots, and applies early exit and the budget stop.
@@ -120,7 +75,7 @@ func (d *dispatch) tryAttempt(ctx context.Context, it sched.Item, a *plan.Attemp
 // has one.
 func (d *dispatch) issueTokens(it sched.Item, a *plan.Attempt, gwID string) attempt.Tokens {
 	t := d.p.Tasks[a.Task].Task
-	tok := attempt.Tokens{Agent: d.gw.Issue(gwID, &hooks{d: d.disp, id: it.ID, name: a.ID(d.p), logf: func(f string, args ...any) { fmt.Fprintf(d.opts.Stderr, f, args...) }})}
+	tok := attempt.Tokens{Agent: d.gw.Issue(gwID, &sched.Hooks{D: d.disp, ID: it.ID, Name: a.ID(d.p), Logf: func(f string, args ...any) { fmt.Fprintf(d.opts.Stderr, f, args...) }})}
 	d.gw.SetQuota(gwID, quotaFor(t))
 	if mg := t.Scorer.ModelGraded; mg != nil {
 		// The model judge's own token: its own prices, none of the agent's

@@ -60,7 +60,7 @@ func choose(ctx context.Context, ld *loaded) (*chosen, error) {
 		// a lease key never split; Seq stays the attempt's index in the
 		// whole eval set's discovery order, so merged shard records sort
 		// back into one run's order (C8).
-		keep := selectShard(ld.p, i, n, ld.durationHistory(ctx))
+		keep := ld.p.SelectShard(i, n, ld.durationHistory(ctx))
 		ld.p.Keep(func(seq int) bool { return keep[seq] })
 	}
 	return ch, nil
@@ -99,7 +99,7 @@ func (ch *chosen) chooseProviders(ctx context.Context) error {
 }
 
 // size asks each provider its capacity for its specs and sets the budget
-// and its source (budgetFor: flag → config → the providers' defaults).
+// and its source (sandbox.Budget: flag → config → the providers' defaults).
 func (ch *chosen) size(ctx context.Context) error {
 	caps := map[string]sandbox.Capacity{}
 	for name, prov := range ch.providers {
@@ -124,7 +124,7 @@ func (ch *chosen) size(ctx context.Context) error {
 	for _, e := range ch.exclusive {
 		allExclusive = allExclusive && e
 	}
-	ch.budget, ch.budgetSrc = budgetFor(ch.opts.Concurrency, ch.es.Fleet.MaxSandboxes, caps, allExclusive)
+	ch.budget, ch.budgetSrc = sandbox.Budget(ch.opts.Concurrency, ch.es.Fleet.MaxSandboxes, caps, allExclusive)
 	return nil
 }
 

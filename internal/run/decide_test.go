@@ -8,7 +8,6 @@ import (
 	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/ramp"
-	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sched"
 )
 
@@ -114,123 +113,6 @@ func TestSchedItems(t *testing.T) {
 				t.Errorf("itemOf has %d entries for %d items", len(got.itemOf), len(got.items))
 			}
 		})
-	}
-}
-
-func TestBudgetPrecedence(t *testing.T) {
-	docker := sandbox.Capacity{Limit: 8, Source: "docker default: 2 × 4 CPUs"}
-	small := sandbox.Capacity{Limit: 3, Source: "small default"}
-	local := sandbox.Capacity{Limit: 1, Exclusive: true, Source: "local default"}
-	cases := []struct {
-		name         string
-		flag, config int
-		caps         map[string]sandbox.Capacity
-		allExclusive bool
-		budget       int
-		src          string
-	}{
-		{"flag beats config and providers", 5, 7, map[string]sandbox.Capacity{"docker": docker}, false, 5, "from flag"},
-		{"config beats providers", 0, 7, map[string]sandbox.Capacity{"docker": docker}, false, 7, "from config"},
-		{"provider default", 0, 0, map[string]sandbox.Capacity{"docker": docker}, false, 8, "from docker default: 2 × 4 CPUs"},
-		{"tightest provider wins", 0, 0, map[string]sandbox.Capacity{"docker": docker, "small": small}, false, 3, "from small default"},
-		{"exclusive provider bounds nothing else", 0, 0, map[string]sandbox.Capacity{"docker": docker, "local": local}, false, 8, "from docker default: 2 × 4 CPUs"},
-		{"every task exclusive: one", 0, 0, map[string]sandbox.Capacity{"local": local}, true, 1, "from local default"},
-		{"exclusive provider, some task not: unbounded", 0, 0, map[string]sandbox.Capacity{"local": local}, false, 0, "from local default"},
-		{"unlimited provider: unbounded", 0, 0, map[string]sandbox.Capacity{"x": {}}, false, 0, "from the providers' defaults"},
-		{"elastic provider says why", 0, 0, map[string]sandbox.Capacity{"kubernetes": {Source: "kubernetes: elastic, no quota"}}, false, 0, "from kubernetes: elastic, no quota"},
-		{"no providers known yet (dry)", 0, 0, nil, false, 0, "from the providers' defaults"},
-		{"flag with exclusive tasks", 2, 0, map[string]sandbox.Capacity{"local": local}, true, 2, "from flag"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			b, src := budgetFor(c.flag, c.config, c.caps, c.allExclusive)
-			if b != c.budget || src != c.src {
-				t.Fatalf("budgetFor = %d %q, want %d %q", b, src, c.budget, c.src)
-			}
-		})
-	}
-}
-
-func TestSelectShard(t *testing.T) {
-	tasks := []testTask{
-		{name: "a", samples: []string{"s1", "s2", "s3", "s4", "g1", "g2"}, attempts: 2},
-		{name: "b", samples: []string{"t1", "t2"}, attempts: 1, lease: "db"},
-		{name: "c", samples: []string{"u1"}, attempts: 1, lease: "db"},
-	}
-	cases := []struct {
-		name string
-		n    int
-		hist map[string]float64
-	}{
-		{"two shards, no history", 2, nil},
-		{"three shards, no history", 3, nil},
-		{"two shards, with history", 2, map[string]float64{"a/s1#1": 100, "a/s1#2": 100, "a/s2#1": 1}},
-		{"more shards than units", 12, nil},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			p := testPlan(tasks)
-			owner := map[int]int{}
-			for i := 1; i <= c.n; i++ {
-				for seq := range selectShard(p, i, c.n, c.hist) {
-					if prev, dup := owner[seq]; dup {
-						t.Fatalf("attempt %d kept by shards %d and %d", seq, prev, i)
-					}
-					owner[seq] = i
-				}
-			}
-			if len(owner) != len(p.Attempts) {
-				t.Fatalf("%d of %d attempts kept by some shard", len(owner), len(p.Attempts))
-			}
-			together := func(what string, same func(a, b *plan.Attempt) bool) {
-				for _, a := range p.Attempts {
-					for _, b := range p.Attempts {
-						if same(a, b) && owner[a.Seq] != owner[b.Seq] {
-							t.Errorf("%s split: %s/%s#%d in shard %d, %s/%s#%d in shard %d", what,
-								p.Tasks[a.Task].Task.Name, a.Sample.ID, a.Number, owner[a.Seq], p.Tasks[b.Task].Task.Name, b.Sample.ID, b.Number, owner[b.Seq])
-						}
-					}
-				}
-			}
-			together("sample", func(a, b *plan.Attempt) bool { return a.Task == b.Task && a.Sample.ID == b.Sample.ID })
-			together("lane", func(a, b *plan.Attempt) bool { return a.Lane != "" && a.Lane == b.Lane })
-			together("lease key", func(a, b *plan.Attempt) bool {
-				ka, kb := p.Tasks[a.Task].Task.SharedState.Key, p.Tasks[b.Task].Task.SharedState.Key
-				return ka != "" && ka == kb
-			})
-			// Every shard has work while there are at least as many bound units as shards.
-			if c.n <= 3 {
-				per := map[int]int{}
-				for _, sh := range owner {
-					per[sh]++
-				}
-				if len(per) != c.n {
-					t.Errorf("shards with work: %v, want %d", per, c.n)
-				}
-			}
-		})
-	}
-	// Costly history separates: the 200-second sample gets a shard without the other heavy units.
-	p := testPlan(tasks)
-	heavy := selectShard(p, 1, 2, map[string]float64{"a/s1#1": 100, "a/s1#2": 100})
-	other := selectShard(p, 2, 2, map[string]float64{"a/s1#1": 100, "a/s1#2": 100})
-	in := func(keep map[int]bool) int {
-		for seq := range keep {
-			if a := p.Attempts[seq]; p.Tasks[a.Task].Task.Name == "a" && a.Sample.ID == "s1" {
-				return 1
-			}
-		}
-		return 0
-	}
-	if in(heavy)+in(other) != 1 {
-		t.Fatalf("s1 in %d shards", in(heavy)+in(other))
-	}
-	small := heavy
-	if in(heavy) == 1 {
-		small = other
-	}
-	if len(small) <= len(p.Attempts)/2 {
-		t.Errorf("the shard without the 200-second sample keeps %d of %d attempts; balancing by cost should give it most", len(small), len(p.Attempts))
 	}
 }
 
