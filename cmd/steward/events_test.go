@@ -11,7 +11,7 @@ import (
 
 	"github.com/steward-evals/steward/internal/eventlog"
 	"github.com/steward-evals/steward/internal/record"
-	"github.com/steward-evals/steward/internal/run"
+	"github.com/steward-evals/steward/internal/tend"
 )
 
 // launchEvents reads a launch's `--events` through a FIFO: a test waits on
@@ -25,7 +25,7 @@ type launchEvents struct {
 	// What the launch said so far, in its order.
 	attempts []eventlog.AttemptEvent
 	tends    []record.RampPoint
-	lives    []run.LiveState
+	lives    []tend.LiveState
 	end      *eventlog.EndEvent
 	bad      error // a line that is not one of the four kinds
 }

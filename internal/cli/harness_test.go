@@ -14,8 +14,8 @@ import (
 	"github.com/steward-evals/steward/internal/eventlog"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
-	"github.com/steward-evals/steward/internal/run"
 	"github.com/steward-evals/steward/internal/runlock"
+	"github.com/steward-evals/steward/internal/tend"
 )
 
 // streams is the outside world a command sees: its own stdout and stderr
@@ -210,7 +210,7 @@ func control(t *testing.T, rec string) string {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	v, err := db.Control(context.Background(), run.HoldKey)
+	v, err := db.Control(context.Background(), tend.HoldKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestTend(t *testing.T) {
 		t.Fatalf("stdout %q", s.stdout.String())
 	}
 	for _, id := range []string{"r-live", "r-done"} {
-		st := run.LiveState{RunID: id, EvalSet: "steward.yaml", Plan: "3 attempts", At: now, Range: "[2, 10]", Held: "looks unhappy",
+		st := tend.LiveState{RunID: id, EvalSet: "steward.yaml", Plan: "3 attempts", At: now, Range: "[2, 10]", Held: "looks unhappy",
 			Tasks: []string{"alpha"}, Setpoints: []int{2}, Caps: []int{4}, Running: []int{1}, Queued: []int{2}, Budget: 8}
 		b, _ := json.Marshal(st)
 		if err := db.SetLive(ctx, id, string(b), now); err != nil {
@@ -272,7 +272,7 @@ func TestTend(t *testing.T) {
 		t.Errorf("tend shows a finished run:\n%s", out)
 	}
 	s.must(t, ExitOK, "tend", "--record", rec, "--json")
-	var st run.LiveState
+	var st tend.LiveState
 	if err := json.Unmarshal([]byte(strings.TrimSpace(s.stdout.String())), &st); err != nil || st.RunID != "r-live" {
 		t.Fatalf("tend --json: %v\n%s", err, s.stdout.String())
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/steward-evals/steward/internal/run"
+	"github.com/steward-evals/steward/internal/tend"
 )
 
 func newRamp(env Env) *cobra.Command {
@@ -46,7 +46,7 @@ func setHold(cmd *cobra.Command, recFlag string, args []string, env Env, reason,
 		return err
 	}
 	defer db.Close()
-	if err := db.SetControl(cmd.Context(), run.HoldKey, reason, time.Now()); err != nil {
+	if err := db.SetControl(cmd.Context(), tend.HoldKey, reason, time.Now()); err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "%s (live runs apply it at their next tend)\n", said)

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/report"
-	"github.com/steward-evals/steward/internal/run"
+	"github.com/steward-evals/steward/internal/tend"
 )
 
 func newTend(env Env) *cobra.Command {
@@ -49,7 +49,7 @@ func newTend(env Env) *cobra.Command {
 					fmt.Fprintln(env.Stdout, live[id])
 					continue
 				}
-				var s run.LiveState
+				var s tend.LiveState
 				if err := json.Unmarshal([]byte(live[id]), &s); err != nil {
 					return fmt.Errorf("read live state of %s: %w", id, err)
 				}

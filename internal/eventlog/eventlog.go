@@ -14,6 +14,7 @@ import (
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/run"
 	"github.com/steward-evals/steward/internal/status"
+	"github.com/steward-evals/steward/internal/tend"
 )
 
 // Log writes a launch's events as JSON Lines (`steward launch --events
@@ -100,9 +101,9 @@ func (t TendEvent) Point() record.RampPoint {
 
 // LiveEvent is a "live" line.
 type LiveEvent struct {
-	Event string        `json:"event"`
-	RunID string        `json:"run_id"`
-	Live  run.LiveState `json:"live"`
+	Event string         `json:"event"`
+	RunID string         `json:"run_id"`
+	Live  tend.LiveState `json:"live"`
 }
 
 // EndEvent is the "end" line, the last.

@@ -14,6 +14,7 @@ import (
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/run"
 	"github.com/steward-evals/steward/internal/status"
+	"github.com/steward-evals/steward/internal/tend"
 )
 
 // gatedWriter blocks every Write until open is closed, as a FIFO whose
@@ -46,7 +47,7 @@ func TestEventLogLines(t *testing.T) {
 	e.Observe(run.Event{Attempt: &record.Attempt{RunID: "r1", Seq: 3, Task: "t", Sample: "s", Attempt: 1, Status: status.Passed, Score: &score,
 		Answer: "ANSWER-TEXT", Explanation: "EXPLANATION-TEXT", Log: "AGENT-LOG", Duration: 1500 * time.Millisecond, Requests: 2}})
 	e.Observe(run.Event{Tend: &run.Tended{RunID: "r1", Points: []record.RampPoint{{Task: "t", Setpoint: 24, Decision: "up", Reason: "gates passed"}, {Task: "u", Setpoint: 4, Decision: "hold"}}}})
-	e.Observe(run.Event{Live: &run.LiveState{RunID: "r1", Tended: true}})
+	e.Observe(run.Event{Live: &tend.LiveState{RunID: "r1", Tended: true}})
 	e.End(&report.Report{RunIDs: []string{"r1"}, Counts: report.Counts{Total: 1, Passed: 1}}, true, nil)
 	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -95,7 +96,7 @@ func TestEventLogNeverBlocksTheLaunch(t *testing.T) {
 	go func() {
 		defer close(observed)
 		for i := 0; i < 10000; i++ { // ~50 bytes a line: far past MaxQueued
-			e.Observe(run.Event{Live: &run.LiveState{RunID: "r"}})
+			e.Observe(run.Event{Live: &tend.LiveState{RunID: "r"}})
 		}
 	}()
 	select {
@@ -108,7 +109,7 @@ func TestEventLogNeverBlocksTheLaunch(t *testing.T) {
 	if err := e.Close(ctx); !errors.Is(err, ErrBehind) {
 		t.Fatalf("Close with a stalled reader: %v, want ErrBehind", err)
 	}
-	e.Observe(run.Event{Live: &run.LiveState{RunID: "late"}})
+	e.Observe(run.Event{Live: &tend.LiveState{RunID: "late"}})
 	close(g.open)
 	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -149,7 +150,7 @@ func TestEventLogWriteError(t *testing.T) {
 	c := &countingWriter{}
 	e := New(c)
 	e.Observe(run.Event{Tend: &run.Tended{RunID: "r", Points: []record.RampPoint{{Task: "a"}, {Task: "b"}, {Task: "c"}}}})
-	e.Observe(run.Event{Live: &run.LiveState{RunID: "r"}})
+	e.Observe(run.Event{Live: &tend.LiveState{RunID: "r"}})
 	if err := e.Close(context.Background()); err == nil || !strings.Contains(err.Error(), "broken pipe") {
 		t.Fatalf("Close: %v, want the write error", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sandbox/local"
+	"github.com/steward-evals/steward/internal/tend"
 )
 
 // waitAll is an agent that marks itself in dir and passes only once n
@@ -156,7 +157,7 @@ tasks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stored LiveState
+	var stored tend.LiveState
 	if err := json.Unmarshal([]byte(states[live.RunID]), &stored); err != nil || stored.Plan != live.Plan {
 		t.Fatalf("the record's live state %+v (%v), published %+v", stored, err, live)
 	}

@@ -1,9 +1,7 @@
 package run
 
 import (
-	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/plan"
-	"github.com/steward-evals/steward/internal/ramp"
 	"github.com/steward-evals/steward/internal/sched"
 )
 
@@ -41,22 +39,4 @@ func schedItems(p *plan.Plan, exclusive []string) schedPlan {
 		}
 	}
 	return sp
-}
-
-// gatewayBound: requests filled the connection limit while it sat below its
-// ceiling, so the provider, not the sample limit, holds work back: more
-// samples would only wait at the gateway, and no task climbs.
-func gatewayBound(w gateway.Signals) bool {
-	return w.Saturated && w.Ceiling > 0 && w.Limit < w.Ceiling
-}
-
-// taskSignals are the ramp's per-task signals for one window: a task
-// saturated at its cap climbs unless the gateway is the bound; a task is
-// budget-bound only when it was not also saturated.
-func taskSignals(saturated, budgetBound []bool, errored []int, gwBound bool) []ramp.TaskSignals {
-	ts := make([]ramp.TaskSignals, len(saturated))
-	for i := range ts {
-		ts[i] = ramp.TaskSignals{Saturated: saturated[i] && !gwBound, BudgetBound: budgetBound[i] && !saturated[i], Errored: errored[i]}
-	}
-	return ts
 }

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/steward-evals/steward/internal/tend"
 )
 
 // watch collects a launch's events (Options.Observe) for a test to wait on.
@@ -58,8 +60,8 @@ func attempts(evs []Event, task string) []Event {
 }
 
 // lives are the live states among evs, tended ones only if tended.
-func lives(evs []Event, tended bool) []*LiveState {
-	var out []*LiveState
+func lives(evs []Event, tended bool) []*tend.LiveState {
+	var out []*tend.LiveState
 	for _, e := range evs {
 		if e.Live != nil && (!tended || e.Live.Tended) {
 			out = append(out, e.Live)

@@ -7,6 +7,7 @@ import (
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/sched"
 	"github.com/steward-evals/steward/internal/status"
+	"github.com/steward-evals/steward/internal/tend"
 )
 
 // counts is the live counts line (L1): record statuses plus the scheduler's
@@ -16,24 +17,18 @@ func (d *dispatch) counts() report.Counts {
 	return c
 }
 
-// taskLive is one task's row of a snapshot.
-type taskLive struct {
-	sched.Live
-	Setpoint, Cap int
-}
-
 // snapshot reads the counts line and every task's live row at one moment,
 // by one definition of running (sched.Live): the total line and the
 // per-task rows of `steward tend` always agree.
-func (d *dispatch) snapshot() (report.Counts, []taskLive) {
+func (d *dispatch) snapshot() (report.Counts, []tend.TaskLive) {
 	var c report.Counts
 	c.Total = len(d.p.Attempts)
-	var rows []taskLive
+	var rows []tend.TaskLive
 	if d.disp != nil {
-		rows = make([]taskLive, len(d.p.Tasks))
+		rows = make([]tend.TaskLive, len(d.p.Tasks))
 		d.disp.With(func(s *sched.State) {
 			for i := range rows {
-				rows[i] = taskLive{Live: s.TaskLive(i), Setpoint: s.Setpoint(i), Cap: s.Cap(i)}
+				rows[i] = tend.TaskLive{Live: s.TaskLive(i), Setpoint: s.Setpoint(i), Cap: s.Cap(i)}
 				c.Queued += rows[i].Queued
 				c.Starting += rows[i].Starting
 				c.Running += rows[i].Running

@@ -22,6 +22,7 @@ import (
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/secret"
+	"github.com/steward-evals/steward/internal/tend"
 )
 
 // Options configure one launch. The CLI fills them from flags.
@@ -90,7 +91,7 @@ type Event struct {
 	// Attempt is an attempt's published row.
 	Attempt *record.Attempt
 	// Live is the live state `steward tend` reads (Tended: after a tend).
-	Live *LiveState
+	Live *tend.LiveState
 	// Tend is one tend's ramp decisions, as the ramp history keeps them.
 	Tend *Tended
 }

@@ -1,9 +1,9 @@
 package run
 
 import (
-	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/ramp"
 	"github.com/steward-evals/steward/internal/sched"
+	"github.com/steward-evals/steward/internal/tend"
 )
 
 // The scheduler's and the ramp's starting state, from what the choose
@@ -42,7 +42,7 @@ func (ch *chosen) newRamp() (*ramp.Controller, error) {
 	for _, t := range ch.p.Tasks {
 		tasks = append(tasks, ramp.TaskSpec{Name: t.Task.Name, MaxSamples: t.Task.MaxSamples})
 	}
-	c, err := ramp.New(ramp.Config{Range: toRange(ch.es.Fleet.SamplesRamp), Budget: ch.budget}, tasks)
+	c, err := ramp.New(ramp.Config{Range: tend.Range(ch.es.Fleet.SamplesRamp), Budget: ch.budget}, tasks)
 	if err != nil {
 		return nil, badInput("samples_ramp: %v", err)
 	}
@@ -70,8 +70,4 @@ func (ch *chosen) startSetpoints() []int {
 		out[i] = st.Setpoint(i)
 	}
 	return out
-}
-
-func toRange(r evalset.RampRange) ramp.Range {
-	return ramp.Range{Enabled: r.Enabled, Lo: r.Lo, Hi: r.Hi}
 }
