@@ -235,7 +235,7 @@ func launch(ctx context.Context, env Env, path string, f launchFlags, changed fu
 		Rerun: f.rerun, EarlyExit: f.earlyExit, Dry: f.dry, DryJSON: f.dry && f.jsonOut, Shard: f.shard, Title: f.title,
 		ConfirmAttempts: f.confirm, ConfirmSamples: f.confirmSamples,
 		Stdout: env.Stdout, Stderr: env.Stderr, TTY: env.StderrTTY, Color: env.StderrTTY && env.Getenv("NO_COLOR") == "",
-		Getenv: env.Getenv, Exe: env.Exe, Providers: run.Registry{Getenv: env.Getenv}, Grace: f.grace, Hard: env.Hard,
+		Getenv: env.Getenv, Exe: env.Exe, Providers: sandbox.Factory{Getenv: env.Getenv}, Grace: f.grace, Hard: env.Hard,
 		WriteDaemonJSON: f.writeDaemonJSON, FleetFlags: ov, Confirm: confirmer(env), Workers: env.Exe != "",
 		WorkerTimeout: workerTimeout,
 	}

@@ -2,7 +2,7 @@ package cli
 
 import (
 	"github.com/spf13/cobra"
-	"github.com/steward-evals/steward/internal/run"
+	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/worker"
 )
 
@@ -19,7 +19,7 @@ func newWorker(env Env) *cobra.Command {
 			// (abort) or the run ends. The context ends when the worker itself
 			// is signalled or its supervisor is gone: it then aborts and
 			// removes its sandboxes.
-			return worker.Serve(cmd.Context(), env.Stdin, env.Stdout, env.Stderr, run.Registry{Getenv: env.Getenv}, env.Getenv)
+			return worker.Serve(cmd.Context(), env.Stdin, env.Stdout, env.Stderr, sandbox.Factory{Getenv: env.Getenv}, env.Getenv)
 		},
 	}
 	cmd.Flags().StringVar(&forTasks, "for", "", "the tasks this worker runs (informational, shown in ps)")

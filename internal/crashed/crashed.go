@@ -73,7 +73,7 @@ func Mark(ctx context.Context, db *record.DB, here runlock.Identity, now time.Ti
 			marked = append(marked, r.ID)
 		}
 		if runlock.RemoveStale(r.LockPath) == nil {
-			_ = os.Remove(filepath.Join(db.Dir, "runs", r.ID+".reserve"))
+			record.Unreserve(db.Dir, r.ID)
 		}
 	}
 	removeStaleLocks(filepath.Join(db.Dir, "runs"), here, now)

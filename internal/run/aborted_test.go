@@ -49,7 +49,7 @@ tasks:
 		t.Fatal(err)
 	}
 	var stderr bytes.Buffer
-	if _, err := Launch(context.Background(), Options{EvalSet: es, Providers: Registry{}, Stderr: &syncWriter{w: &stderr}}); err == nil {
+	if _, err := Launch(context.Background(), Options{EvalSet: es, Providers: sandbox.Factory{}, Stderr: &syncWriter{w: &stderr}}); err == nil {
 		t.Fatalf("the launch went ahead\n%s", stderr.String())
 	}
 	db, err := record.Open(context.Background(), filepath.Join(dir, ".steward"))

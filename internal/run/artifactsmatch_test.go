@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/steward-evals/steward/internal/evalset"
+	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/status"
 )
 
@@ -17,7 +18,7 @@ func TestArtifactsWithMatchScorer(t *testing.T) {
 		t.Run(prov, func(t *testing.T) {
 			dir := t.TempDir()
 			sb := "{provider: local}"
-			var factory ProviderFactory = Registry{}
+			var factory ProviderFactory = sandbox.Factory{}
 			if prov == "docker" {
 				needDocker(t)
 				busyboxImage(t, dir)

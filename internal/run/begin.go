@@ -34,7 +34,7 @@ func begin(ctx context.Context, cr *carried) (*begun, error) {
 		b.release()
 		return nil, err
 	}
-	if err := cr.reserveRoom(); err != nil {
+	if err := record.Reserve(cr.db.Dir, cr.runID); err != nil {
 		return fail(err)
 	}
 	if err := cr.db.StartRun(ctx, record.Run{ID: cr.runID, EvalSet: cr.es.File, Title: cr.opts.Title, Plan: cr.planLine, Shard: cr.opts.Shard,
@@ -73,7 +73,7 @@ func (b *begun) end(err error, finished bool, d *dispatch) {
 
 // release gives back the reserve and the lock, then sweeps.
 func (b *begun) release() {
-	b.releaseRoom()
+	record.Unreserve(b.db.Dir, b.runID)
 	_ = b.lock.Release()
 	for _, prov := range b.providers {
 		if sw, ok := prov.(sandbox.AfterRunSweeper); ok {

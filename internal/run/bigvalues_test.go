@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/steward-evals/steward/internal/evalset"
+	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/status"
 )
 
@@ -27,7 +28,7 @@ func TestBigAnswerReachesTheScorer(t *testing.T) {
 		t.Run(prov, func(t *testing.T) {
 			dir := t.TempDir()
 			sb := "{provider: local}\n    exclusive: false"
-			var factory ProviderFactory = Registry{}
+			var factory ProviderFactory = sandbox.Factory{}
 			if prov == "docker" {
 				needDocker(t)
 				busyboxImage(t, dir)

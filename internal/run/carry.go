@@ -1,15 +1,9 @@
 package run
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
-	"text/tabwriter"
-
-	"github.com/olekukonko/tablewriter"
 
 	"github.com/steward-evals/steward/internal/forecast"
 	"github.com/steward-evals/steward/internal/plan"
@@ -139,39 +133,11 @@ func (cr *carried) dryReport() *report.Report {
 	return rep
 }
 
-// printDry prints the PLAN line, a per-task table and every attempt with its
-// action (carry or run), reason and lane.
+// printDry prints the plan (report.WriteDry, or with --json
+// report.WriteDryJSON): the PLAN line, the forecast, a row per task and
+// every attempt with its action (run, carry or skip), reason and lane.
 func (cr *carried) printDry() error {
-	w := cr.opts.Stdout
-	if cr.opts.DryJSON {
-		return cr.printDryJSON(w)
-	}
-	fmt.Fprintln(w, report.PlanLine(cr.planLine))
-	fmt.Fprintln(w, cr.fc.String())
-	for _, n := range cr.fc.Notes {
-		fmt.Fprintln(w, "  "+n)
-	}
-	type agg struct{ samples, attempts, run, carry int }
-	// carry counts every attempt that does not run (carried results and
-	// early-exit skips of samples whose pass is carried).
-	per := make([]agg, len(cr.p.Tasks))
-	seen := map[string]bool{}
-	for _, a := range cr.p.Attempts {
-		g := &per[a.Task]
-		g.attempts++
-		if a.Action == plan.ActionRun {
-			g.run++
-		} else {
-			g.carry++
-		}
-		k := fmt.Sprint(a.Task, "\x00", a.Sample.ID)
-		if !seen[k] {
-			seen[k] = true
-			g.samples++
-		}
-	}
-	tw := tablewriter.NewTable(w)
-	tw.Header("task", "provider", "samples", "attempts", "run", "carry", "limit", "lanes")
+	d := report.Dry{Plan: cr.planLine, Forecast: &cr.fc}
 	for i, t := range cr.p.Tasks {
 		limit := "ramp"
 		switch {
@@ -182,66 +148,14 @@ func (cr *carried) printDry() error {
 		case !cr.es.Fleet.SamplesRamp.Enabled:
 			limit = "fixed"
 		}
-		lanes := map[string]bool{}
-		for _, seq := range t.Order {
-			if ln := cr.p.BySeq(seq).Lane; ln != "" {
-				lanes[ln] = true
-			}
-		}
-		_ = tw.Append([]string{t.Task.Name, cr.taskProv[i], fmt.Sprint(per[i].samples), fmt.Sprint(per[i].attempts), fmt.Sprint(per[i].run), fmt.Sprint(per[i].carry), limit, fmt.Sprint(len(lanes))})
+		d.Tasks = append(d.Tasks, report.DryTask{Name: t.Task.Name, Provider: cr.taskProv[i], Limit: limit, Order: t.Order})
 	}
-	if err := tw.Render(); err != nil {
-		return err
-	}
-	return cr.printDryAttempts(w)
-}
-
-// printDryAttempts prints every attempt, one plain aligned line each
-// (thousands of rows: a boxed table costs more than the whole plan).
-func (cr *carried) printDryAttempts(w io.Writer) error {
-	bw := bufio.NewWriter(w)
-	at := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(at, "#\ttask\tsample\tattempt\taction\treason\tlane")
-	// Dispatch order within each task: lanes show their stable member order.
-	n := 0
-	for _, t := range cr.p.Tasks {
-		name := report.Plain(t.Task.Name, 60)
-		for _, seq := range t.Order {
-			a := cr.p.BySeq(seq)
-			n++
-			lane := a.Lane
-			if lane != "" {
-				lane = report.Plain(strings.TrimPrefix(lane, t.Task.Name+"/"), 60)
-			}
-			fmt.Fprintf(at, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", n, name, report.Plain(a.Sample.ID, 60), a.Number, a.Action, report.Plain(a.Reason, 200), lane)
-		}
-	}
-	if err := at.Flush(); err != nil {
-		return err
-	}
-	return bw.Flush()
-}
-
-// printDryJSON is `launch --dry --json`: the PLAN line, the forecast and
-// every attempt with its action, in discovery order.
-func (cr *carried) printDryJSON(w io.Writer) error {
-	type row struct {
-		Task    string `json:"task"`
-		Sample  string `json:"sample"`
-		Attempt int    `json:"attempt"`
-		Action  string `json:"action"`
-		Reason  string `json:"reason"`
-		Lane    string `json:"lane,omitempty"`
-	}
-	out := struct {
-		Plan     string             `json:"plan"`
-		Forecast *forecast.Forecast `json:"forecast"`
-		Attempts []row              `json:"attempts"`
-	}{Plan: cr.planLine, Forecast: &cr.fc}
 	for _, a := range cr.p.Attempts {
-		out.Attempts = append(out.Attempts, row{Task: cr.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number, Action: a.Action, Reason: a.Reason, Lane: a.Lane})
+		d.Attempts = append(d.Attempts, report.DryAttempt{Seq: a.Seq, Task: cr.p.Tasks[a.Task].Task.Name, Sample: a.Sample.ID, Attempt: a.Number,
+			Action: a.Action, Reason: a.Reason, Lane: a.Lane})
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	if cr.opts.DryJSON {
+		return report.WriteDryJSON(cr.opts.Stdout, d)
+	}
+	return report.WriteDry(cr.opts.Stdout, d)
 }

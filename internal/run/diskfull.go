@@ -2,25 +2,13 @@ package run
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/sched"
 	"github.com/steward-evals/steward/internal/status"
 )
-
-// reserveSize is the room a run keeps next to the record for the end of a
-// run on a full disk: the checkpoint that folds the write-ahead log into the
-// database file (the log is held under record.WALLimit, a quarter of this),
-// the run's final status and the skipped rows of its queued attempts, in
-// that order.
-const reserveSize = 1 << 20
 
 // diskFull is what a run whose record's disk filled up still owes the
 // record; guarded by tally.mu.
@@ -28,40 +16,6 @@ type diskFull struct {
 	queued []int // seqs of the attempts queued when the record could take no more
 	lost   int   // attempts that ended but whose results the record could not take
 }
-
-func (l *loaded) reservePath() string {
-	return filepath.Join(l.db.Dir, "runs", l.runID+".reserve")
-}
-
-// reserveRoom allocates the reserve; a disk too full for it is a full disk,
-// said before anything runs.
-func (l *loaded) reserveRoom() error {
-	p := l.reservePath()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return record.Classify(l.db.Dir, fmt.Errorf("reserve room next to the record: %w", err))
-	}
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return record.Classify(l.db.Dir, fmt.Errorf("reserve room next to the record: %w", err))
-	}
-	err = unix.Fallocate(int(f.Fd()), 0, 0, reserveSize)
-	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
-		_, err = f.Write(make([]byte, reserveSize))
-		if err == nil {
-			err = f.Sync()
-		}
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(p)
-		return record.Classify(l.db.Dir, fmt.Errorf("reserve room next to the record: %w", err))
-	}
-	return nil
-}
-
-func (l *loaded) releaseRoom() { _ = os.Remove(l.reservePath()) }
 
 // recordFull handles a result the record could not take (a full disk): the
 // first one stops dispatching (the queued attempts are taken off the
@@ -110,7 +64,7 @@ func (d *dispatch) resultLost(err error) {
 // with the final status's own failure if that failed too.
 func (d *dispatch) finishOnRecordError() error {
 	seqs, left, recordErr := d.owed()
-	d.releaseRoom()
+	record.Unreserve(d.db.Dir, d.runID)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_ = d.db.Checkpoint(ctx) // room for what follows; the status is tried whatever it says

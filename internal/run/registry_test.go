@@ -100,7 +100,7 @@ tasks:
 		t.Fatal(err)
 	}
 	var stderr bytes.Buffer
-	res, err := Launch(context.Background(), Options{EvalSet: es, Providers: Registry{}, Stderr: &syncWriter{w: &stderr},
+	res, err := Launch(context.Background(), Options{EvalSet: es, Providers: sandbox.Factory{}, Stderr: &syncWriter{w: &stderr},
 		Concurrency: 4})
 	if err != nil {
 		t.Fatalf("launch: %v\n%s", err, stderr.String())

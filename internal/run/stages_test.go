@@ -254,7 +254,7 @@ func TestBeginStage(t *testing.T) {
 	if run.Status != status.Running || run.Plan != "4 attempts · by hand" {
 		t.Fatalf("run %+v", run)
 	}
-	if _, err := os.Stat(cr.reservePath()); err != nil {
+	if _, err := os.Stat(record.ReservePath(cr.db.Dir, cr.runID)); err != nil {
 		t.Errorf("no reserve: %v", err)
 	}
 	if !strings.Contains(stderr.String(), "4 attempts · by hand") {
@@ -265,7 +265,7 @@ func TestBeginStage(t *testing.T) {
 	if run.Status != status.Aborted || !strings.Contains(run.Left, "the launch stopped: no image") {
 		t.Errorf("ended run %+v", run)
 	}
-	if _, err := os.Stat(cr.reservePath()); !os.IsNotExist(err) {
+	if _, err := os.Stat(record.ReservePath(cr.db.Dir, cr.runID)); !os.IsNotExist(err) {
 		t.Errorf("the reserve is still there: %v", err)
 	}
 }

@@ -27,7 +27,7 @@ import (
 // stops, the supervisor goes, or a line cannot be read.
 
 // Providers makes the sandbox providers of a worker's tasks (the
-// supervisor's registry: run.Registry).
+// registered ones: sandbox.Factory).
 type Providers interface {
 	Provider(ctx context.Context, name string, run sandbox.RunInfo) (sandbox.Provider, error)
 }

@@ -1,0 +1,54 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	sysunix "golang.org/x/sys/unix"
+)
+
+// ReserveSize is the room a run keeps next to the record for its end on a
+// full disk: the checkpoint that folds the write-ahead log into the
+// database file (the log is held under WALLimit, a quarter of this), the
+// run's final status and the skipped rows of its queued attempts, in that
+// order.
+const ReserveSize = 1 << 20
+
+// ReservePath is run id's reserve beside the record in dir (runs/ID.reserve,
+// next to its lock).
+func ReservePath(dir, runID string) string {
+	return filepath.Join(dir, "runs", runID+".reserve")
+}
+
+// Reserve allocates run id's reserve beside the record in dir; a disk too
+// full for it is a full disk (ErrDiskFull), said before anything runs.
+func Reserve(dir, runID string) error {
+	p := ReservePath(dir, runID)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return Classify(dir, fmt.Errorf("reserve room next to the record: %w", err))
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return Classify(dir, fmt.Errorf("reserve room next to the record: %w", err))
+	}
+	err = sysunix.Fallocate(int(f.Fd()), 0, 0, ReserveSize)
+	if errors.Is(err, sysunix.EOPNOTSUPP) || errors.Is(err, sysunix.ENOSYS) {
+		_, err = f.Write(make([]byte, ReserveSize))
+		if err == nil {
+			err = f.Sync()
+		}
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(p)
+		return Classify(dir, fmt.Errorf("reserve room next to the record: %w", err))
+	}
+	return nil
+}
+
+// Unreserve gives run id's reserve back.
+func Unreserve(dir, runID string) { _ = os.Remove(ReservePath(dir, runID)) }
