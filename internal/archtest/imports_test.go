@@ -46,6 +46,8 @@ var forbidden = []struct{ from, to, why string }{
 	{"internal/worker", "internal/report", "a worker returns rows; reports are built from the record"},
 	{"internal/worker", "internal/gateway", "the gateway is the supervisor's: a worker asks it (bind, deadline, gateway) over the protocol"},
 	{"internal/worker", "internal/sched", "admission is the supervisor's: a worker runs what it is sent"},
+	{"internal/account", "internal/run", "an attempt's account at the gateway knows nothing of the stages; internal/run imports internal/account, never the reverse"},
+	{"internal/account", "internal/sched", "the scheduler's backoff hooks come in as gateway.AttemptHooks"},
 	{"internal/tend", "internal/run", "the control loop reads and tells the run through tend.Run; internal/run imports internal/tend, never the reverse"},
 	{"internal/tend", "internal/sandbox/...", "the control loop reads the scheduler, the ramp, the gateway and the record: providers are not its business"},
 	{"internal/crashed", "internal/run", "which runs are dead is the record's and runlock's to say: the launch, steward runs and the reports ask"},

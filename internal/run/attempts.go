@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"strconv"
-	"time"
 
+	"github.com/steward-evals/steward/internal/account"
 	"github.com/steward-evals/steward/internal/attempt"
 	"github.com/steward-evals/steward/internal/evalset"
-	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/sched"
@@ -51,14 +49,15 @@ func (d *dispatch) runItem(ctx context.Context, it sched.Item) {
 	d.tasks.check()
 }
 
-// tryAttempt runs an attempt with its gateway tokens, retrying
-// infrastructure errors, and returns its row (usage charged, secrets
-// scrubbed, the supervisor's fingerprint) and the gateway's transcript.
+// tryAttempt runs an attempt with its gateway tokens (internal/account),
+// retrying infrastructure errors, and returns its row (usage charged,
+// secrets scrubbed, the supervisor's fingerprint) and the gateway's
+// transcript.
 func (d *dispatch) tryAttempt(ctx context.Context, it sched.Item, a *plan.Attempt) (record.Attempt, *transcript.Transcript) {
-	gwID := d.runID + "/" + strconv.Itoa(a.Seq)
-	tok := d.issueTokens(it, a, gwID)
-	row := d.tries(ctx, a, tok)
-	d.charge(&row, a, gwID, tok)
+	hooks := &sched.Hooks{D: d.disp, ID: it.ID, Name: a.ID(d.p), Logf: func(f string, args ...any) { fmt.Fprintf(d.opts.Stderr, f, args...) }}
+	acct := account.Open(d.gw, account.ID(d.runID, a.Seq), d.p.Tasks[a.Task].Task, hooks, d.es.Model.Prices)
+	row := d.tries(ctx, a, acct.Tokens())
+	acct.Close(&row)
 	d.scrubRow(&row)
 	row.AgentOutput = d.scrub(row.AgentOutput) // the agent's output beside its verdict
 	for i := range row.RetryReasons {
@@ -66,26 +65,7 @@ func (d *dispatch) tryAttempt(ctx context.Context, it sched.Item, a *plan.Attemp
 	}
 	// The supervisor's plan holds the fingerprint with the resolved image ID.
 	row.Fingerprint, row.Parts = a.Fingerprint, a.PartsJSON()
-	return row, withGrading(d.gw.Transcript(gwID), d.gw.Transcript(gwID+"/grading"), tok.Grading != "")
-}
-
-// issueTokens issues attempt a's gateway tokens: the agent's (gwID), whose
-// backoff hooks release and re-take its budget slot, with its limits set
-// before its agent starts (limits.go); and the model judge's, when the task
-// has one.
-func (d *dispatch) issueTokens(it sched.Item, a *plan.Attempt, gwID string) attempt.Tokens {
-	t := d.p.Tasks[a.Task].Task
-	tok := attempt.Tokens{Agent: d.gw.Issue(gwID, &sched.Hooks{D: d.disp, ID: it.ID, Name: a.ID(d.p), Logf: func(f string, args ...any) { fmt.Fprintf(d.opts.Stderr, f, args...) }})}
-	d.gw.SetQuota(gwID, quotaFor(t))
-	if mg := t.Scorer.ModelGraded; mg != nil {
-		// The model judge's own token: its own prices, none of the agent's
-		// limits, inside --budget; it never enters a sandbox.
-		gradeID := gwID + "/grading"
-		tok.Grading = d.gw.Issue(gradeID, nil)
-		p := mg.GraderPrices(d.es.Model.Prices)
-		d.gw.SetPrices(gradeID, gateway.Prices{InputPerMTok: p.InputPerMTok, OutputPerMTok: p.OutputPerMTok})
-	}
-	return tok
+	return row, acct.Transcript()
 }
 
 // tries runs a through the runner, again after an infrastructure error up
@@ -107,40 +87,6 @@ func (d *dispatch) tries(ctx context.Context, a *plan.Attempt, tok attempt.Token
 		why = append(why, row.Reason)
 		fmt.Fprintf(d.opts.Stderr, "steward: %s: infrastructure error, retrying (%d of %d): %s\n", a.ID(d.p), try+1, retries, d.scrub(row.Reason))
 	}
-}
-
-// charge revokes a's tokens, waits for the last of their usage and charges
-// it to the row: tokens, cost and requests (the grader's apart), the task's
-// on_limit, and the rules for verdicts the provider caused.
-func (d *dispatch) charge(row *record.Attempt, a *plan.Attempt, gwID string, tok attempt.Tokens) {
-	gradeID := gwID + "/grading"
-	d.gw.Revoke(tok.Agent)
-	if tok.Grading != "" {
-		d.gw.Revoke(tok.Grading)
-	}
-	// Usage of a stream that just ended is charged after its last byte, and a
-	// stream the agent cut is read on for up to CutDrain: wait for it.
-	dctx, cancel := context.WithTimeout(context.Background(), gateway.DefaultCutDrain+10*time.Second)
-	_ = d.gw.Drain(dctx, gwID)
-	if tok.Grading != "" {
-		_ = d.gw.Drain(dctx, gradeID)
-	}
-	cancel()
-	u, ok := d.gw.Usage(gwID)
-	if !ok {
-		return
-	}
-	row.InputTokens, row.OutputTokens, row.CostUSD, row.Requests = u.InputTokens, u.OutputTokens, u.CostUSD, u.Requests
-	judgeLimit(row, u, d.p.Tasks[a.Task].Task) // limits.go
-	if gu, ok := d.gw.Usage(gradeID); ok && tok.Grading != "" {
-		row.Grading = record.Spend{InputTokens: gu.InputTokens, OutputTokens: gu.OutputTokens, CostUSD: gu.CostUSD, Requests: gu.Requests}
-		// The grader's calls the provider failed or the budget refused
-		// are the provider's doing too.
-		u.BudgetRefused += gu.BudgetRefused
-		u.UpstreamFailed += gu.UpstreamFailed
-		u.Requests += gu.Requests
-	}
-	providerCaused(row, u)
 }
 
 // afterResult applies early exit (S4) and the budget stop (S5) once a's row
