@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -142,14 +141,8 @@ func ofEvalSet(runs []record.Run, args []string) []record.Run {
 	}
 	var out []record.Run
 	for _, r := range runs {
-		if r.EvalSet == abs {
+		if record.SameEvalSet(r.EvalSet, abs) {
 			out = append(out, r)
-			continue
-		}
-		if filepath.Base(r.EvalSet) == filepath.Base(abs) {
-			if _, err := os.Stat(r.EvalSet); errors.Is(err, os.ErrNotExist) {
-				out = append(out, r)
-			}
 		}
 	}
 	return out
