@@ -91,18 +91,6 @@ func cancelBeforeDispatch(t *testing.T, workers bool) {
 // (issue 26 item 2): the stages read what the earlier ones set and write
 // only their own value.
 
-const stageSet = `
-tasks:
-  - name: echo
-    sandbox: {provider: local}
-    exclusive: false
-    agent: 'printf "%s" "$STEWARD_INPUT"'
-    scorer: {match: exact}
-    attempts: 2
-    samples:
-      - {id: a, input: "x", target: "x"}
-      - {id: b, input: "y", target: "nope"}
-`
 
 // runOf is run id's row in db.
 func runOf(t *testing.T, db *record.DB, id string) record.Run {
@@ -120,12 +108,14 @@ func runOf(t *testing.T, db *record.DB, id string) record.Run {
 	return record.Run{}
 }
 
-// handLaunch is the launch's own value: options, the eval set (record
-// beside it), a run id and no secrets.
+// handLaunch is the launch's own value: options, the eval set (basicSet:
+// one task, samples a, b and c, two attempts each; the record beside it),
+// a run id and no secrets.
 func handLaunch(t *testing.T, opts Options) *launch {
 	t.Helper()
 	dir := t.TempDir()
-	es, err := evalset.Load(write(t, dir, "steward.yaml", stageSet), evalset.LoadOptions{})
+	write(t, dir, "helper.txt", "ok")
+	es, err := evalset.Load(write(t, dir, "steward.yaml", basicSet), evalset.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,8 +165,8 @@ func TestLoadStage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ld.db.Close()
-	if len(ld.p.Attempts) != 4 || ld.p.EvalSet != l.es {
-		t.Fatalf("plan of %d attempts from %p, want 4 from the launch's eval set", len(ld.p.Attempts), ld.p.EvalSet)
+	if len(ld.p.Attempts) != 6 || ld.p.EvalSet != l.es {
+		t.Fatalf("plan of %d attempts from %p, want 6 from the launch's eval set", len(ld.p.Attempts), ld.p.EvalSet)
 	}
 	if _, err := os.Stat(l.es.Fleet.Record); err != nil {
 		t.Fatalf("the record was not opened: %v", err)
@@ -196,17 +186,24 @@ func TestChooseStage(t *testing.T) {
 	if !reflect.DeepEqual(ch.taskProv, []string{"local"}) || ch.exclusive[0] || ch.budget != 5 || ch.budgetSrc != "from flag" {
 		t.Errorf("providers %v exclusive %v budget %d %q", ch.taskProv, ch.exclusive, ch.budget, ch.budgetSrc)
 	}
-	if len(ch.extras) != 2 || len(ch.specs) != 1 || ch.specs[0].RunID != ld.runID {
+	if len(ch.extras) != 3 || len(ch.specs) != 1 || ch.specs[0].RunID != ld.runID {
 		t.Errorf("extras %v specs %+v", ch.extras, ch.specs)
 	}
-	// Two samples of three attempts each (one confirming): the shard keeps one
-	// sample, whole, in the whole eval set's seqs, and its task's order.
-	var samples []string
+	// Three samples of three attempts each (one confirming): the shard keeps
+	// whole samples, in the whole eval set's seqs, and its task's order.
+	per := map[string]int{}
+	var order []int
 	for _, a := range ld.p.Attempts {
-		samples = append(samples, a.Sample.ID)
+		per[a.Sample.ID]++
+		order = append(order, a.Seq)
 	}
-	if len(ld.p.Attempts) != 3 || samples[0] != samples[2] || !reflect.DeepEqual(ld.p.Tasks[0].Order, []int{ld.p.Attempts[0].Seq, ld.p.Attempts[1].Seq, ld.p.Attempts[2].Seq}) {
-		t.Errorf("shard kept %v, order %v", samples, ld.p.Tasks[0].Order)
+	if len(per) == 0 || len(per) == 3 || !reflect.DeepEqual(ld.p.Tasks[0].Order, order) {
+		t.Errorf("shard kept %v, order %v, attempts %v", per, ld.p.Tasks[0].Order, order)
+	}
+	for id, n := range per {
+		if n != 3 {
+			t.Errorf("the shard split sample %s: %d of its 3 attempts", id, n)
+		}
 	}
 	if _, err := choose(context.Background(), handLoaded(t, Options{Shard: "3/2"})); !errors.Is(err, ErrBadInput) {
 		t.Errorf("--shard 3/2: %v, want bad input", err)
@@ -232,13 +229,13 @@ func TestCarryStage(t *testing.T) {
 	if a.Action != plan.ActionCarry || a.From.RunID != "before" || ch.p.Attempts[1].Action != plan.ActionRun {
 		t.Errorf("carry decisions: %s from %q, then %s", a.Action, a.From.RunID, ch.p.Attempts[1].Action)
 	}
-	for _, want := range []string{"4 attempts", "2 samples × 1 tasks", "1 carried", "concurrency 3 (from flag)"} {
+	for _, want := range []string{"6 attempts", "3 samples × 1 tasks", "1 carried", "concurrency 3 (from flag)"} {
 		if !strings.Contains(cr.planLine, want) {
 			t.Errorf("PLAN line %q lacks %q", cr.planLine, want)
 		}
 	}
-	if cr.fc.Attempts != 3 {
-		t.Errorf("the forecast counts %d attempts to run, want 3", cr.fc.Attempts)
+	if cr.fc.Attempts != 5 {
+		t.Errorf("the forecast counts %d attempts to run, want 5", cr.fc.Attempts)
 	}
 }
 
@@ -357,13 +354,13 @@ func TestDispatchStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[int]status.Attempt{0: status.Passed, 1: status.Passed, 2: status.Failed, 3: status.Skipped}
+	want := map[int]status.Attempt{0: status.Passed, 1: status.Passed, 2: status.Failed, 3: status.Skipped, 4: status.Passed, 5: status.Passed}
 	if !reflect.DeepEqual(d.tally.published, want) {
 		t.Errorf("tally %v, want %v", d.tally.published, want)
 	}
 	stored, err := d.db.Attempts(ctx, d.runID)
-	if err != nil || len(stored) != 4 || len(rows) != 4 {
-		t.Fatalf("%d rows stored (%v), %d observed; want 4", len(stored), err, len(rows))
+	if err != nil || len(stored) != 6 || len(rows) != 6 {
+		t.Fatalf("%d rows stored (%v), %d observed; want 6", len(stored), err, len(rows))
 	}
 	for _, r := range stored {
 		if r.Status != want[r.Seq] || r.Fingerprint != d.p.BySeq(r.Seq).Fingerprint {
@@ -371,7 +368,7 @@ func TestDispatchStage(t *testing.T) {
 		}
 	}
 	c, _ := d.snapshot()
-	if c.Passed != 2 || c.Failed != 1 || c.Skipped != 1 || c.Running+c.Queued+c.Starting != 0 {
+	if c.Passed != 4 || c.Failed != 1 || c.Skipped != 1 || c.Running+c.Queued+c.Starting != 0 {
 		t.Errorf("counts %+v", c)
 	}
 }

@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"context"
 	"fmt"
 	"reflect"
 	"runtime"
@@ -182,16 +181,7 @@ func TestConcurrentBackoffsOfOneAttempt(t *testing.T) {
 // Through the Dispatcher: many requests of one attempt back off at once
 // while the budget is full; every one resumes when a slot frees.
 func TestDispatcherConcurrentBackoffs(t *testing.T) {
-	s, _ := New(makeItems(1, 2), 2, nil)
-	s.SetBudget(1)
-	s.SetCap(0, 1)
-	s.SetCap(1, 1)
-	s.SetReady(0, true)
-	d := NewDispatcher(s)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	started := make(chan int, 4)
-	go d.Run(ctx, func(it Item) { started <- it.ID })
+	d, started, ctx := oneSlotTwoTasks(t, makeItems(1, 2))
 	first := <-started
 	const k = 8
 	for range k {
