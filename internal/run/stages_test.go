@@ -91,7 +91,6 @@ func cancelBeforeDispatch(t *testing.T, workers bool) {
 // (issue 26 item 2): the stages read what the earlier ones set and write
 // only their own value.
 
-
 // runOf is run id's row in db.
 func runOf(t *testing.T, db *record.DB, id string) record.Run {
 	t.Helper()
