@@ -28,10 +28,13 @@ type Init struct {
 	Exe      string `json:"exe"`
 	// EvalSetFile and EvalSetDir name the eval set (for the messages of
 	// what runs); Model is its model. A worker reads neither file.
-	EvalSetFile   string        `json:"evalset_file"`
-	EvalSetDir    string        `json:"evalset_dir"`
-	Model         evalset.Model `json:"model"`
-	ModelSettings string        `json:"model_settings,omitempty"`
+	EvalSetFile string        `json:"evalset_file"`
+	EvalSetDir  string        `json:"evalset_dir"`
+	Model       evalset.Model `json:"model"`
+	// ModelName and ModelSettings are what agents are told of the model
+	// (attempt.Env's Model and ModelSettings).
+	ModelName     string `json:"model_name,omitempty"`
+	ModelSettings string `json:"model_settings,omitempty"`
 	// Tasks are the worker's tasks, as indexes into TaskProv, every task's
 	// provider.
 	Tasks    []int    `json:"tasks"`
@@ -98,7 +101,7 @@ func handOver(x *attempt.Env, lockPath string, tasks []int, send func(wireMsg) e
 	es := x.Plan.EvalSet
 	samples := samplesOf(x.Plan, tasks)
 	ini := &Init{RunID: x.RunID, LockPath: lockPath, Exe: x.Exe, EvalSetFile: es.File, EvalSetDir: es.Dir, Model: es.Model,
-		ModelSettings: x.ModelSettings, Tasks: tasks, TaskProv: x.TaskProv, Samples: len(samples),
+		ModelName: x.Model, ModelSettings: x.ModelSettings, Tasks: tasks, TaskProv: x.TaskProv, Samples: len(samples),
 		GatewayURL: x.GatewayURL, JudgeURL: x.JudgeURL, Shared: map[string]json.RawMessage{}, Settings: map[string]json.RawMessage{}}
 	for name, prov := range x.Providers {
 		if sh, ok := prov.(sharer); ok {
@@ -211,7 +214,7 @@ func receive(ini *Init, next func() (wireMsg, error)) (*attempt.Env, error) {
 	}
 	r.x = &attempt.Env{Specs: make([]*sandbox.Spec, n), SampleSpecs: map[string]*sandbox.Spec{}, SampleErrs: map[string]attempt.SampleEnvError{},
 		TaskProv: ini.TaskProv, GatewayURL: map[string]string{}, JudgeURL: ini.JudgeURL, RunID: ini.RunID, Exe: ini.Exe,
-		Model: ini.Model.Name, ModelSettings: ini.ModelSettings}
+		Model: ini.ModelName, ModelSettings: ini.ModelSettings}
 	var attempts []*plan.Attempt
 	for i := 0; i < ini.Samples; i++ {
 		m, err := next()

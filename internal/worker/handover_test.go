@@ -243,3 +243,47 @@ func TestProviderSettingsCrossWhole(t *testing.T) {
 		t.Error("a misspelt field or an unknown section was read")
 	}
 }
+
+// Every field of the attempt environment crosses to a worker, or the
+// worker makes it itself: a field added to attempt.Env that the handover
+// does not carry fails here until it does (or is named below, with why).
+func TestHandoverCarriesTheWholeEnv(t *testing.T) {
+	made := map[string]string{
+		"Providers":  "the worker makes its own providers (setup)",
+		"GatewayURL": "handed in init, per provider, or asked for (setup)",
+		"Stderr":     "the worker's own stderr",
+		"Fault":      "the worker's own environment (STEWARD_WORKER_FAULT)",
+		"Started":    "a hook: the worker tells the supervisor (started)",
+		"Bind":       "a hook: the worker asks the supervisor (bind)",
+		"Deadline":   "a hook: the worker asks the supervisor (deadline)",
+	}
+	p, _ := loadPlan(t, map[string]string{"steward.yaml": handSet, "in.txt": "f", "grade.sh": "g", "s.txt": "s"})
+	key := attempt.SampleKey(0, "a")
+	x := &attempt.Env{Plan: p, RunID: "r", Exe: "/steward", Model: "m", ModelSettings: "{}", TaskProv: []string{"local", "local"}, JudgeURL: "http://127.0.0.1:2",
+		Specs: []*sandbox.Spec{{Task: "first"}, {Task: "second"}}, SampleSpecs: map[string]*sandbox.Spec{key: {Task: "first"}},
+		SampleErrs: map[string]attempt.SampleEnvError{key: {Msg: "no"}}}
+	w := &wire{t: t}
+	if err := handOver(x, "", []int{0}, w.send); err != nil {
+		t.Fatal(err)
+	}
+	ini := w.q[0].(*msgInit).Init
+	w.q = w.q[1:]
+	got, err := receive(ini, w.next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent, came := reflect.ValueOf(x).Elem(), reflect.ValueOf(got).Elem()
+	for i := 0; i < sent.NumField(); i++ {
+		name := sent.Type().Field(i).Name
+		if _, ok := made[name]; ok {
+			continue
+		}
+		if sent.Field(i).IsZero() {
+			t.Errorf("attempt.Env.%s: fill it in this test", name)
+			continue
+		}
+		if came.Field(i).IsZero() {
+			t.Errorf("attempt.Env.%s does not cross to the worker: hand it over (handover.go) or say here why the worker makes it", name)
+		}
+	}
+}
