@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 )
@@ -14,57 +13,22 @@ type estimate struct {
 	cost    float64
 }
 
-// billable routes are the ones the provider charges for.
-func billable(path string) bool {
-	switch path {
-	case "/v1/chat/completions", "/v1/responses", "/v1/completions", "/v1/embeddings", "/v1/messages":
-		return true
-	}
-	return false
-}
-
-func (g *Gateway) estimate(path string, body []byte, prices Prices) estimate {
-	if !billable(path) {
+// estimate is a request's estimate on its route's format: input from the
+// body's size, output from the format's reading of the request's caps.
+func (g *Gateway) estimate(own API, path string, body []byte, prices Prices) estimate {
+	out, billable := own.Estimate(path, body, g.cfg.DefaultMaxTokens)
+	if !billable {
 		return estimate{}
 	}
-	e := estimate{in: (int64(len(body)) + 3) / 4}
-	if path != "/v1/embeddings" {
-		// Keys exactly as spelled (the upstream's decoder is case-sensitive;
-		// Go's struct decoding is not, so "Max_Tokens": 1 after "max_tokens"
-		// would hide the real cap), numbers as the upstream reads them.
-		var m map[string]json.RawMessage
-		_ = json.Unmarshal(body, &m)
-		num := func(k string) int64 {
-			var f float64
-			if json.Unmarshal(m[k], &f) != nil || f < 1 {
-				return 0
-			}
-			if f > 1<<40 {
-				return 1 << 40
-			}
-			return int64(f + 0.999999)
-		}
-		e.out = g.cfg.DefaultMaxTokens
-		for _, k := range []string{"max_completion_tokens", "max_tokens", "max_output_tokens"} {
-			if v := num(k); v > 0 {
-				e.out = v
-				break
-			}
-		}
-		// n answers, or best_of (legacy completions: each one is billed).
-		n := max(num("n"), num("best_of"))
-		if n > 1 {
-			e.out *= min(n, 128)
-		}
-	}
+	e := estimate{in: (int64(len(body)) + 3) / 4, out: out}
 	e.cost = prices.Cost(e.in, e.out)
 	return e
 }
 
 // refuseBudget answers a request the hard budget cannot cover: 402, in the
-// shape of the API the agent called (OpenAI insufficient_quota, Anthropic
-// billing_error), never retried by the SDKs.
-func (g *Gateway) refuseBudget(w http.ResponseWriter, f wireFormat, a *attempt, e estimate) {
+// shape of the API the agent called (ErrBudget: OpenAI insufficient_quota,
+// Anthropic billing_error), never retried by the SDKs.
+func (g *Gateway) refuseBudget(w http.ResponseWriter, f API, a *attempt, e estimate) {
 	g.mu.Lock()
 	spent, held, first := g.totals.CostUSD, g.reserved, g.refused == 1
 	g.mu.Unlock()
@@ -73,27 +37,23 @@ func (g *Gateway) refuseBudget(w http.ResponseWriter, f wireFormat, a *attempt, 
 	if first {
 		g.logf("attempt %s: budget: %s", a.id, msg)
 	}
-	typ := "insufficient_quota"
-	if f == formatAnthropic {
-		typ = "billing_error"
-	}
 	a.mu.Lock()
 	a.usage.Errors++
 	a.usage.BudgetRefused++
 	a.mu.Unlock()
-	g.writeError(w, f, http.StatusPaymentRequired, typ, "budget_exhausted", msg)
+	g.writeError(w, f, http.StatusPaymentRequired, ErrBudget, "budget_exhausted", msg)
 }
 
 // writeBusy answers 429 for a limit the agent may simply wait out: unlike
 // other gateway errors, the SDKs may retry it (after Retry-After).
-func (g *Gateway) writeBusy(w http.ResponseWriter, f wireFormat, msg string) {
+func (g *Gateway) writeBusy(w http.ResponseWriter, f API, msg string) {
 	g.writeBusyStatus(w, f, http.StatusTooManyRequests, msg)
 }
 
-func (g *Gateway) writeBusyStatus(w http.ResponseWriter, f wireFormat, status int, msg string) {
-	typ := "rate_limit_error"
+func (g *Gateway) writeBusyStatus(w http.ResponseWriter, f API, status int, msg string) {
+	kind := ErrBusy
 	if status == http.StatusServiceUnavailable {
-		typ = "overloaded_error"
+		kind = ErrOverloaded
 	}
-	g.writeErrorRetry(w, f, status, typ, "gateway_limit", msg, true)
+	g.writeErrorRetry(w, f, status, kind, "gateway_limit", msg, true)
 }

@@ -101,7 +101,8 @@ func TestBudgetEstimate(t *testing.T) {
 		{"/v1/chat/completions", `{"max_tokens":20.0,"n":2.0}`, 7, 40},
 		{"/v1/completions", `{"max_tokens":9,"best_of":4,"n":2}`, 9, 36},
 	} {
-		e := g.estimate(c.path, []byte(c.body), g.cfg.Prices)
+		own, _, _ := routeOf(c.path)
+		e := g.estimate(own, c.path, []byte(c.body), g.cfg.Prices)
 		if e.in != c.in || e.out != c.out || e.cost != float64(c.in+c.out) {
 			t.Errorf("%s %s: got %+v, want in %d out %d", c.path, c.body, e, c.in, c.out)
 		}

@@ -77,6 +77,7 @@ type callCapture struct {
 	resp     bytes.Buffer
 	respOver bool
 	injected bool
+	api      API // the route's format
 }
 
 func newCapturer(cfg Config) *capturer {
@@ -163,7 +164,7 @@ type callKey struct{}
 // begin starts capturing one call of attempt a. It returns the writer and
 // request to go on with (unchanged when capture is off) and the call (nil
 // when off).
-func (g *Gateway) captureBegin(w http.ResponseWriter, r *http.Request, a *attempt, body []byte, injected bool) (http.ResponseWriter, *http.Request, *callCapture) {
+func (g *Gateway) captureBegin(w http.ResponseWriter, r *http.Request, own API, a *attempt, body []byte, injected bool) (http.ResponseWriter, *http.Request, *callCapture) {
 	c := g.capt
 	if c == nil || c.mode == transcript.ModeOff {
 		return w, r, nil
@@ -175,15 +176,11 @@ func (g *Gateway) captureBegin(w http.ResponseWriter, r *http.Request, a *attemp
 		c.attempts[a.id] = ac
 	}
 	c.mu.Unlock()
-	cc := &callCapture{c: c, ac: ac, injected: injected}
+	cc := &callCapture{c: c, ac: ac, injected: injected, api: own}
 	cc.call = transcript.Call{Time: c.clock.Now(), Method: r.Method, Route: r.URL.Path}
 	if len(body) > 0 {
-		var head struct {
-			Model  string `json:"model"`
-			Stream bool   `json:"stream"`
-		}
-		_ = json.Unmarshal(body, &head)
-		cc.call.Model, cc.call.Stream = c.scrub(head.Model), head.Stream
+		model, stream := own.Call(r.URL.Path, body)
+		cc.call.Model, cc.call.Stream = c.scrub(model), stream
 	}
 	ac.mu.Lock()
 	if len(ac.calls) >= MaxCallsPerAttempt {
@@ -199,7 +196,7 @@ func (g *Gateway) captureBegin(w http.ResponseWriter, r *http.Request, a *attemp
 		if cc.full && len(body) > 0 {
 			req := body
 			if injected {
-				req = dropInjectedUsage(body)
+				req = own.Unprepare(r.URL.Path, body)
 			}
 			if j, ok := c.scrubJSON(req); ok {
 				cc.call.Request = j
@@ -254,30 +251,6 @@ func mib(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// dropInjectedUsage removes the stream_options.include_usage the gateway
-// added (injectStreamUsage), so the transcript shows what the agent sent.
-func dropInjectedUsage(b []byte) []byte {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(b, &obj) != nil {
-		return b
-	}
-	var so map[string]json.RawMessage
-	if json.Unmarshal(obj["stream_options"], &so) != nil {
-		return b
-	}
-	delete(so, "include_usage")
-	if len(so) == 0 {
-		delete(obj, "stream_options")
-	} else if sb, err := json.Marshal(so); err == nil {
-		obj["stream_options"] = sb
-	}
-	nb, err := json.Marshal(obj)
-	if err != nil {
-		return b
-	}
-	return nb
-}
-
 // captureEnd finishes a call: its status, latency, tokens and cost, and
 // the response the agent got (assembled when it was streamed).
 func (g *Gateway) captureEnd(cc *callCapture, in, out int64, prices Prices) {
@@ -312,7 +285,7 @@ func (g *Gateway) captureEnd(cc *callCapture, in, out int64, prices Prices) {
 		cc.ac.mu.Unlock()
 	case len(body) == 0:
 	case strings.HasPrefix(cc.ctype, "text/event-stream"):
-		if doc := assembleSSE(body); doc != nil {
+		if doc := assembleSSE(cc.api, body); doc != nil {
 			if j, ok := c.scrubJSON(doc); ok {
 				cc.call.Response = j
 				stored = int64(len(j))
@@ -472,10 +445,13 @@ func (b *doneBody) Close() error {
 }
 
 // assembleSSE turns a streamed response into the document the same call
-// would have answered unstreamed: an OpenAI chat.completion or
-// text_completion, an Anthropic message, or a Responses API response. Nil
-// when the stream is none of these.
-func assembleSSE(raw []byte) []byte {
+// would have answered unstreamed, as the route's format assembles it (an
+// OpenAI chat.completion or text_completion, a Responses API response, an
+// Anthropic message, …). Nil when the stream is none its format knows.
+func assembleSSE(a API, raw []byte) []byte {
+	if a == nil {
+		return nil
+	}
 	var datas [][]byte
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 64<<10), len(raw)+1)
@@ -501,280 +477,11 @@ func assembleSSE(raw []byte) []byte {
 		}
 	}
 	flush()
-	var oa openaiAssembler
-	var an anthropicAssembler
-	var final json.RawMessage
+	events := datas[:0]
 	for _, d := range datas {
-		if bytes.Equal(bytes.TrimSpace(d), []byte("[DONE]")) {
-			continue
-		}
-		var head struct {
-			Type     string          `json:"type"`
-			Object   string          `json:"object"`
-			Response json.RawMessage `json:"response"`
-		}
-		if json.Unmarshal(d, &head) != nil {
-			continue
-		}
-		switch {
-		case head.Object == "chat.completion.chunk" || head.Object == "text_completion":
-			oa.add(d)
-		case head.Type == "response.completed" || head.Type == "response.failed" || head.Type == "response.incomplete":
-			final = head.Response
-		case strings.HasPrefix(head.Type, "message_") || strings.HasPrefix(head.Type, "content_block_"):
-			an.add(head.Type, d)
+		if !bytes.Equal(bytes.TrimSpace(d), []byte("[DONE]")) {
+			events = append(events, d)
 		}
 	}
-	switch {
-	case len(final) > 0:
-		return final
-	case oa.seen:
-		return oa.doc()
-	case an.msg != nil:
-		return an.doc()
-	}
-	return nil
-}
-
-type openaiAssembler struct {
-	seen    bool
-	base    map[string]any
-	choices map[int]*oaChoice
-	order   []int
-	usage   any
-	object  string
-}
-
-type oaChoice struct {
-	role, content, text, refusal string
-	finish                       any
-	tools                        map[int]*oaTool
-	toolOrder                    []int
-}
-
-type oaTool struct{ id, typ, name, args string }
-
-func (o *openaiAssembler) add(d []byte) {
-	var ch struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		Model   string `json:"model"`
-		Choices []struct {
-			Index int    `json:"index"`
-			Text  string `json:"text"`
-			Delta struct {
-				Role      string `json:"role"`
-				Content   string `json:"content"`
-				Refusal   string `json:"refusal"`
-				ToolCalls []struct {
-					Index    int    `json:"index"`
-					ID       string `json:"id"`
-					Type     string `json:"type"`
-					Function struct {
-						Name      string `json:"name"`
-						Arguments string `json:"arguments"`
-					} `json:"function"`
-				} `json:"tool_calls"`
-			} `json:"delta"`
-			FinishReason any `json:"finish_reason"`
-		} `json:"choices"`
-		Usage any `json:"usage"`
-	}
-	if json.Unmarshal(d, &ch) != nil {
-		return
-	}
-	if !o.seen {
-		o.seen = true
-		o.base = map[string]any{"id": ch.ID, "created": ch.Created, "model": ch.Model}
-		o.choices = map[int]*oaChoice{}
-	}
-	o.object = ch.Object
-	if ch.Usage != nil {
-		o.usage = ch.Usage
-	}
-	for _, c := range ch.Choices {
-		x := o.choices[c.Index]
-		if x == nil {
-			x = &oaChoice{tools: map[int]*oaTool{}}
-			o.choices[c.Index] = x
-			o.order = append(o.order, c.Index)
-		}
-		if c.Delta.Role != "" {
-			x.role = c.Delta.Role
-		}
-		x.content += c.Delta.Content
-		x.refusal += c.Delta.Refusal
-		x.text += c.Text
-		if c.FinishReason != nil {
-			x.finish = c.FinishReason
-		}
-		for _, tc := range c.Delta.ToolCalls {
-			t := x.tools[tc.Index]
-			if t == nil {
-				t = &oaTool{}
-				x.tools[tc.Index] = t
-				x.toolOrder = append(x.toolOrder, tc.Index)
-			}
-			if tc.ID != "" {
-				t.id = tc.ID
-			}
-			if tc.Type != "" {
-				t.typ = tc.Type
-			}
-			t.name += tc.Function.Name
-			t.args += tc.Function.Arguments
-		}
-	}
-}
-
-func (o *openaiAssembler) doc() []byte {
-	doc := o.base
-	var choices []any
-	sort.Ints(o.order)
-	for _, i := range o.order {
-		x := o.choices[i]
-		c := map[string]any{"index": i, "finish_reason": x.finish}
-		if o.object == "text_completion" {
-			c["text"] = x.text
-		} else {
-			role := x.role
-			if role == "" {
-				role = "assistant"
-			}
-			m := map[string]any{"role": role, "content": nil}
-			if x.content != "" {
-				m["content"] = x.content
-			}
-			if x.refusal != "" {
-				m["refusal"] = x.refusal
-			}
-			var tools []any
-			sort.Ints(x.toolOrder)
-			for _, k := range x.toolOrder {
-				t := x.tools[k]
-				typ := t.typ
-				if typ == "" {
-					typ = "function"
-				}
-				tools = append(tools, map[string]any{"id": t.id, "type": typ, "function": map[string]any{"name": t.name, "arguments": t.args}})
-			}
-			if len(tools) > 0 {
-				m["tool_calls"] = tools
-			}
-			c["message"] = m
-		}
-		choices = append(choices, c)
-	}
-	doc["choices"] = choices
-	if o.object == "text_completion" {
-		doc["object"] = "text_completion"
-	} else {
-		doc["object"] = "chat.completion"
-	}
-	if o.usage != nil {
-		doc["usage"] = o.usage
-	}
-	b, _ := json.Marshal(doc)
-	return b
-}
-
-type anthropicAssembler struct {
-	msg    map[string]any
-	blocks map[int]map[string]any
-	order  []int
-	json   map[int]*strings.Builder
-}
-
-func (a *anthropicAssembler) add(typ string, d []byte) {
-	var ev struct {
-		Message      map[string]any `json:"message"`
-		Index        int            `json:"index"`
-		ContentBlock map[string]any `json:"content_block"`
-		Delta        map[string]any `json:"delta"`
-		Usage        map[string]any `json:"usage"`
-	}
-	if json.Unmarshal(d, &ev) != nil {
-		return
-	}
-	if a.msg == nil {
-		a.msg = map[string]any{"type": "message", "role": "assistant"}
-		a.blocks = map[int]map[string]any{}
-		a.json = map[int]*strings.Builder{}
-	}
-	switch typ {
-	case "message_start":
-		for k, v := range ev.Message {
-			if k != "content" {
-				a.msg[k] = v
-			}
-		}
-	case "content_block_start":
-		if ev.ContentBlock == nil {
-			return
-		}
-		if _, ok := a.blocks[ev.Index]; !ok {
-			a.order = append(a.order, ev.Index)
-		}
-		a.blocks[ev.Index] = ev.ContentBlock
-	case "content_block_delta":
-		b := a.blocks[ev.Index]
-		if b == nil {
-			b = map[string]any{"type": "text", "text": ""}
-			a.blocks[ev.Index] = b
-			a.order = append(a.order, ev.Index)
-		}
-		switch ev.Delta["type"] {
-		case "text_delta":
-			s, _ := b["text"].(string)
-			t, _ := ev.Delta["text"].(string)
-			b["text"] = s + t
-		case "input_json_delta":
-			sb := a.json[ev.Index]
-			if sb == nil {
-				sb = &strings.Builder{}
-				a.json[ev.Index] = sb
-			}
-			p, _ := ev.Delta["partial_json"].(string)
-			sb.WriteString(p)
-		case "thinking_delta":
-			s, _ := b["thinking"].(string)
-			t, _ := ev.Delta["thinking"].(string)
-			b["thinking"] = s + t
-		}
-	case "message_delta":
-		for k, v := range ev.Delta {
-			a.msg[k] = v
-		}
-		if ev.Usage != nil {
-			u, _ := a.msg["usage"].(map[string]any)
-			if u == nil {
-				u = map[string]any{}
-			}
-			for k, v := range ev.Usage {
-				u[k] = v
-			}
-			a.msg["usage"] = u
-		}
-	}
-}
-
-func (a *anthropicAssembler) doc() []byte {
-	sort.Ints(a.order)
-	var content []any
-	for _, i := range a.order {
-		b := a.blocks[i]
-		if sb := a.json[i]; sb != nil {
-			var v any
-			if json.Unmarshal([]byte(sb.String()), &v) == nil {
-				b["input"] = v
-			} else {
-				b["input"] = sb.String()
-			}
-		}
-		content = append(content, b)
-	}
-	a.msg["content"] = content
-	b, _ := json.Marshal(a.msg)
-	return b
+	return a.Assemble(events)
 }

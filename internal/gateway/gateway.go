@@ -34,11 +34,11 @@ func (p Prices) Cost(in, out int64) float64 {
 
 // Config configures a Gateway.
 type Config struct {
-	// Upstream is "mock" (the built-in deterministic model, no network),
-	// "openai" or "anthropic".
+	// Upstream is "mock" (the built-in deterministic model, no network)
+	// or a registered wire format's name (Upstreams: "openai", "anthropic").
 	Upstream string
-	// BaseURL of the real endpoint. Default https://api.openai.com/v1 or
-	// https://api.anthropic.com. When it ends in /v1, the incoming /v1 prefix
+	// BaseURL of the real endpoint. Default: the format's (API.Upstream:
+	// https://api.openai.com/v1, https://api.anthropic.com). When it ends in /v1, the incoming /v1 prefix
 	// is not repeated.
 	BaseURL string
 	// APIKey is the real key; it never leaves the gateway except towards the upstream.
@@ -205,28 +205,24 @@ type Gateway struct {
 
 // New checks cfg and makes a gateway.
 func New(cfg Config) (*Gateway, error) {
-	switch cfg.Upstream {
-	case "":
-		cfg.Upstream = "mock"
-	case "mock", "openai", "anthropic":
-	default:
-		return nil, fmt.Errorf("create gateway: unknown upstream %q (want mock, openai or anthropic)", cfg.Upstream)
+	if cfg.Upstream == "" {
+		cfg.Upstream = MockUpstream
+	}
+	api, known := LookupAPI(cfg.Upstream)
+	if !known && cfg.Upstream != MockUpstream {
+		return nil, fmt.Errorf("create gateway: unknown upstream %q (want %s)", cfg.Upstream, orList(Upstreams()))
 	}
 	if cfg.BaseURL == "" {
-		switch cfg.Upstream {
-		case "openai":
-			cfg.BaseURL = "https://api.openai.com/v1"
-		case "anthropic":
-			cfg.BaseURL = "https://api.anthropic.com"
-		default:
-			cfg.BaseURL = "http://mock.invalid"
+		cfg.BaseURL = "http://mock.invalid"
+		if known {
+			cfg.BaseURL = api.Upstream().BaseURL
 		}
 	}
 	base, err := url.Parse(cfg.BaseURL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, fmt.Errorf("create gateway: base URL %q is not an http(s) URL", cfg.BaseURL)
 	}
-	if cfg.Upstream != "mock" && cfg.APIKey == "" && cfg.Transport == nil {
+	if cfg.Upstream != MockUpstream && cfg.APIKey == "" && cfg.Transport == nil {
 		return nil, fmt.Errorf("create gateway: upstream %s needs an API key", cfg.Upstream)
 	}
 	if cfg.MaxConnections < 0 {
@@ -275,7 +271,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	tr := cfg.Transport
 	if tr == nil {
-		if cfg.Upstream == "mock" {
+		if cfg.Upstream == MockUpstream {
 			tr = HandlerTransport(mockmodel.New())
 		} else {
 			tr = &http.Transport{
@@ -542,18 +538,6 @@ func (g *Gateway) SetCeiling(n int) { g.ctl.SetCeiling(n) }
 // Clamp sets the ceiling to where the limit already fell (R2). Fixed mode ignores it.
 func (g *Gateway) Clamp() { g.ctl.Clamp() }
 
-// Env is the environment a sandbox needs to reach the gateway at baseURL
-// (e.g. "http://172.17.0.1:8750") with token; no real key is in it.
-func Env(baseURL, token string) []string {
-	baseURL = strings.TrimSuffix(baseURL, "/")
-	return []string{
-		"OPENAI_BASE_URL=" + baseURL + "/v1",
-		"OPENAI_API_KEY=" + token,
-		"ANTHROPIC_BASE_URL=" + baseURL,
-		"ANTHROPIC_API_KEY=" + token,
-	}
-}
-
 // upstreamFailed counts a call the upstream failed for the attempt.
 func (a *attempt) upstreamFailed() {
 	a.mu.Lock()
@@ -635,4 +619,12 @@ func (g *Gateway) logf(format string, args ...any) {
 	g.logMu.Lock()
 	defer g.logMu.Unlock()
 	fmt.Fprintf(g.cfg.Logger, "%s gateway: %s\n", g.clock.Now().UTC().Format(time.RFC3339), line)
+}
+
+// orList is "a, b or c".
+func orList(xs []string) string {
+	if len(xs) < 2 {
+		return strings.Join(xs, "")
+	}
+	return strings.Join(xs[:len(xs)-1], ", ") + " or " + xs[len(xs)-1]
 }

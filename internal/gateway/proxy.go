@@ -16,28 +16,6 @@ import (
 	"github.com/steward-evals/steward/internal/clock"
 )
 
-type wireFormat int
-
-const (
-	formatOpenAI wireFormat = iota
-	formatAnthropic
-)
-
-// route says whether method+path is one the gateway forwards.
-func route(method, path string) (ok, body bool) {
-	switch path {
-	case "/v1/chat/completions", "/v1/responses", "/v1/completions", "/v1/embeddings",
-		"/v1/messages", "/v1/messages/count_tokens":
-		return method == http.MethodPost, true
-	case "/v1/models":
-		return method == http.MethodGet, false
-	}
-	if id, ok := strings.CutPrefix(path, "/v1/models/"); ok && modelID(id) {
-		return method == http.MethodGet, false
-	}
-	return false, false
-}
-
 // modelID accepts what model ids are made of ("gpt-4o", "claude-3-5-haiku-20241022",
 // "ft:gpt-4o-mini:org:name:id"): no separators, no dot segments.
 func modelID(id string) bool {
@@ -55,36 +33,19 @@ func modelID(id string) bool {
 	return true
 }
 
-func (g *Gateway) format(r *http.Request) wireFormat {
-	if strings.HasPrefix(r.URL.Path, "/v1/messages") {
-		return formatAnthropic
-	}
-	if r.Header.Get("anthropic-version") != "" || (g.cfg.Upstream == "anthropic" && r.Header.Get("x-api-key") != "") {
-		return formatAnthropic
-	}
-	return formatOpenAI
-}
+// exchange is a request's two formats: the client's (errors, the key's
+// header) and its route's (usage, the upstream's refusals).
+type exchange struct{ client, route API }
 
 // writeError answers in the wire format the client speaks. Messages never
 // carry the real key.
-func (g *Gateway) writeError(w http.ResponseWriter, f wireFormat, status int, typ, code, msg string) {
-	g.writeErrorRetry(w, f, status, typ, code, msg, false)
+func (g *Gateway) writeError(w http.ResponseWriter, f API, status int, kind ErrorKind, code, msg string) {
+	g.writeErrorRetry(w, f, status, kind, code, msg, false)
 }
 
 // writeErrorRetry is writeError; retry lets the SDKs retry after a second.
-func (g *Gateway) writeErrorRetry(w http.ResponseWriter, f wireFormat, status int, typ, code, msg string, retry bool) {
-	msg = g.scrub(msg)
-	var body any
-	if f == formatAnthropic {
-		body = map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}}
-	} else {
-		var c any
-		if code != "" {
-			c = code
-		}
-		body = map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": c}}
-	}
-	b, _ := json.Marshal(body)
+func (g *Gateway) writeErrorRetry(w http.ResponseWriter, f API, status int, kind ErrorKind, code, msg string, retry bool) {
+	b := errorJSON(f, status, kind, code, g.scrub(msg))
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	if retry {
@@ -104,17 +65,6 @@ func (g *Gateway) writeDeadline(w http.ResponseWriter) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(g.limits.WriteStall))
 }
 
-func bearer(r *http.Request) string {
-	if k := strings.TrimSpace(r.Header.Get("x-api-key")); k != "" {
-		return k
-	}
-	a := r.Header.Get("Authorization")
-	if len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
-		return strings.TrimSpace(a[7:])
-	}
-	return ""
-}
-
 var hopHeaders = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
 	"Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
@@ -131,43 +81,35 @@ var sandboxOnly = map[string]bool{
 
 // ServeHTTP is the gateway's handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f := g.format(r)
+	f := g.speaks(r)
 	if r.URL.Path == RemainingPath && r.Method == http.MethodGet {
-		a, _ := g.lookup(bearer(r), r.RemoteAddr)
+		a, _ := g.lookup(token(r.Header), r.RemoteAddr)
 		if a == nil {
-			g.writeError(w, f, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "steward gateway: the remaining endpoint needs the attempt's token")
+			g.writeError(w, f, http.StatusUnauthorized, ErrAuth, "invalid_api_key", "steward gateway: the remaining endpoint needs the attempt's token")
 			return
 		}
 		g.remaining(w, a)
 		return
 	}
 	if why := badPath(r); why != "" {
-		g.writeError(w, f, http.StatusBadRequest, "invalid_request_error", "invalid_path",
+		g.writeError(w, f, http.StatusBadRequest, ErrInvalid, "invalid_path",
 			"steward gateway: refused path: "+why)
 		return
 	}
-	ok, hasBody := route(r.Method, r.URL.Path)
-	if !ok {
-		if known, _ := route(http.MethodPost, r.URL.Path); known || r.URL.Path == "/v1/models" {
-			g.writeError(w, f, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed",
-				fmt.Sprintf("steward gateway: method %s is not allowed on %s", r.Method, r.URL.Path))
-			return
-		}
-		typ := "invalid_request_error"
-		if f == formatAnthropic {
-			typ = "not_found_error"
-		}
-		g.writeError(w, f, http.StatusNotFound, typ, "unknown_url",
+	own, method, hasBody := routeOf(r.URL.Path)
+	if own == nil {
+		g.writeError(w, f, http.StatusNotFound, ErrNotFound, "unknown_url",
 			fmt.Sprintf("steward gateway: unknown route %s %s", r.Method, r.URL.Path))
 		return
 	}
-	tok := bearer(r)
+	if r.Method != method {
+		g.writeError(w, f, http.StatusMethodNotAllowed, ErrInvalid, "method_not_allowed",
+			fmt.Sprintf("steward gateway: method %s is not allowed on %s", r.Method, r.URL.Path))
+		return
+	}
+	tok := token(r.Header)
 	a, wrongAddr := g.lookup(tok, r.RemoteAddr)
 	if a == nil {
-		typ := "invalid_request_error"
-		if f == formatAnthropic {
-			typ = "authentication_error"
-		}
 		msg := "steward gateway: missing attempt token (send it as Authorization: Bearer or x-api-key)"
 		switch {
 		case wrongAddr:
@@ -176,7 +118,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case tok != "":
 			msg = "steward gateway: this token is not valid or its attempt has ended"
 		}
-		g.writeError(w, f, http.StatusUnauthorized, typ, "invalid_api_key", msg)
+		g.writeError(w, f, http.StatusUnauthorized, ErrAuth, "invalid_api_key", msg)
 		return
 	}
 	n := a.begin()
@@ -193,26 +135,22 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch status {
 		case 0:
 		case http.StatusRequestEntityTooLarge:
-			typ := "invalid_request_error"
-			if f == formatAnthropic {
-				typ = "request_too_large"
-			}
-			g.writeError(w, f, status, typ, "request_too_large", msg)
+			g.writeError(w, f, status, ErrTooLarge, "request_too_large", msg)
 			return
 		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 			g.writeBusyStatus(w, f, status, msg)
 			return
 		default:
-			g.writeError(w, f, status, "invalid_request_error", "", msg)
+			g.writeError(w, f, status, ErrInvalid, "", msg)
 			return
 		}
 		if err := checkJSONObject(b); err != nil {
-			g.writeError(w, f, http.StatusBadRequest, "invalid_request_error", "invalid_json", "steward gateway: request body is not valid JSON: "+err.Error())
+			g.writeError(w, f, http.StatusBadRequest, ErrInvalid, "invalid_json", "steward gateway: request body is not valid JSON: "+err.Error())
 			return
 		}
-		body, injected = injectStreamUsage(r.URL.Path, b)
+		body, injected = own.Prepare(r.URL.Path, b)
 	}
-	est := g.estimate(r.URL.Path, body, g.pricesOf(a))
+	est := g.estimate(own, r.URL.Path, body, g.pricesOf(a))
 	if !g.reserve(est.cost) {
 		g.refuseBudget(w, f, a, est)
 		return
@@ -226,8 +164,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	g.win.requests++
 	g.mu.Unlock()
-	w, r, call := g.captureBegin(w, r, a, body, injected)
-	in, out, failed := g.forward(w, r, f, a, body, injected, est)
+	w, r, call := g.captureBegin(w, r, own, a, body, injected)
+	in, out, failed := g.forward(w, r, exchange{client: f, route: own}, a, body, injected, est)
 	g.charge(a, in, out, failed)
 	g.captureEnd(call, in, out, g.pricesOf(a))
 }
@@ -291,44 +229,6 @@ func checkJSONObject(b []byte) error {
 	return nil
 }
 
-// injectStreamUsage asks OpenAI chat/completions streams for their final
-// usage chunk when the client did not, so the attempt is charged; the
-// gateway then leaves that chunk out of what the client sees.
-func injectStreamUsage(path string, raw []byte) ([]byte, bool) {
-	if (path != "/v1/chat/completions" && path != "/v1/completions") || !bytes.Contains(raw, []byte(`"stream"`)) {
-		return raw, false
-	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(raw, &obj) != nil {
-		return raw, false
-	}
-	var stream bool
-	if s, ok := obj["stream"]; !ok || json.Unmarshal(s, &stream) != nil || !stream {
-		return raw, false
-	}
-	so := map[string]json.RawMessage{}
-	if s, ok := obj["stream_options"]; ok && !bytes.Equal(bytes.TrimSpace(s), []byte("null")) {
-		if json.Unmarshal(s, &so) != nil {
-			return raw, false
-		}
-		var inc bool
-		if v, ok := so["include_usage"]; ok && json.Unmarshal(v, &inc) == nil && inc {
-			return raw, false
-		}
-	}
-	so["include_usage"] = json.RawMessage("true")
-	sb, err := json.Marshal(so)
-	if err != nil {
-		return raw, false
-	}
-	obj["stream_options"] = sb
-	nb, err := json.Marshal(obj)
-	if err != nil {
-		return raw, false
-	}
-	return nb, true
-}
-
 func (g *Gateway) upstreamURL(r *http.Request) string {
 	base := strings.TrimSuffix(g.base.String(), "/")
 	p := r.URL.Path
@@ -348,39 +248,14 @@ func (g *Gateway) upstreamURL(r *http.Request) string {
 func forwardQuery(q url.Values) string {
 	out := url.Values{}
 	for k, vs := range q {
-		if queryAllowed[k] {
+		if queryAllowed(k) {
 			out[k] = vs
 		}
 	}
 	return out.Encode()
 }
 
-var queryAllowed = map[string]bool{
-	"beta": true, "api-version": true,
-	"limit": true, "after": true, "before": true, "after_id": true, "before_id": true, "order": true,
-}
-
-// forwardHeader reports whether a sandbox's request header goes on to the
-// upstream: an allowlist of what the OpenAI and Anthropic SDKs send
-// (content negotiation, their version and beta flags, idempotency, their
-// X-Stainless-* telemetry). Anything else (X-Forwarded-*, Forwarded,
-// X-Original-URL, a method override, another organization or project,
-// cookies, the sandbox's own credentials) never reaches the upstream with
-// the real key. k is canonical (net/http's form).
-func forwardHeader(k string) bool {
-	if headerAllowed[k] {
-		return true
-	}
-	return strings.HasPrefix(k, "X-Stainless-")
-}
-
-var headerAllowed = map[string]bool{
-	"Accept": true, "Content-Type": true, "User-Agent": true, "Idempotency-Key": true,
-	"Openai-Beta": true, "X-Client-Request-Id": true,
-	"Anthropic-Version": true, "Anthropic-Beta": true, "Anthropic-Dangerous-Direct-Browser-Access": true,
-}
-
-func (g *Gateway) newUpstreamRequest(ctx context.Context, r *http.Request, body []byte) (*http.Request, error) {
+func (g *Gateway) newUpstreamRequest(ctx context.Context, r *http.Request, f API, body []byte) (*http.Request, error) {
 	var rd io.Reader = http.NoBody
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -401,20 +276,10 @@ func (g *Gateway) newUpstreamRequest(ctx context.Context, r *http.Request, body 
 			req.Header.Set("Content-Type", "application/json")
 		}
 	}
-	// The key goes where the route's wire format expects it: an Anthropic
+	// The key goes where the client's wire format expects it: an Anthropic
 	// upstream's OpenAI-compatible routes and an OpenAI-compatible upstream's
 	// /v1/messages each take the key their route's SDK would send.
-	switch g.format(r) {
-	case formatAnthropic:
-		req.Header.Set("x-api-key", g.cfg.APIKey)
-		if req.Header.Get("anthropic-version") == "" {
-			req.Header.Set("anthropic-version", "2023-06-01")
-		}
-	default:
-		if g.cfg.APIKey != "" {
-			req.Header.Set("Authorization", "Bearer "+g.cfg.APIKey)
-		}
-	}
+	f.Authorize(req.Header, g.cfg.APIKey)
 	return req, nil
 }
 
@@ -467,7 +332,8 @@ func (g *Gateway) upstreamContext(client context.Context) (context.Context, cont
 
 // forward sends the request upstream with retries and writes the answer.
 // It returns the tokens to charge and whether the agent saw an error.
-func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, a *attempt, body []byte, injected bool, est estimate) (in, out int64, failed bool) {
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x exchange, a *attempt, body []byte, injected bool, est estimate) (in, out int64, failed bool) {
+	f := x.client
 	ctx := r.Context()
 	a.mu.Lock()
 	hooks := a.hooks
@@ -480,17 +346,17 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 		t, err := g.ctl.Acquire(ctx)
 		if err != nil {
 			// The sandbox went away (or the gateway is stopping); tell it if it still listens.
-			g.writeError(w, f, http.StatusServiceUnavailable, "api_error", "", "steward gateway: stopped waiting for an upstream connection: "+err.Error())
+			g.writeError(w, f, http.StatusServiceUnavailable, ErrUpstream, "", "steward gateway: stopped waiting for an upstream connection: "+err.Error())
 			return 0, 0, true
 		}
 		t.RetryOf(prev)
 		prev = t
 		upCtx, upDone := g.upstreamContext(ctx)
-		req, err := g.newUpstreamRequest(upCtx, r, body)
+		req, err := g.newUpstreamRequest(upCtx, r, f, body)
 		if err != nil {
 			upDone()
 			g.ctl.Done(t, OutcomeCancelled, RateInfo{})
-			g.writeError(w, f, http.StatusInternalServerError, "api_error", "", "steward gateway: "+err.Error())
+			g.writeError(w, f, http.StatusInternalServerError, ErrUpstream, "", "steward gateway: "+err.Error())
 			return 0, 0, true
 		}
 		resp, err := g.transport.RoundTrip(req)
@@ -532,13 +398,13 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 			g.ctl.Done(t, OutcomeError, info)
 			g.logf("attempt %s: upstream answered a redirect (%d); not followed", a.id, resp.StatusCode)
 			a.upstreamFailed()
-			g.writeError(w, f, http.StatusBadGateway, "api_error", "upstream_redirect",
+			g.writeError(w, f, http.StatusBadGateway, ErrUpstream, "upstream_redirect",
 				fmt.Sprintf("steward gateway: the upstream answered with a redirect (%d), which the gateway does not follow", resp.StatusCode))
 			return 0, 0, true
 		}
 		if err == nil && !retryableStatus(resp.StatusCode) {
 			var retry bool
-			in, out, failed, retry = g.relay(w, resp, f, t, info, injected, ctx, est)
+			in, out, failed, retry = g.relay(w, resp, x, t, info, injected, ctx, est)
 			upDone()
 			if !retry {
 				if resp.StatusCode >= 500 {
@@ -556,15 +422,11 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 			upDone()
 			status, lastHdr = resp.StatusCode, resp.Header
 			if status == http.StatusTooManyRequests {
-				if why, spend := spendLimit(resp.Header, lastBody); spend {
+				if why, spend := x.route.SpendLimit(resp.Header, lastBody); spend {
 					g.ctl.Done(t, OutcomeError, info)
 					g.logf("attempt %s: upstream refused for its spend limit (%s); not retried", a.id, why)
 					a.upstreamFailed()
-					typ := "insufficient_quota"
-					if f == formatAnthropic {
-						typ = "rate_limit_error"
-					}
-					g.writeError(w, f, http.StatusTooManyRequests, typ, "insufficient_quota",
+					g.writeError(w, f, http.StatusTooManyRequests, ErrSpendLimit, "insufficient_quota",
 						fmt.Sprintf("steward gateway: the upstream refused the request because the account's spend limit or quota is exhausted (%s); this is not congestion and was not retried: check the provider account's billing and limits. Upstream said: %s", why, strings.TrimSpace(string(lastBody))))
 					return 0, 0, true
 				}
@@ -587,7 +449,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 				w.WriteHeader(status)
 				_, _ = w.Write(g.scrubBytes(lastBody))
 			} else {
-				g.writeError(w, f, http.StatusBadGateway, "api_error", "upstream_unreachable",
+				g.writeError(w, f, http.StatusBadGateway, ErrUpstream, "upstream_unreachable",
 					fmt.Sprintf("steward gateway: %s; gave up after %d tries", reason, try+1))
 			}
 			return 0, 0, true
@@ -616,7 +478,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f wireFormat, 
 				// doing, as when the retries run out (issue 23 item 10).
 				a.upstreamFailed()
 			}
-			g.writeError(w, f, http.StatusServiceUnavailable, "api_error", "", fmt.Sprintf("steward gateway: %s; the retry was abandoned: %v", reason, why))
+			g.writeError(w, f, http.StatusServiceUnavailable, ErrUpstream, "", fmt.Sprintf("steward gateway: %s; the retry was abandoned: %v", reason, why))
 			return 0, 0, true
 		}
 	}
@@ -649,15 +511,16 @@ func (g *Gateway) copyHeaders(dst, src http.Header) {
 // whatever the status; a secret split across reads is still caught. When the
 // client goes away mid-answer, the rest is read (for CutDrain at most) to
 // charge its usage; an answer whose usage never came is charged the estimate.
-func (g *Gateway) relay(w http.ResponseWriter, resp *http.Response, f wireFormat, t *Ticket, info RateInfo, injected bool, client context.Context, est estimate) (in, out int64, failed, retry bool) {
+func (g *Gateway) relay(w http.ResponseWriter, resp *http.Response, x exchange, t *Ticket, info RateInfo, injected bool, client context.Context, est estimate) (in, out int64, failed, retry bool) {
 	defer resp.Body.Close()
-	m := &usageMeter{}
+	f := x.client
+	m := &usageMeter{api: x.route}
 	failed = resp.StatusCode >= 400
 	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 		// The gateway scrubs plain bytes only; it never asks for an encoding
 		// it does not decode (the transport decodes gzip itself).
 		g.ctl.Done(t, OutcomeError, info)
-		g.writeError(w, f, http.StatusBadGateway, "api_error", "upstream_encoding",
+		g.writeError(w, f, http.StatusBadGateway, ErrUpstream, "upstream_encoding",
 			fmt.Sprintf("steward gateway: the upstream answered with a content encoding (%s) the gateway did not ask for", ce))
 		return 0, 0, true, false
 	}

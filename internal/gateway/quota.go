@@ -96,10 +96,10 @@ func (a *attempt) release(e estimate) {
 
 // refuseLimit answers a call over the attempt's quota: 429 would be
 // retried by the SDKs, so it is the status the provider gives a request it
-// will not serve for this client (OpenAI 403 insufficient_quota-like
-// "limit_reached", Anthropic 403 permission_error), with the message naming
-// the bound.
-func (g *Gateway) refuseLimit(w http.ResponseWriter, f wireFormat, a *attempt, which string) {
+// will not serve for this client (ErrLimit: OpenAI 403 insufficient_quota
+// with code "limit_reached", Anthropic 403 permission_error), with the
+// message naming the bound.
+func (g *Gateway) refuseLimit(w http.ResponseWriter, f API, a *attempt, which string) {
 	a.mu.Lock()
 	q := a.quota.q
 	a.mu.Unlock()
@@ -115,11 +115,7 @@ func (g *Gateway) refuseLimit(w http.ResponseWriter, f wireFormat, a *attempt, w
 		bound = fmt.Sprintf("its $%.4f is spent (with what calls in flight may still spend)", q.CostUSD)
 	}
 	msg := "steward gateway: this attempt has reached its limit: " + bound + "; it makes no more model calls (limit: " + which + ")"
-	typ := "insufficient_quota"
-	if f == formatAnthropic {
-		typ = "permission_error"
-	}
-	g.writeError(w, f, http.StatusForbidden, typ, "limit_reached", msg)
+	g.writeError(w, f, http.StatusForbidden, ErrLimit, "limit_reached", msg)
 }
 
 // RemainingPath is where an attempt asks what it has left (GET, with its

@@ -10,20 +10,40 @@ import (
 	"time"
 )
 
-var quotaHeaders = [][2]string{
-	{"x-ratelimit-limit-requests", "x-ratelimit-remaining-requests"},
-	{"x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens"},
-	{"anthropic-ratelimit-requests-limit", "anthropic-ratelimit-requests-remaining"},
-	{"anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-tokens-remaining"},
-	{"anthropic-ratelimit-input-tokens-limit", "anthropic-ratelimit-input-tokens-remaining"},
-	{"anthropic-ratelimit-output-tokens-limit", "anthropic-ratelimit-output-tokens-remaining"},
+// rateHeaders are the registered formats' rate-limit headers, the
+// fallback's first: one upstream answers a gateway, so whichever format's
+// headers it sends are read.
+func rateHeaders() []RateHeaders {
+	var out []RateHeaders
+	for _, a := range envOrder() {
+		out = append(out, a.RateHeaders())
+	}
+	return out
 }
 
-// ParseRateInfo reads the providers' rate-limit headers. now resolves a
-// Retry-After given as an HTTP date.
+// bucketHeaders are the requests [0] and tokens [1] buckets' (limit,
+// remaining, reset) headers of every format, for parseBuckets.
+func bucketHeaders() [2][][3]string {
+	var out [2][][3]string
+	for _, rh := range rateHeaders() {
+		for k, b := range [2][3]string{rh.Requests, rh.Tokens} {
+			if b[0] != "" {
+				out[k] = append(out[k], b)
+			}
+		}
+	}
+	return out
+}
+
+// ParseRateInfo reads the rate-limit headers of every registered format
+// (API.RateHeaders). now resolves a Retry-After given as an HTTP date.
 func ParseRateInfo(h http.Header, now time.Time) RateInfo {
 	info := RateInfo{Fraction: -1, Remaining: -1}
-	for _, p := range quotaHeaders {
+	var quotas [][2]string
+	for _, rh := range rateHeaders() {
+		quotas = append(quotas, rh.Quotas...)
+	}
+	for _, p := range quotas {
 		rs := h.Get(p[1])
 		if rs == "" {
 			continue
@@ -49,12 +69,20 @@ func ParseRateInfo(h http.Header, now time.Time) RateInfo {
 	}
 	info.RetryAfter = retryAfter(h, now)
 	info.Buckets = parseBuckets(h, now)
-	info.RequestsPerMinute = headerMin(h, "x-ratelimit-limit-requests", "anthropic-ratelimit-requests-limit")
-	info.TokensPerMinute = headerMin(h, "x-ratelimit-limit-tokens", "anthropic-ratelimit-tokens-limit")
-	info.RequestsBank = bank(h, "x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests",
-		"anthropic-ratelimit-requests-limit", "anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset")
-	info.TokensBank = bank(h, "x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens",
-		"anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset")
+	buckets := bucketHeaders()
+	var rpm, tpm, reqs, toks []string
+	for _, b := range buckets[0] {
+		rpm = append(rpm, b[0])
+		reqs = append(reqs, b[:]...)
+	}
+	for _, b := range buckets[1] {
+		tpm = append(tpm, b[0])
+		toks = append(toks, b[:]...)
+	}
+	info.RequestsPerMinute = headerMin(h, rpm...)
+	info.TokensPerMinute = headerMin(h, tpm...)
+	info.RequestsBank = bank(h, reqs...)
+	info.TokensBank = bank(h, toks...)
 	return info
 }
 
@@ -122,7 +150,9 @@ func hasRetryAfter(h http.Header) bool {
 }
 
 // spendLimit reports whether a 429 is a spend-limit (quota, billing)
-// refusal rather than congestion, and a short reason.
+// refusal rather than congestion, and a short reason, in the words OpenAI,
+// Anthropic and the servers compatible with them use (their
+// API.SpendLimit).
 func spendLimit(h http.Header, body []byte) (string, bool) {
 	if hasRetryAfter(h) {
 		return "", false

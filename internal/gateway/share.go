@@ -98,17 +98,12 @@ func (b Bucket) interval() float64 {
 	return b.Reset.Seconds() / (1 - f)
 }
 
-// parseBuckets reads the requests and tokens buckets (OpenAI's
-// x-ratelimit-*, or Anthropic's anthropic-ratelimit-*; Anthropic's reset is
-// a time, to the second).
+// parseBuckets reads the requests and tokens buckets (each format's
+// RateHeaders: OpenAI's x-ratelimit-*, Anthropic's anthropic-ratelimit-*,
+// whose reset is a time, to the second).
 func parseBuckets(h http.Header, now time.Time) [2]Bucket {
 	var out [2]Bucket
-	names := [2][2][3]string{
-		{{"x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"},
-			{"anthropic-ratelimit-requests-limit", "anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset"}},
-		{{"x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"},
-			{"anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset"}},
-	}
+	names := bucketHeaders()
 	for k := range names {
 		for _, n := range names[k] {
 			ls, rs, ts := h.Get(n[0]), h.Get(n[1]), strings.TrimSpace(h.Get(n[2]))

@@ -3,88 +3,30 @@ package gateway
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"io"
 	"net/http"
 )
 
-type usageFields struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-	InputTokens      int64 `json:"input_tokens"`
-	OutputTokens     int64 `json:"output_tokens"`
-	CacheCreation    int64 `json:"cache_creation_input_tokens"`
-	CacheRead        int64 `json:"cache_read_input_tokens"`
-}
-
-func (u *usageFields) tokens() (in, out int64) {
-	if u == nil {
-		return 0, 0
-	}
-	in = u.PromptTokens + u.InputTokens + u.CacheCreation + u.CacheRead
-	out = u.CompletionTokens + u.OutputTokens
-	return in, out
-}
-
-type usageHolder struct {
-	Usage    *usageFields `json:"usage"`
-	Response *struct {
-		Usage *usageFields `json:"usage"`
-	} `json:"response"`
-	Message *struct {
-		Usage *usageFields `json:"usage"`
-	} `json:"message"`
-	Choices json.RawMessage `json:"choices"`
-}
-
-// usageMeter keeps the largest input and output counts seen in a response:
-// OpenAI reports usage once; Anthropic's stream reports input in
-// message_start and cumulative output in message_delta.
+// usageMeter keeps the largest input and output counts seen in a response
+// (a format may report usage once, or, as Anthropic's stream does, input
+// at the start and cumulative output later).
 type usageMeter struct {
+	api     API // the route's format
 	in, out int64
 	seen    bool
 }
 
-var usageKey = []byte(`"usage"`)
-
-// observe reads usage from one JSON document; usageOnly reports a chunk that
-// carries usage with no choices (the extra chunk include_usage adds).
+// observe reads usage from one JSON document as the route's format
+// reports it; usageOnly reports a chunk that carries usage and nothing else
+// (the extra chunk OpenAI's include_usage adds).
 func (m *usageMeter) observe(doc []byte) (usageOnly bool) {
-	if !bytes.Contains(doc, usageKey) {
-		return false
-	}
-	var h usageHolder
-	if json.Unmarshal(doc, &h) != nil {
-		return false
-	}
-	for _, u := range []*usageFields{h.Usage, respUsage(h), msgUsage(h)} {
-		if u == nil {
-			continue
-		}
-		in, out := u.tokens()
+	in, out, ok, usageOnly := usageOf(m.api, doc)
+	if ok {
 		m.seen = true
-		if in > m.in {
-			m.in = in
-		}
-		if out > m.out {
-			m.out = out
-		}
+		m.in = max(m.in, in)
+		m.out = max(m.out, out)
 	}
-	return h.Usage != nil && bytes.Equal(bytes.TrimSpace(h.Choices), []byte("[]"))
-}
-
-func respUsage(h usageHolder) *usageFields {
-	if h.Response == nil {
-		return nil
-	}
-	return h.Response.Usage
-}
-
-func msgUsage(h usageHolder) *usageFields {
-	if h.Message == nil {
-		return nil
-	}
-	return h.Message.Usage
+	return usageOnly
 }
 
 // copySSE copies an event stream from r to w event by event, flushing after
