@@ -78,7 +78,7 @@ func (anthropicAPI) ErrorBody(status int, kind ErrorKind, code, msg string) any 
 func (anthropicAPI) Call(_ string, body []byte) (string, bool) { return bodyModel(body) }
 
 func (anthropicAPI) Prepare(_ string, body []byte) ([]byte, bool) { return body, false }
-func (anthropicAPI) Unprepare(_ string, body []byte) []byte      { return body }
+func (anthropicAPI) Unprepare(_ string, body []byte) []byte       { return body }
 
 // Estimate: messages are billed, up to max_tokens; counting tokens is free.
 func (anthropicAPI) Estimate(path string, body []byte, defaultOut int64) (int64, bool) {
