@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/steward-evals/steward/internal/evalset"
+	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/score"
 )
@@ -78,35 +78,18 @@ func (e *Executor) modelJudge(ctx context.Context, t *evalset.Task, s *evalset.S
 }
 
 // askGrader sends one grading prompt in the eval set's upstream's wire
-// format (Anthropic messages, else OpenAI chat completions) and returns
-// the reply's text.
+// format (gateway.ClientAPI: Anthropic messages, OpenAI chat completions,
+// …) and returns the reply's text.
 func (e *Executor) askGrader(ctx context.Context, model, prompt string, maxTokens int, token string) (string, error) {
-	anthropic := e.x.Plan.EvalSet.Model.Upstream == "anthropic"
-	msgs := []map[string]string{{"role": "user", "content": prompt}}
-	var body any
-	path := "/v1/chat/completions"
-	if anthropic {
-		path = "/v1/messages"
-		body = map[string]any{"model": model, "max_tokens": maxTokens, "messages": msgs}
-	} else {
-		body = map[string]any{"model": model, "max_completion_tokens": maxTokens, "messages": msgs}
-	}
-	b, err := json.Marshal(body)
-	if err != nil {
-		return "", err
-	}
+	api := gateway.ClientAPI(e.x.Plan.EvalSet.Model.Upstream)
+	path, b := api.Ask(model, prompt, maxTokens)
 	for try := 1; ; try++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(e.x.JudgeURL, "/")+path, bytes.NewReader(b))
 		if err != nil {
 			return "", err
 		}
 		req.Header.Set("Content-Type", "application/json")
-		if anthropic {
-			req.Header.Set("x-api-key", token)
-			req.Header.Set("anthropic-version", "2023-06-01")
-		} else {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
+		api.Authorize(req.Header, token)
 		resp, err := judgeClient.Do(req)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -134,7 +117,7 @@ func (e *Executor) askGrader(ctx context.Context, model, prompt string, maxToken
 		if resp.StatusCode != http.StatusOK {
 			return "", &score.NoVerdict{Reason: fmt.Sprintf("model judge: grader %s answered HTTP %d: %s", model, resp.StatusCode, score.Tail(data, score.TailBytes))}
 		}
-		text, err := replyText(data, anthropic)
+		text, err := api.Reply(data)
 		if err != nil {
 			return string(data), &score.NoVerdict{Reason: fmt.Sprintf("model judge: grader %s: %v: %s", model, err, score.Tail(data, score.TailBytes))}
 		}
@@ -143,43 +126,3 @@ func (e *Executor) askGrader(ctx context.Context, model, prompt string, maxToken
 }
 
 var judgeClient = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 8}}
-
-// replyText is the text of a chat completion's first choice or of a
-// message's text blocks.
-func replyText(data []byte, anthropic bool) (string, error) {
-	if anthropic {
-		var m struct {
-			Content []struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			} `json:"content"`
-		}
-		if err := json.Unmarshal(data, &m); err != nil {
-			return "", fmt.Errorf("the answer is not a message: %v", err)
-		}
-		var b strings.Builder
-		for _, c := range m.Content {
-			if c.Type == "text" {
-				b.WriteString(c.Text)
-			}
-		}
-		if b.Len() == 0 {
-			return "", errors.New("the message has no text")
-		}
-		return b.String(), nil
-	}
-	var c struct {
-		Choices []struct {
-			Message struct {
-				Content *string `json:"content"`
-			} `json:"message"`
-		} `json:"choices"`
-	}
-	if err := json.Unmarshal(data, &c); err != nil {
-		return "", fmt.Errorf("the answer is not a chat completion: %v", err)
-	}
-	if len(c.Choices) == 0 || c.Choices[0].Message.Content == nil {
-		return "", errors.New("the chat completion has no text")
-	}
-	return *c.Choices[0].Message.Content, nil
-}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/eventlog"
+	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/run"
 	"github.com/steward-evals/steward/internal/sandbox"
@@ -108,7 +109,7 @@ ramp, and print the results table in discovery order.`,
 	fl.StringVar(&f.agent, "agent", "", "every task's agent command (replaces agent:, as if written there); oracle runs a Harbor dataset's reference solutions (docs/harbor.md)")
 	fl.StringVar(&f.model, "model", "", "the model's name (replaces model.name, as if written there: fingerprints and carry alike)")
 	fl.StringVar(&f.modelBaseURL, "model-base-url", "", "the upstream's base URL (replaces model.base_url)")
-	fl.StringVar(&f.upstream, "upstream", "", "the upstream: mock, openai or anthropic (replaces model.upstream)")
+	fl.StringVar(&f.upstream, "upstream", "", "the upstream: "+strings.Join(gateway.Upstreams(), ", ")+" (replaces model.upstream)")
 	fl.StringArrayVarP(&f.modelSettings, "model-setting", "M", nil, "a model setting key=value, the value read as YAML (-M temperature=0.2; repeatable; set over model.settings)")
 	fl.Var(rawFlag{&f.rawWorkers, "int"}, "max-workers", "worker processes to pack tasks into")
 	fl.Var(rawFlag{&f.rawTasks, "int"}, "max-tasks", "tasks running at once (default all)")

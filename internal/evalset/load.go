@@ -19,6 +19,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/secret"
 )
 
@@ -485,8 +486,8 @@ func applyModelFlags(m *Model, fl FleetOverrides, errs *Errors) {
 		m.Sources[key] = SourceFlag
 	}
 	if fl.Upstream != nil {
-		if u := strings.TrimSpace(*fl.Upstream); !oneOf(u, Upstreams) {
-			bad("--upstream", "%s", badEnum("upstream", u, Upstreams))
+		if u, ups := strings.TrimSpace(*fl.Upstream), gateway.Upstreams(); !oneOf(u, ups) {
+			bad("--upstream", "%s", badEnum("upstream", u, ups))
 		} else {
 			m.Upstream = u
 			from("upstream")

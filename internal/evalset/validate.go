@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/score"
 )
@@ -36,14 +37,13 @@ const (
 
 // Allowed values of the enumerated settings.
 var (
-	Networks  = []string{"gateway", "bridge", "isolated"}
-	Matches   = score.MatchNames()
-	Upstreams = []string{"mock", "openai", "anthropic"}
-	// ReservedEnv are set by Steward in every sandbox; a task may not set
-	// them, nor any other name starting with ReservedEnvPrefix.
-	ReservedEnv = []string{"OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"}
-	// DefaultAPIKeyEnv is the api_key_env used when none is given.
-	DefaultAPIKeyEnv = map[string]string{"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+	Networks = []string{"gateway", "bridge", "isolated"}
+	Matches  = score.MatchNames()
+	// The upstreams (model.upstream), the api_key_env of each when none is
+	// given, and the variables Steward sets in every sandbox (a task may not
+	// set them, nor any other name starting with ReservedEnvPrefix) are the
+	// gateway's registered wire formats': gateway.Upstreams,
+	// gateway.DefaultKeyEnv and gateway.EnvNames.
 )
 
 var (
@@ -221,8 +221,8 @@ func (v *validator) model() {
 	m := &v.es.Model
 	if m.Upstream == "" {
 		m.Upstream = DefaultUpstream
-	} else if !oneOf(m.Upstream, Upstreams) && m.Sources["upstream"] == "" {
-		v.errf("model.upstream", "%s", badEnum("upstream", m.Upstream, Upstreams))
+	} else if ups := gateway.Upstreams(); !oneOf(m.Upstream, ups) && m.Sources["upstream"] == "" {
+		v.errf("model.upstream", "%s", badEnum("upstream", m.Upstream, ups))
 	}
 	if m.BaseURL != "" && m.Sources["base_url"] == "" {
 		if msg := checkBaseURL(m.BaseURL); msg != "" {
@@ -230,7 +230,7 @@ func (v *validator) model() {
 		}
 	}
 	if m.APIKeyEnv == "" {
-		m.APIKeyEnv = DefaultAPIKeyEnv[m.Upstream]
+		m.APIKeyEnv = gateway.DefaultKeyEnv(m.Upstream)
 	} else if !envNameRE.MatchString(m.APIKeyEnv) {
 		v.errf("model.api_key_env", "%q is not an environment variable name (it names the variable holding the key, not the key)", m.APIKeyEnv)
 	}
@@ -449,7 +449,7 @@ func (v *validator) env(tp string, t *Task) {
 		switch {
 		case !envNameRE.MatchString(k):
 			v.errf(kp, "%q is not an environment variable name", k)
-		case oneOf(k, ReservedEnv):
+		case oneOf(k, gateway.EnvNames()):
 			v.errf(kp, "%s is set by Steward in every sandbox and cannot be overridden", k)
 		case strings.HasPrefix(k, ReservedEnvPrefix):
 			v.errf(kp, "names starting with %s are reserved for the variables Steward sets", ReservedEnvPrefix)

@@ -3,6 +3,8 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -268,4 +270,34 @@ func (a *anthropicAssembler) doc() []byte {
 	a.msg["content"] = content
 	b, _ := json.Marshal(a.msg)
 	return b
+}
+
+// Ask is a message of one user turn.
+func (anthropicAPI) Ask(model, prompt string, maxTokens int) (string, []byte) {
+	b, _ := json.Marshal(map[string]any{"model": model, "max_tokens": maxTokens,
+		"messages": []map[string]string{{"role": "user", "content": prompt}}})
+	return "/v1/messages", b
+}
+
+// Reply is the text of a message's text blocks.
+func (anthropicAPI) Reply(data []byte) (string, error) {
+	var m struct {
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return "", fmt.Errorf("the answer is not a message: %v", err)
+	}
+	var b strings.Builder
+	for _, c := range m.Content {
+		if c.Type == "text" {
+			b.WriteString(c.Text)
+		}
+	}
+	if b.Len() == 0 {
+		return "", errors.New("the message has no text")
+	}
+	return b.String(), nil
 }

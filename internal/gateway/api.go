@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/steward-evals/steward/internal/secret"
 )
 
 // API is one upstream wire format the gateway speaks (issue 26 item 4):
@@ -82,6 +84,11 @@ type API interface {
 	// Env is what a sandbox needs to reach the gateway at baseURL with
 	// token in this format (the variables its SDKs read).
 	Env(baseURL, token string) []string
+	// Ask is one user prompt to model with at most maxTokens of answer in
+	// this format (the model judge's call, sent to the gateway with
+	// Authorize's header), and Reply the answer's text.
+	Ask(model, prompt string, maxTokens int) (path string, body []byte)
+	Reply(data []byte) (string, error)
 }
 
 // Upstream describes a format as the run's upstream.
@@ -144,8 +151,9 @@ var (
 	apis   []API // sorted by name
 )
 
-// Register adds a wire format; each format's file calls it from init. It
-// panics on a second format of the same name.
+// Register adds a wire format, and its key variable to the secret
+// variables (secret.AddEnvNames); each format's file calls it from init.
+// It panics on a second format of the same name.
 func Register(a API) {
 	apisMu.Lock()
 	defer apisMu.Unlock()
@@ -155,6 +163,7 @@ func Register(a API) {
 		}
 	}
 	apis = append(apis, a)
+	secret.AddEnvNames(a.Upstream().KeyEnv)
 	slices.SortFunc(apis, func(x, y API) int { return strings.Compare(x.Name(), y.Name()) })
 }
 
@@ -187,6 +196,16 @@ func Upstreams() []string {
 		out = append(out, a.Name())
 	}
 	return out
+}
+
+// ClientAPI is the format a client of the run's upstream speaks: the
+// upstream's own, or the fallback's for the mock (which speaks it too).
+func ClientAPI(upstream string) API {
+	if a, ok := LookupAPI(upstream); ok {
+		return a
+	}
+	a, _ := LookupAPI(fallbackAPI)
+	return a
 }
 
 // DefaultKeyEnv is the variable an upstream's key is read from when the

@@ -3,6 +3,8 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -448,4 +450,29 @@ func (o *openaiAssembler) doc() []byte {
 	}
 	b, _ := json.Marshal(doc)
 	return b
+}
+
+// Ask is a chat completion of one user message.
+func (openaiAPI) Ask(model, prompt string, maxTokens int) (string, []byte) {
+	b, _ := json.Marshal(map[string]any{"model": model, "max_completion_tokens": maxTokens,
+		"messages": []map[string]string{{"role": "user", "content": prompt}}})
+	return "/v1/chat/completions", b
+}
+
+// Reply is the text of a chat completion's first choice.
+func (openaiAPI) Reply(data []byte) (string, error) {
+	var c struct {
+		Choices []struct {
+			Message struct {
+				Content *string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return "", fmt.Errorf("the answer is not a chat completion: %v", err)
+	}
+	if len(c.Choices) == 0 || c.Choices[0].Message.Content == nil {
+		return "", errors.New("the chat completion has no text")
+	}
+	return *c.Choices[0].Message.Content, nil
 }

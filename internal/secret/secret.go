@@ -8,6 +8,7 @@ package secret
 import (
 	"bytes"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -31,6 +32,18 @@ var EnvNames = []string{
 	"GITHUB_TOKEN", "INPUT_GITHUB-TOKEN", "INPUT_GITHUB_TOKEN",
 	"ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
 	"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "STEWARD_API_KEY",
+}
+
+// AddEnvNames adds variables to EnvNames, each once: a package that knows
+// more of them adds them from its init function (the gateway's wire
+// formats, their key variables: gateway.Register). Call it from init only;
+// EnvNames is read without a lock.
+func AddEnvNames(names ...string) {
+	for _, n := range names {
+		if n != "" && !slices.Contains(EnvNames, n) {
+			EnvNames = append(EnvNames, n)
+		}
+	}
 }
 
 // Names is EnvNames followed by the given names (the eval set's key

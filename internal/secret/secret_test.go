@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -77,5 +78,15 @@ func TestClipped(t *testing.T) {
 	}
 	if got := s.Clipped("plain text, nothing secret…"); got != "plain text, nothing secret…" {
 		t.Errorf("Clipped changed an innocent text: %q", got)
+	}
+}
+
+// A name added at init joins EnvNames once, whatever the repeats.
+func TestAddEnvNames(t *testing.T) {
+	saved := slices.Clone(EnvNames)
+	defer func() { EnvNames = saved }()
+	AddEnvNames("NEW_KEY", "", "NEW_KEY", EnvNames[0])
+	if len(EnvNames) != len(saved)+1 || EnvNames[len(EnvNames)-1] != "NEW_KEY" {
+		t.Fatalf("EnvNames %v", EnvNames)
 	}
 }
