@@ -330,6 +330,25 @@ func token(h http.Header) string {
 	return ""
 }
 
+// credentialHint names where the formats take the token ("Authorization:
+// Bearer or X-Api-Key"), as each format's Authorize writes a key.
+func credentialHint() string {
+	var hs []string
+	for _, a := range envOrder() {
+		h := http.Header{}
+		a.Authorize(h, "stw-hint")
+		for k, vs := range h {
+			if len(vs) == 1 && strings.Contains(vs[0], "stw-hint") {
+				hs = append(hs, strings.TrimSpace(k+": "+strings.TrimSuffix(vs[0], "stw-hint")))
+			}
+		}
+	}
+	for i := range hs {
+		hs[i] = strings.TrimSuffix(hs[i], ":")
+	}
+	return orList(hs)
+}
+
 // usageOf reads a document's usage as the route's format reports it.
 func usageOf(a API, doc []byte) (in, out int64, ok, usageOnly bool) {
 	if a == nil {

@@ -110,7 +110,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tok := token(r.Header)
 	a, wrongAddr := g.lookup(tok, r.RemoteAddr)
 	if a == nil {
-		msg := "steward gateway: missing attempt token (send it as Authorization: Bearer or x-api-key)"
+		msg := "steward gateway: missing attempt token (send it as " + credentialHint() + ")"
 		switch {
 		case wrongAddr:
 			msg = "steward gateway: this token belongs to another sandbox and is not valid from this address"
