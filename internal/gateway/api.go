@@ -233,15 +233,15 @@ func EnvNames() []string {
 func Env(baseURL, token string) []string {
 	baseURL = strings.TrimSuffix(baseURL, "/")
 	var out []string
-	for _, a := range envOrder() {
+	for _, a := range fallbackFirst() {
 		out = append(out, a.Env(baseURL, token)...)
 	}
 	return out
 }
 
-// envOrder puts the fallback first (OPENAI_* before the others, as the
+// fallbackFirst puts the fallback first (OPENAI_* before the others, as the
 // sandboxes have always seen them).
-func envOrder() []API {
+func fallbackFirst() []API {
 	all := APIs()
 	slices.SortStableFunc(all, func(x, y API) int {
 		switch {
@@ -334,7 +334,7 @@ func token(h http.Header) string {
 // Bearer or X-Api-Key"), as each format's Authorize writes a key.
 func credentialHint() string {
 	var hs []string
-	for _, a := range envOrder() {
+	for _, a := range fallbackFirst() {
 		h := http.Header{}
 		a.Authorize(h, "stw-hint")
 		for k, vs := range h {

@@ -15,7 +15,7 @@ import (
 // headers it sends are read.
 func rateHeaders() []RateHeaders {
 	var out []RateHeaders
-	for _, a := range envOrder() {
+	for _, a := range fallbackFirst() {
 		out = append(out, a.RateHeaders())
 	}
 	return out
