@@ -55,12 +55,12 @@ func readHarborReport(t *testing.T, j *ghJob, res *stepResult) harborReport {
 
 // A Harbor dataset in the action, sharded: docs/harbor.md's workflow (a
 // matrix of two shards, then a merge job with the verdict against main's
-// record) on testdata/harbor's four tasks with the oracle. A push to main
-// runs every task across the shards, each shard's ramp tending it; a pull
-// request with nothing changed then runs no attempt (everything carried from
-// the push's shard runs) and its merge comments the verdict unchanged; a
-// second push to the pull request carries again and updates the same
-// sticky comment.
+// record) on testdata/harbor's four tasks and testdata/harbor-compose's
+// compose task, with the oracle. A push to main runs every task across the
+// shards, each shard's ramp tending it; a pull request with nothing changed
+// then runs no attempt (everything carried from the push) and its merge
+// comments the verdict unchanged; a second push to the pull request carries
+// again and updates the same sticky comment.
 func runnerHarborSharded(t *testing.T, img string) {
 	r := newGHRunner(t, img)
 	const pr = 17
@@ -76,6 +76,11 @@ func runnerHarborSharded(t *testing.T, img string) {
 		for _, env := range envs {
 			harborBusybox(t, env, "", "cmd/steward runner harbor-sharded")
 		}
+		// And the compose task: main and a web service, built here too.
+		copyTree(t, "../../testdata/harbor-compose/web-service", filepath.Join(ds, "web-service"))
+		for _, c := range []struct{ ctx, dockerfile string }{{"main", ""}, {"web", "web.Dockerfile"}} {
+			harborBusybox(t, filepath.Join(ds, "web-service", "environment", c.ctx), c.dockerfile, "cmd/steward runner harbor-sharded "+c.ctx)
+		}
 		writeFile(t, filepath.Join(ws, "evals", "terminal-bench.yaml"), `name: terminal-bench
 tasks:
   - name: terminal-bench
@@ -87,7 +92,7 @@ tasks:
 		// sandboxes, lasts several of them.
 		writeFile(t, filepath.Join(ws, "evals", "_steward.yaml"), "tend_interval: 200ms\n")
 	}
-	samples := []string{"reward-json", "system-state", "timeout", "write-file"}
+	samples := []string{"reward-json", "system-state", "timeout", "web-service", "write-file"}
 
 	// One workflow run: every action step checked; the shards' reports and
 	// the merge's returned.
