@@ -9,9 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	sbdocker "github.com/steward-evals/steward/internal/sandbox/docker"
-	"github.com/steward-evals/steward/internal/sandbox/docker/dockertest"
 )
 
 // A Harbor task with a compose environment (testdata/harbor-compose:
@@ -30,32 +27,9 @@ func TestHarborComposeOracleAndDoNothing(t *testing.T) {
 	if err := os.CopyFS(ds, os.DirFS("../../testdata/harbor-compose")); err != nil {
 		t.Fatal(err)
 	}
-	bb, err := os.ReadFile(dockertest.BusyboxPath)
-	if err != nil {
-		t.Fatalf("static busybox needed (apt-get install -y busybox-static): %v", err)
-	}
 	env := filepath.Join(ds, "web-service", "environment")
-	for _, c := range []struct{ ctx, dockerfile string }{{"main", "Dockerfile"}, {"web", "web.Dockerfile"}} {
-		cd := filepath.Join(env, c.ctx)
-		if err := os.WriteFile(filepath.Join(cd, "busybox"), bb, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		// This suite's own layer chain, removed at the end.
-		writeFile(t, filepath.Join(cd, "owner"), "cmd/steward harbor compose "+c.ctx+"\n")
-		df, err := os.ReadFile(filepath.Join(cd, c.dockerfile))
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, filepath.Join(cd, c.dockerfile), strings.Replace(string(df), "FROM scratch\n", "FROM scratch\nCOPY owner /etc/steward-test-owner\n", 1))
-		name := c.dockerfile
-		if name == "Dockerfile" {
-			name = ""
-		}
-		sum, err := sbdocker.BuildSum(cd, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { dockertest.RemoveBuilt(sum) })
+	for _, c := range []struct{ ctx, dockerfile string }{{"main", ""}, {"web", "web.Dockerfile"}} {
+		harborBusybox(t, filepath.Join(env, c.ctx), c.dockerfile, "cmd/steward harbor compose "+c.ctx)
 	}
 	writeFile(t, filepath.Join(dir, "steward.yaml"), `name: harbor-compose
 tasks:

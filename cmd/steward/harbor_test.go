@@ -25,26 +25,7 @@ func TestHarborExampleOracleAndDoNothing(t *testing.T) {
 	if err := os.CopyFS(dir, os.DirFS("../../examples/harbor")); err != nil {
 		t.Fatal(err)
 	}
-	env := filepath.Join(dir, "dataset", "hello-file", "environment")
-	bb, err := os.ReadFile(dockertest.BusyboxPath)
-	if err != nil {
-		t.Fatalf("static busybox needed (apt-get install -y busybox-static): %v", err)
-	}
-	if err := os.WriteFile(filepath.Join(env, "busybox"), bb, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// This suite's own layer chain (see testdata/images/busybox/Dockerfile), removed at the end.
-	writeFile(t, filepath.Join(env, "owner"), "cmd/steward harbor example\n")
-	df, err := os.ReadFile(filepath.Join(env, "Dockerfile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(env, "Dockerfile"), strings.Replace(string(df), "FROM scratch\n", "FROM scratch\nCOPY owner /etc/steward-test-owner\n", 1))
-	sum, err := sbdocker.ContextHash(env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dockertest.RemoveBuilt(sum) })
+	harborBusybox(t, filepath.Join(dir, "dataset", "hello-file", "environment"), "", "cmd/steward harbor example")
 
 	out, code := steward(t, dir, "launch", "--agent", "oracle", "steward.yaml")
 	if code != 0 || !strings.Contains(out, "1 passed · 0 failed · 0 errored") {
@@ -69,4 +50,35 @@ func TestHarborExampleOracleAndDoNothing(t *testing.T) {
 	if len(rep.Attempts) != 1 || rep.Attempts[0].Status != "failed" {
 		t.Fatalf("the do-nothing agent's attempts %+v, want one failed\n%s", rep.Attempts, stderr.String())
 	}
+}
+
+// harborBusybox readies a Harbor environment directory copied from the
+// repository for a build here: the static busybox beside its Dockerfile
+// (dockerfile; "" for Dockerfile), and this test's own layer chain (a file
+// naming owner copied first, see testdata/images/busybox/Dockerfile),
+// whose images are removed when the test ends.
+func harborBusybox(t *testing.T, env, dockerfile, owner string) {
+	t.Helper()
+	bb, err := os.ReadFile(dockertest.BusyboxPath)
+	if err != nil {
+		t.Fatalf("static busybox needed (apt-get install -y busybox-static): %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(env, "busybox"), bb, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(env, "owner"), owner+"\n")
+	name := dockerfile
+	if name == "" {
+		name = "Dockerfile"
+	}
+	df, err := os.ReadFile(filepath.Join(env, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(env, name), strings.Replace(string(df), "FROM scratch\n", "FROM scratch\nCOPY owner /etc/steward-test-owner\n", 1))
+	sum, err := sbdocker.BuildSum(env, dockerfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dockertest.RemoveBuilt(sum) })
 }

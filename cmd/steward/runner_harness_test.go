@@ -141,6 +141,9 @@ type ghRunner struct {
 	artifacts map[int]map[string]string // run id → name → host directory
 	ghStub    string                    // directory holding the gh stub
 	headSHA   string
+	// prepare, when set, is every new job's prepare (what a test's
+	// workspace holds beside the checkout, in every job of a workflow run).
+	prepare func(ws string)
 }
 
 // bridgeGateway is the address containers on the default bridge reach the
@@ -293,7 +296,7 @@ func permitsWrite(wf *workflow, j workflowJob) bool {
 
 func (r *ghRunner) newJob(wf *workflow, name, eventName string, event map[string]any, runID int, matrix map[string]string) *ghJob {
 	j := &ghJob{r: r, wf: wf, name: name, eventName: eventName, event: event, runID: runID, matrix: matrix,
-		steps: map[string]map[string]string{}, secrets: map[string]string{}, extraEnv: map[string]string{}}
+		steps: map[string]map[string]string{}, secrets: map[string]string{}, extraEnv: map[string]string{}, prepare: r.prepare}
 	fork := false
 	if eventName == "pull_request" {
 		fork = lookup(event, "pull_request.head.repo.full_name") != r.owner+"/"+r.repo

@@ -39,6 +39,7 @@ func TestRunnerFaithful(t *testing.T) {
 	t.Run("rate-limited", func(t *testing.T) { runnerRateLimited(t, img) })
 	t.Run("bad-input", func(t *testing.T) { runnerBadInput(t, img) })
 	t.Run("cancelled", func(t *testing.T) { runnerCancelled(t, img) })
+	t.Run("harbor-sharded", func(t *testing.T) { runnerHarborSharded(t, img) })
 }
 
 // report.json as the checks need it.

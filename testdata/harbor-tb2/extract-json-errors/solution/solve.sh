@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+grep '"level": "error"' /app/events.jsonl > /app/errors.jsonl

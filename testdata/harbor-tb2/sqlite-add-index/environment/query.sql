@@ -1,0 +1,1 @@
+SELECT SUM(total) FROM orders WHERE customer = 'c42';
