@@ -332,6 +332,17 @@ func lookup(m map[string]any, p string) any {
 	return cur
 }
 
+// ref is GITHUB_REF as the runner sets it for the job's event: a pull
+// request's merge ref, main's branch for a push or a workflow_run (the
+// github.ref expression and the environment read the same).
+func (j *ghJob) ref() string {
+	switch j.eventName {
+	case "push", "workflow_run":
+		return "refs/heads/main"
+	}
+	return "refs/pull/" + str(lookup(j.event, "pull_request.number")) + "/merge"
+}
+
 // expressions: the subset the shipped workflows use.
 
 func (j *ghJob) value(p string) any {
@@ -347,7 +358,7 @@ func (j *ghJob) value(p string) any {
 	case p == "github.sha":
 		return j.r.headSHA
 	case p == "github.ref":
-		return "refs/pull/17/merge"
+		return j.ref()
 	case strings.HasPrefix(p, "github.event."):
 		return lookup(j.event, strings.TrimPrefix(p, "github.event."))
 	case strings.HasPrefix(p, "matrix."):
@@ -758,15 +769,12 @@ func (j *ghJob) startAction(s workflowStep, during func(name string, exited <-ch
 	for k, v := range j.extraEnv {
 		env[k] = v
 	}
-	prNumber := str(lookup(j.event, "pull_request.number"))
 	headRef, baseRef := "", ""
-	ref, refName := "refs/pull/"+prNumber+"/merge", prNumber+"/merge"
-	switch j.eventName {
-	case "pull_request":
+	if j.eventName == "pull_request" {
 		headRef, baseRef = "feature", "main"
-	case "push", "workflow_run":
-		ref, refName = "refs/heads/main", "main"
 	}
+	ref := j.ref()
+	refName := strings.TrimPrefix(strings.TrimPrefix(ref, "refs/heads/"), "refs/pull/")
 	for k, v := range map[string]string{
 		"HOME": "/github/home", "GITHUB_JOB": j.name, "GITHUB_REF": ref, "GITHUB_SHA": j.r.headSHA,
 		"GITHUB_REPOSITORY": j.r.owner + "/" + j.r.repo, "GITHUB_REPOSITORY_OWNER": j.r.owner, "GITHUB_REPOSITORY_ID": "4711",
