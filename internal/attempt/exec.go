@@ -203,6 +203,11 @@ func (r *attemptRun) setup() (record.Attempt, bool) {
 		}
 	}
 	r.env = r.e.env(r.a, r.token, r.sb)
+	// The instruction in files too (bigvalues.go): a large one only there.
+	if err := r.agentFiles(); err != nil {
+		r.healthy = false
+		return r.classify(err, "copy the instruction's files"), true
+	}
 	r.deadline = time.Now().Add(r.t.Timeout.D())
 	if row, done := r.startDeadline(); done { // limits.go: the agent's deadline, told
 		return row, true
@@ -450,7 +455,7 @@ func (e *Executor) score(ctx context.Context, sb sandbox.Sandbox, t *evalset.Tas
 	}
 	targets := s.Targets()
 	if t.Scorer.Command != "" {
-		return e.runScorer(ctx, sb, t, targets, answer, env, tok.Agent, deadline, logb)
+		return e.runScorer(ctx, sb, t, s, targets, answer, env, tok.Agent, deadline, logb)
 	}
 	ok, expl, err := score.MatchAnswer(t.Scorer.Match, t.Scorer.IgnoreCase, answer, targets)
 	if err != nil {

@@ -144,6 +144,7 @@ func (r *attemptRun) verify() record.Attempt {
 	for k, v := range r.env {
 		env[k] = v
 	}
+	withoutAgentFiles(env) // a separate verifier's sandbox does not hold them
 	env["STEWARD_WORKDIR"] = vsb.Workdir()
 	env["TEST_DIR"] = harborTests
 	for k, v := range h.VerifierEnv {
