@@ -230,7 +230,8 @@ func (r *attemptRun) setup() (record.Attempt, bool) {
 }
 
 // agent runs the agent, then stops everything it started: nothing may run
-// on while it is judged (see grade.go).
+// on while it is judged (see grade.go), but for a Harbor sample whose
+// shared verifier keeps the agent's processes (keepsProcesses).
 func (r *attemptRun) agent() (record.Attempt, bool) {
 	shell, env, err := r.agentCommand() // harborexec.go: the oracle runs the solution
 	if err != nil {
@@ -266,9 +267,13 @@ func (r *attemptRun) agent() (record.Attempt, bool) {
 		}
 		r.row.AgentExit, r.row.AgentOutput = res.ExitCode, score.OutputTail(res.Stdout, res.Stderr, score.TailBytes)
 	}
-	if err := r.sb.Settle(r.ctx); err != nil {
-		r.healthy = false
-		return r.classify(err, "stop the agent's processes"), true
+	// A Harbor sample's shared verifier that keeps the agent's processes
+	// (harborexec.go) runs beside them: the sandbox is not settled.
+	if !r.keepsProcesses() {
+		if err := r.sb.Settle(r.ctx); err != nil {
+			r.healthy = false
+			return r.classify(err, "stop the agent's processes"), true
+		}
 	}
 	r.agentRes = res
 	return record.Attempt{}, false
