@@ -323,7 +323,7 @@ func TestHarborNetworkModesReachTheGateway(t *testing.T) {
 		"public-file": {"instruction.md": "Say hello.\n", "tests/test.sh": string(test),
 			"task.toml": strings.Replace(string(toml), `network_mode = "no-network"`, `network_mode = "public"`, 1)},
 	})
-	for _, other := range []string{"reward-json", "system-state", "timeout"} {
+	for _, other := range []string{"background-server", "reward-json", "system-state", "timeout"} {
 		if err := os.RemoveAll(filepath.Join(ds, other)); err != nil {
 			t.Fatal(err)
 		}
