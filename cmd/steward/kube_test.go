@@ -522,15 +522,17 @@ echo "ran $STEWARD_SAMPLE_ID left=[$left] setup=$(cat /tmp/setup.txt) lane=$(tr 
 
 // A Harbor dataset on the kubernetes provider: each sample in a pod of its
 // own image (docker_image: one the node holds) with a writable root; the
-// oracle passes a file task and a task whose shared-mode verifier reads
-// /etc as the solution left it, and the do-nothing agent fails both. (A
+// oracle passes a file task, a task whose shared-mode verifier reads /etc
+// as the solution left it and one whose verifier connects to the server
+// the solution left running in the background, and the do-nothing agent
+// fails all three. (A
 // task with environment/Dockerfile is refused at load there: the provider
 // builds nothing.)
 func TestKubernetesHarborOracleAndDoNothing(t *testing.T) {
 	t.Parallel()
 	c, image, _, _, dir, rec := kubeLaunchSetup(t, "steward-harbor", fakeprovider.Config{})
 	toml := "[agent]\ntimeout_sec = 120\n[verifier]\ntimeout_sec = 60\n[environment]\ndocker_image = \"" + image + "\"\ncpus = 0.1\nmemory_mb = 96\nworkdir = \"/app\"\nnetwork_mode = \"no-network\"\n"
-	for _, task := range []string{"write-file", "system-state"} {
+	for _, task := range []string{"write-file", "system-state", "background-server"} {
 		src := filepath.Join("..", "..", "testdata", "harbor", task)
 		td := filepath.Join(dir, "dataset", task)
 		for _, f := range []string{"instruction.md", "tests/test.sh", "solution/solve.sh"} {
@@ -553,11 +555,11 @@ func TestKubernetesHarborOracleAndDoNothing(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "_steward.yaml"), fmt.Sprintf(
 		"kubernetes:\n  kubeconfig: %s\n  namespace: %s\n  node_name: %s\n  image_pull_policy: Never\n  relay_image: %q\n", c.Kubeconfig, c.Namespace, c.Node, image))
 	out, code := steward(t, dir, "launch", "--record", rec, "--agent", "oracle", "steward.yaml")
-	if code != 0 || !strings.Contains(out, "2 passed · 0 failed · 0 errored") {
+	if code != 0 || !strings.Contains(out, "3 passed · 0 failed · 0 errored") {
 		t.Fatalf("--agent oracle on kubernetes: exit %d\n%s", code, out)
 	}
 	out, code = steward(t, dir, "launch", "--record", rec, "steward.yaml")
-	if code != 1 || !strings.Contains(out, "0 passed · 2 failed · 0 errored") {
+	if code != 1 || !strings.Contains(out, "0 passed · 3 failed · 0 errored") {
 		t.Fatalf("the do-nothing agent on kubernetes: exit %d\n%s", code, out)
 	}
 }

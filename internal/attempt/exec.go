@@ -203,6 +203,11 @@ func (r *attemptRun) setup() (record.Attempt, bool) {
 		}
 	}
 	r.env = r.e.env(r.a, r.token, r.sb)
+	// The instruction in files too (bigvalues.go): a large one only there.
+	if err := r.agentFiles(); err != nil {
+		r.healthy = false
+		return r.classify(err, "copy the instruction's files"), true
+	}
 	r.deadline = time.Now().Add(r.t.Timeout.D())
 	if row, done := r.startDeadline(); done { // limits.go: the agent's deadline, told
 		return row, true
@@ -225,7 +230,8 @@ func (r *attemptRun) setup() (record.Attempt, bool) {
 }
 
 // agent runs the agent, then stops everything it started: nothing may run
-// on while it is judged (see grade.go).
+// on while it is judged (see grade.go), but for a Harbor sample whose
+// shared verifier keeps the agent's processes (keepsProcesses).
 func (r *attemptRun) agent() (record.Attempt, bool) {
 	shell, env, err := r.agentCommand() // harborexec.go: the oracle runs the solution
 	if err != nil {
@@ -261,9 +267,13 @@ func (r *attemptRun) agent() (record.Attempt, bool) {
 		}
 		r.row.AgentExit, r.row.AgentOutput = res.ExitCode, score.OutputTail(res.Stdout, res.Stderr, score.TailBytes)
 	}
-	if err := r.sb.Settle(r.ctx); err != nil {
-		r.healthy = false
-		return r.classify(err, "stop the agent's processes"), true
+	// A Harbor sample's shared verifier that keeps the agent's processes
+	// (harborexec.go) runs beside them: the sandbox is not settled.
+	if !r.keepsProcesses() {
+		if err := r.sb.Settle(r.ctx); err != nil {
+			r.healthy = false
+			return r.classify(err, "stop the agent's processes"), true
+		}
 	}
 	r.agentRes = res
 	return record.Attempt{}, false
@@ -450,7 +460,7 @@ func (e *Executor) score(ctx context.Context, sb sandbox.Sandbox, t *evalset.Tas
 	}
 	targets := s.Targets()
 	if t.Scorer.Command != "" {
-		return e.runScorer(ctx, sb, t, targets, answer, env, tok.Agent, deadline, logb)
+		return e.runScorer(ctx, sb, t, s, targets, answer, env, tok.Agent, deadline, logb)
 	}
 	ok, expl, err := score.MatchAnswer(t.Scorer.Match, t.Scorer.IgnoreCase, answer, targets)
 	if err != nil {

@@ -19,12 +19,12 @@ import (
 // its files copied there only now, and the targets only in its environment.
 
 // runScorer runs the task's scorer command for a settled sandbox.
-func (e *Executor) runScorer(ctx context.Context, sb sandbox.Sandbox, t *evalset.Task, targets []string, answer string, env map[string]string, token string, deadline time.Time, logb *strings.Builder) (score.Verdict, error) {
+func (e *Executor) runScorer(ctx context.Context, sb sandbox.Sandbox, t *evalset.Task, s *evalset.Sample, targets []string, answer string, env map[string]string, token string, deadline time.Time, logb *strings.Builder) (score.Verdict, error) {
 	files, err := e.scorerFiles(t, sb)
 	if err != nil {
 		return score.Verdict{}, err
 	}
-	g, dir, err := sb.Grader(ctx, append(files, valueFiles(env, answer, targets)...))
+	g, dir, err := sb.Grader(ctx, append(files, valueFiles(s.Input, answer, targets)...))
 	if err != nil {
 		return score.Verdict{}, fmt.Errorf("prepare the scorer's sandbox: %w", err)
 	}
@@ -52,7 +52,7 @@ func (e *Executor) runScorer(ctx context.Context, sb sandbox.Sandbox, t *evalset
 	senv["STEWARD_SCORER_DIR"] = dir
 	// The answer, the targets and the input are in files (STEWARD_*_FILE),
 	// and in the environment only when small enough to exec with.
-	setValues(senv, dir, answer, targets)
+	setValues(senv, dir, s.Input, answer, targets)
 	res, err := g.Exec(ctx, sandbox.ExecSpec{Shell: t.Scorer.Command, Env: senv, Timeout: time.Until(deadline), MaxOutput: 256 << 10})
 	logb.WriteString(section("scorer", res))
 	if err != nil {

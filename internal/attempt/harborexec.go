@@ -21,9 +21,13 @@ import (
 //  1. the agent runs with /logs/agent, /logs/verifier and /logs/artifacts
 //     present and no /tests (nor /solution, but for the oracle); when it
 //     ends (or its timeout does) the sandbox is settled: nothing it
-//     started runs on;
+//     started runs on; but for a shared verifier that keeps the agent's
+//     processes (tasks_from's keep_processes, the default), as Harbor's
+//     does: the agent's command has ended (at its timeout, its process
+//     group is killed), what it left in the background (a server) runs on;
 //  2. then, in the agent's own sandbox resumed (environment_mode shared,
-//     Harbor's default) or in a fresh one of the sample's image holding a
+//     Harbor's default; as it is, when it keeps the agent's processes) or
+//     in a fresh one of the sample's image holding a
 //     copy of the agent's workdir (separate: Steward's grader), /tests and
 //     /logs/verifier are made afresh (nothing the agent put there counts),
 //     tests/ is copied to /tests and bash /tests/test.sh runs in the
@@ -49,6 +53,15 @@ const (
 // without bash.
 func bashOr(script string) string {
 	return `if command -v bash >/dev/null 2>&1; then exec bash ` + script + `; else exec sh ` + script + `; fi`
+}
+
+// keepsProcesses says whether the attempt's verifier runs in the agent's
+// own sandbox beside the processes the agent left there (a Harbor sample
+// in shared mode, keep_processes not false): the sandbox is then never
+// settled.
+func (r *attemptRun) keepsProcesses() bool {
+	h := r.a.Sample.Harbor
+	return h != nil && h.VerifierMode != "separate" && h.KeepProcesses
 }
 
 // isOracle says whether the attempt's agent is the oracle (a Harbor sample's only).
@@ -144,6 +157,7 @@ func (r *attemptRun) verify() record.Attempt {
 	for k, v := range r.env {
 		env[k] = v
 	}
+	withoutAgentFiles(env) // a separate verifier's sandbox does not hold them
 	env["STEWARD_WORKDIR"] = vsb.Workdir()
 	env["TEST_DIR"] = harborTests
 	for k, v := range h.VerifierEnv {
@@ -200,8 +214,9 @@ func (r *attemptRun) collectLogs(vsb sandbox.Sandbox, mode string) {
 }
 
 // verifierSandbox is where the verifier runs: the agent's own sandbox,
-// resumed (shared), or a fresh one of the sample's image holding a copy of
-// the agent's workdir (separate); cleanup removes a fresh one.
+// resumed (shared; as it is, when it keeps the agent's processes), or a
+// fresh one of the sample's image holding a copy of the agent's workdir
+// (separate); cleanup removes a fresh one.
 func (r *attemptRun) verifierSandbox(mode string) (sandbox.Sandbox, func(), error) {
 	if mode == "separate" {
 		g, _, err := r.sb.Grader(r.ctx, nil)
@@ -224,6 +239,9 @@ func (r *attemptRun) verifierSandbox(mode string) (sandbox.Sandbox, func(), erro
 			}
 		}
 		return g, cleanup, nil
+	}
+	if r.keepsProcesses() {
+		return r.sb, func() {}, nil // never settled: as the agent left it
 	}
 	res, ok := r.sb.(sandbox.Resumer)
 	if !ok {

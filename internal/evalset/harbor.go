@@ -16,7 +16,14 @@ type TasksFrom struct {
 	// Harbor is the dataset directory (relative to the eval set dir;
 	// absolute after Load), or one task directory.
 	Harbor string `yaml:"harbor" json:"harbor"`
+	// KeepProcesses (default true): a shared-mode verifier runs while the
+	// processes the agent left in its sandbox (a server it started in the
+	// background) still run, as Harbor's does; false ends them first.
+	KeepProcesses *bool `yaml:"keep_processes" json:"keep_processes,omitempty"`
 }
+
+// Keeps says whether a shared-mode verifier runs beside the agent's processes.
+func (f *TasksFrom) Keeps() bool { return f == nil || f.KeepProcesses == nil || *f.KeepProcesses }
 
 // HarborSample is what a sample loaded from a Harbor task carries beyond
 // the sample fields: its verifier's contract and its reference solution.
@@ -29,6 +36,10 @@ type HarborSample struct {
 	// agent's own, frozen sandbox) or "separate" (a fresh sandbox of the
 	// sample's image).
 	VerifierMode string
+	// KeepProcesses: in shared mode, the processes the agent left run on
+	// through the verifier (tasks_from's keep_processes, default true);
+	// else they are ended before it starts.
+	KeepProcesses bool
 	// VerifierEnv is [verifier] env, ${…} expanded from the host.
 	VerifierEnv map[string]string
 	// Tests are tests/'s files, by path under /tests; Solution solution/'s,
@@ -106,7 +117,9 @@ func (v *validator) loadTasksFrom(i int, t *Task) {
 		for _, k := range []string{"", ".id", ".input", ".metadata", ".sandbox"} {
 			v.d.at[sp+k] = at
 		}
-		t.Samples = append(t.Samples, harborSample(h, file))
+		hs := harborSample(h, file)
+		hs.Harbor.KeepProcesses = t.TasksFrom.Keeps()
+		t.Samples = append(t.Samples, hs)
 	}
 }
 

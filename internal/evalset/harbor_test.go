@@ -28,10 +28,10 @@ func TestTasksFromHarbor(t *testing.T) {
 	for _, s := range tk.Samples {
 		ids = append(ids, s.ID)
 	}
-	if !reflect.DeepEqual(ids, []string{"reward-json", "system-state", "timeout", "write-file"}) {
+	if !reflect.DeepEqual(ids, []string{"background-server", "reward-json", "system-state", "timeout", "write-file"}) {
 		t.Fatalf("ids %v", ids)
 	}
-	s := tk.Samples[3]
+	s := tk.Samples[4]
 	if !strings.HasPrefix(s.Input.(string), "Write the word `hello`") || s.Metadata["difficulty"] != "easy" {
 		t.Errorf("sample %+v", s)
 	}
@@ -46,14 +46,36 @@ func TestTasksFromHarbor(t *testing.T) {
 	if s.Harbor.VerifierMode != "shared" || string(s.Harbor.Tests["test.sh"].Data) == "" || s.Harbor.Tests["test.sh"].Mode&0o100 == 0 || s.Harbor.Solution["solve.sh"].Data == nil {
 		t.Errorf("harbor %+v", s.Harbor)
 	}
-	if got := tk.Samples[1].Harbor.VerifierEnv["EXPECTED_MODE"]; got != "on" {
+	if got := tk.Samples[2].Harbor.VerifierEnv["EXPECTED_MODE"]; got != "on" {
 		t.Errorf("verifier env %q, want the host's FIXTURE_MODE", got)
 	}
-	if tk.Samples[0].Harbor.VerifierMode != "separate" || tk.Samples[2].Timeout.D() != 5*time.Second {
-		t.Errorf("reward-json %+v, timeout %v", tk.Samples[0].Harbor, tk.Samples[2].Timeout)
+	if tk.Samples[1].Harbor.VerifierMode != "separate" || tk.Samples[3].Timeout.D() != 5*time.Second {
+		t.Errorf("reward-json %+v, timeout %v", tk.Samples[1].Harbor, tk.Samples[3].Timeout)
 	}
 	if !tk.HarborSamples() || tk.Scorer.Command != "" {
 		t.Errorf("task %+v", tk)
+	}
+	for _, s := range tk.Samples {
+		if !s.Harbor.KeepProcesses {
+			t.Errorf("%s: a Harbor dataset's shared verifier keeps the agent's processes by default", s.ID)
+		}
+	}
+}
+
+// tasks_from's keep_processes: false reaches every sample; a value that is
+// not a boolean is an error at its line.
+func TestTasksFromKeepProcesses(t *testing.T) {
+	dir := writeTree(t, map[string]string{"steward.yaml": "tasks:\n  - name: fixtures\n    agent: run-agent\n    tasks_from:\n      harbor: " + harborFixtures(t) + "\n      keep_processes: false\n"})
+	es := mustLoad(t, dir, LoadOptions{})
+	for _, s := range es.Tasks[0].Samples {
+		if s.Harbor.KeepProcesses {
+			t.Errorf("%s: keep_processes: false not applied", s.ID)
+		}
+	}
+	dir = writeTree(t, map[string]string{"steward.yaml": "tasks:\n  - name: fixtures\n    agent: run-agent\n    tasks_from:\n      harbor: " + harborFixtures(t) + "\n      keep_processes: sometimes\n"})
+	_, err := Load(filepath.Join(dir, "steward.yaml"), LoadOptions{})
+	if err == nil || !strings.Contains(err.Error(), "steward.yaml:6") || !strings.Contains(err.Error(), "keep_processes") {
+		t.Errorf("keep_processes: sometimes: %v", err)
 	}
 }
 

@@ -25,6 +25,12 @@ func sampleEnvParts(s *evalset.Sample) map[string]any {
 	if h := s.Harbor; h != nil {
 		m["harbor"] = map[string]any{"env": h.Env, "verifier_mode": h.VerifierMode, "verifier_env": h.VerifierEnv,
 			"tests": harborHashes(h.Tests), "solution": harborHashes(h.Solution), "solution_env": h.SolutionEnv}
+		if h.KeepProcesses && h.VerifierMode == "shared" {
+			// The verifier runs beside what the agent left running (a
+			// separate one never does; without it the fingerprint stays
+			// what it was when the agent's processes were always ended).
+			m["harbor"].(map[string]any)["keep_processes"] = true
+		}
 		if h.Compose != "" {
 			// A compose environment: main's Dockerfile and every other
 			// service as configured (their build contexts are hashed with the image).

@@ -55,7 +55,7 @@ func TestSampleEnvironmentFingerprints(t *testing.T) {
 	copyTree(t, "../../testdata/harbor", filepath.Join(dir, "ds"))
 	os.WriteFile(filepath.Join(dir, "steward.yaml"), []byte("tasks:\n  - name: d\n    agent: a\n    tasks_from: {harbor: ds}\n"), 0o644)
 	before := harborPlan(t, dir)
-	if len(before) != 4 {
+	if len(before) != 5 {
 		t.Fatalf("%d attempts", len(before))
 	}
 	edit := func(path, content string) {
@@ -85,6 +85,15 @@ func TestSampleEnvironmentFingerprints(t *testing.T) {
 	check("the solution", "reward-json", "sample")
 	edit("system-state/task.toml", "[agent]\ntimeout_sec = 61\n[environment]\nmemory_mb = 256\nworkdir = \"/app\"\n")
 	check("task.toml", "system-state", "sample")
+	// keep_processes: false changes every shared-mode sample's
+	// fingerprint (its verifier no longer sees the agent's processes) and
+	// not the separate-mode one's (reward-json), whose verifier never did.
+	os.WriteFile(filepath.Join(dir, "steward.yaml"), []byte("tasks:\n  - name: d\n    agent: a\n    tasks_from: {harbor: ds, keep_processes: false}\n"), 0o644)
+	for id, a := range harborPlan(t, dir) {
+		if changed := a.Fingerprint != before[id].Fingerprint; changed != (id != "reward-json") {
+			t.Errorf("keep_processes: false: sample %s fingerprint changed %v", id, changed)
+		}
+	}
 }
 
 func TestSampleImageIDs(t *testing.T) {

@@ -3,10 +3,14 @@ package run
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/sandbox"
+	sbdocker "github.com/steward-evals/steward/internal/sandbox/docker"
 	"github.com/steward-evals/steward/internal/status"
 )
 
@@ -53,6 +57,77 @@ tasks:
 			res, err := Launch(context.Background(), Options{EvalSet: es, Providers: factory, Stderr: &syncWriter{w: &stderr}})
 			if err != nil {
 				t.Fatalf("launch: %v\n%s", err, stderr.String())
+			}
+			for _, a := range res.Report.Attempts {
+				if a.Status != status.Passed {
+					t.Errorf("%s: %s (%s)\n%s", a.Sample, a.Status, a.Reason, a.Log)
+				}
+			}
+		})
+	}
+}
+
+// bigInputAgent prints 42 only when the instruction is in its files
+// (STEWARD_INPUT_FILE, STEWARD_INPUT_JSON_FILE: outside the workdir,
+// readable by anyone, as a non-root agent needs) and in the environment
+// exactly when small: the 200 000-byte input only in its files.
+const bigInputAgent = `for f in "$STEWARD_INPUT_FILE" "$STEWARD_INPUT_JSON_FILE"; do ` +
+	`case "$f" in "$STEWARD_WORKDIR"/*|"") exit 3;; esac; ` +
+	`test "$(stat -c %A "$f" | cut -c8)" = r || exit 4; test "$(stat -c %A "$(dirname "$f")" | cut -c10)" != - || exit 5; done; ` +
+	`n=$(wc -c < "$STEWARD_INPUT_FILE"); ` +
+	`if [ "$STEWARD_SAMPLE_ID" = big ]; then test -z "${STEWARD_INPUT+x}" && test -z "${STEWARD_INPUT_JSON+x}" && test "$n" -eq 200000 && grep -q "^\"bbbb" "$STEWARD_INPUT_JSON_FILE" || exit 6; ` +
+	`else test "$(cat "$STEWARD_INPUT_FILE")" = "$STEWARD_INPUT" && test "$(cat "$STEWARD_INPUT_JSON_FILE")" = "$STEWARD_INPUT_JSON" || exit 7; fi; echo 42`
+
+// TestBigInputReachesTheAgent: the agent's instruction is in files as well
+// as its environment (issue 24 item 6), and a 200 000-byte input (past
+// Linux's 128 KiB limit on one environment string, which made the agent's
+// exec fail with "argument list too long") is only in the files; the
+// scorer still gets all of it in its own. In real Docker sandboxes (as a
+// non-root user) and local ones.
+func TestBigInputReachesTheAgent(t *testing.T) {
+	for _, prov := range []string{"docker", "local"} {
+		t.Run(prov, func(t *testing.T) {
+			dir := t.TempDir()
+			sb := "{provider: local}\n    exclusive: false"
+			var factory ProviderFactory = sandbox.Factory{}
+			if prov == "docker" {
+				needDocker(t)
+				busyboxImage(t, dir)
+				df := filepath.Join(dir, "image", "Dockerfile")
+				b, err := os.ReadFile(df)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The same image, run as nobody.
+				write(t, filepath.Join(dir, "image"), "Dockerfile", string(b)+"USER 65534\n")
+				if sum, err := sbdocker.ContextHash(filepath.Join(dir, "image")); err == nil {
+					builtImages.Store(sum, true)
+				}
+				sb = "{provider: docker, build: image, memory: 128m}"
+				factory = dockerFactory{t}
+			}
+			big := strings.Repeat("b", 200000)
+			path := write(t, dir, "steward.yaml", `
+tasks:
+  - name: big
+    sandbox: `+sb+`
+    agent: '`+bigInputAgent+`'
+    scorer: {command: 'n=$(wc -c < "$STEWARD_INPUT_FILE"); test "$STEWARD_ANSWER" = 42 && if [ "$STEWARD_SAMPLE_ID" = big ]; then test "$n" -eq 200000; else test "$(cat "$STEWARD_INPUT_FILE")" = "write 42"; fi'}
+    samples:
+      - {id: big, input: "`+big+`", target: "42"}
+      - {id: small, input: "write 42", target: "42"}
+`)
+			es, err := evalset.Load(path, evalset.LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr bytes.Buffer
+			res, err := Launch(context.Background(), Options{EvalSet: es, Providers: factory, Stderr: &syncWriter{w: &stderr}})
+			if err != nil {
+				t.Fatalf("launch: %v\n%s", err, stderr.String())
+			}
+			if len(res.Report.Attempts) != 2 {
+				t.Fatalf("%d attempts\n%s", len(res.Report.Attempts), stderr.String())
 			}
 			for _, a := range res.Report.Attempts {
 				if a.Status != status.Passed {

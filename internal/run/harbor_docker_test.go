@@ -64,6 +64,12 @@ func harborDataset(t *testing.T, dir string, extra map[string]map[string]string)
 // harborLaunch runs a one-task eval set over dataset with agent.
 func harborLaunch(t *testing.T, dataset, agent string, workers bool) (*report.Report, string) {
 	t.Helper()
+	return harborLaunchFrom(t, dataset, agent, workers, "")
+}
+
+// harborLaunchFrom is harborLaunch with more keys of tasks_from (", key: value").
+func harborLaunchFrom(t *testing.T, dataset, agent string, workers bool, from string) (*report.Report, string) {
+	t.Helper()
 	dir := t.TempDir()
 	path := write(t, dir, "steward.yaml", `
 tasks:
@@ -71,7 +77,7 @@ tasks:
     sandbox: {provider: docker}
     agent: '`+agent+`'
     agent_grace: 1s
-    tasks_from: {harbor: `+dataset+`}
+    tasks_from: {harbor: `+dataset+from+`}
 `)
 	es, err := evalset.Load(path, evalset.LoadOptions{})
 	if err != nil {
@@ -105,7 +111,7 @@ func rowOf(t *testing.T, rep *report.Report, sample string) report.AttemptRow {
 }
 
 // A Harbor dataset runs as it is on Docker: each sample in a sandbox of its
-// own image (built once for the four fixtures, which share one), resources,
+// own image (built once for the fixtures, which share one), resources,
 // network and timeouts; the oracle (the reference solutions) passes every
 // task, in process and from worker processes, and an agent that does
 // nothing fails every one, judged by the reward files, not exit statuses.
@@ -118,7 +124,7 @@ func TestHarborOracleAndDoNothing(t *testing.T) {
 	ds := harborDataset(t, t.TempDir(), nil)
 	for _, workers := range []bool{false, true} {
 		rep, stderr := harborLaunch(t, ds, "oracle", workers)
-		if got := statuses(rep); got != "reward-json:p system-state:p timeout:p write-file:p" {
+		if got := statuses(rep); got != "background-server:p reward-json:p system-state:p timeout:p write-file:p" {
 			t.Fatalf("oracle (workers %v): %s\n%s\n%+v", workers, got, stderr, rep.Attempts)
 		}
 		if n := strings.Count(stderr, "docker: building "); n > 1 {
@@ -145,7 +151,7 @@ func TestHarborOracleAndDoNothing(t *testing.T) {
 		}
 	}
 	rep, stderr := harborLaunch(t, ds, "true", false)
-	if got := statuses(rep); got != "reward-json:f system-state:f timeout:f write-file:f" {
+	if got := statuses(rep); got != "background-server:f reward-json:f system-state:f timeout:f write-file:f" {
 		t.Fatalf("do-nothing agent: %s\n%s\n%+v", got, stderr, rep.Attempts)
 	}
 	if rj := rowOf(t, rep, "reward-json"); !strings.Contains(rj.Explanation, `"lines_found":0`) {
@@ -153,7 +159,62 @@ func TestHarborOracleAndDoNothing(t *testing.T) {
 	}
 }
 
-// The verifier's contract: the agent sees /logs/{agent,verifier,artifacts}
+// A shared verifier runs beside the processes the agent left, as Harbor's
+// does (issue 24): background-server's reference solution leaves an HTTP
+// server running in the background and its verifier connects to it. The
+// oracle passes, in process and through worker processes; with
+// keep_processes: false the server is ended before the verifier and the
+// same solution fails. The agent's own command is still ended at its
+// timeout (a command that starts a server with setsid and then never
+// returns is stopped, timed_out, and judged with its server still up,
+// while the command itself is gone: the verifier checks).
+func TestHarborBackgroundProcesses(t *testing.T) {
+	t.Parallel()
+	needDocker(t)
+	toml, err := os.ReadFile("../../testdata/harbor/background-server/task.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	test, _ := os.ReadFile("../../testdata/harbor/background-server/tests/test.sh")
+	ds := harborDataset(t, t.TempDir(), map[string]map[string]string{
+		"server-past-deadline": {
+			"instruction.md": "start the server, then never return\n",
+			"task.toml":      strings.Replace(string(toml), "[agent]\ntimeout_sec = 60", "[agent]\ntimeout_sec = 5", 1),
+			// The server in a session of its own (the command's process
+			// group is what the deadline kills), then a command that never returns.
+			"solution/solve.sh": "#!/bin/sh\nmkdir -p /srv/www\necho ready > /srv/www/status.txt\n" +
+				"setsid httpd -f -p 127.0.0.1:8080 -h /srv/www </dev/null >/dev/null 2>&1 &\n" +
+				"until wget -q -O /dev/null http://127.0.0.1:8080/status.txt; do sleep 0.1; done\nsleep 600\n",
+			// The verifier also checks that the agent's own command is gone.
+			"tests/test.sh": strings.Replace(string(test), "#!/bin/sh\n", "#!/bin/sh\nif ps | grep -v grep | grep -q \"sleep 600\"; then echo 0 > /logs/verifier/reward.txt; exit 0; fi\n", 1),
+		},
+	})
+	for _, d := range []string{"reward-json", "system-state", "timeout", "write-file"} {
+		if err := os.RemoveAll(filepath.Join(ds, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, workers := range []bool{false, true} {
+		rep, stderr := harborLaunch(t, ds, "oracle", workers)
+		if got := statuses(rep); got != "background-server:p server-past-deadline:p" {
+			t.Fatalf("keep_processes (default), workers %v: %s\n%s\n%+v", workers, got, stderr, rep.Attempts)
+		}
+		if r := rowOf(t, rep, "server-past-deadline"); !r.TimedOut {
+			t.Errorf("server-past-deadline: the agent's command was not stopped at its deadline: %+v", r)
+		}
+	}
+	rep, stderr := harborLaunchFrom(t, ds, "oracle", false, ", keep_processes: false")
+	if got := statuses(rep); got != "background-server:f server-past-deadline:f" {
+		t.Fatalf("keep_processes: false: %s\n%s\n%+v", got, stderr, rep.Attempts)
+	}
+	rep, stderr = harborLaunch(t, ds, "true", false)
+	if got := statuses(rep); got != "background-server:f server-past-deadline:f" {
+		t.Fatalf("do-nothing agent: %s\n%s\n%+v", got, stderr, rep.Attempts)
+	}
+}
+
+// The verifier's contract: the agent sees /logs/{agent,verifier,artifacts},
+// its instruction in files as well as its environment (issue 24 item 6),
 // and neither /tests nor /solution; what it plants in /tests or
 // /logs/verifier does not count; the exit status of test.sh is not the
 // verdict; a missing or garbled reward, or a verifier past its timeout, is
@@ -211,6 +272,7 @@ func TestHarborVerifierContract(t *testing.T) {
 	// slow-verifier's verifier has one second.
 	write(t, filepath.Join(ds, "slow-verifier"), "task.toml", strings.Replace(toml(""), "[verifier]\ntimeout_sec = 30", "[verifier]\ntimeout_sec = 1", 1))
 	agent := `ok=1; for d in /logs/agent /logs/verifier /logs/artifacts; do test -d $d || ok=0; done; test -e /tests && ok=0; test -e /solution && ok=0; ` +
+		`printf %s "$STEWARD_INPUT" | cmp -s - "$STEWARD_INPUT_FILE" && printf %s "$STEWARD_INPUT_JSON" | cmp -s - "$STEWARD_INPUT_JSON_FILE" || ok=0; ` +
 		`case $STEWARD_SAMPLE_ID in ` +
 		`write-file) test $ok = 1 && echo hello > /app/hello.txt;; ` +
 		`prebuilt) test -f /etc/steward-test-owner && echo hello > /app/hello.txt;; ` +
@@ -220,7 +282,7 @@ func TestHarborVerifierContract(t *testing.T) {
 		`system-state|separate-state) mkdir -p /etc/fixture /usr/local/bin && echo enabled > /etc/fixture/mode && printf "#!/bin/sh\necho hi\n" > /usr/local/bin/greet && chmod +x /usr/local/bin/greet;; ` +
 		`esac`
 	rep, stderr := harborLaunch(t, ds, agent, true) // through worker processes: what the supervisor prepared (and could not) reaches them
-	want := "broken-build:e exit-not-verdict:p garbled:e no-reward:e prebuilt:p resources:p reward-json:f separate-state:f slow-verifier:e system-state:p timeout:f write-file:p"
+	want := "background-server:f broken-build:e exit-not-verdict:p garbled:e no-reward:e prebuilt:p resources:p reward-json:f separate-state:f slow-verifier:e system-state:p timeout:f write-file:p"
 	if got := statuses(rep); got != want {
 		t.Fatalf("statuses %s\nwant     %s\n%s\n%+v", got, want, stderr, rep.Attempts)
 	}
@@ -261,7 +323,7 @@ func TestHarborNetworkModesReachTheGateway(t *testing.T) {
 		"public-file": {"instruction.md": "Say hello.\n", "tests/test.sh": string(test),
 			"task.toml": strings.Replace(string(toml), `network_mode = "no-network"`, `network_mode = "public"`, 1)},
 	})
-	for _, other := range []string{"reward-json", "system-state", "timeout"} {
+	for _, other := range []string{"background-server", "reward-json", "system-state", "timeout"} {
 		if err := os.RemoveAll(filepath.Join(ds, other)); err != nil {
 			t.Fatal(err)
 		}

@@ -39,7 +39,7 @@ tasks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(res.Report.Plan, "4 attempts") {
+	if !strings.Contains(res.Report.Plan, "5 attempts") {
 		t.Errorf("PLAN %q", res.Report.Plan)
 	}
 	_, err = Launch(context.Background(), Options{EvalSet: es, Providers: elasticFactory{p}, Stderr: stderr})

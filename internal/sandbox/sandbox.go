@@ -134,6 +134,12 @@ type Sandbox interface {
 	ID() string
 	// Workdir is the absolute working directory inside the sandbox.
 	Workdir() string
+	// StewardDir is the absolute directory, outside the workdir, where
+	// Steward places what it hands the sandbox's commands (the agent's
+	// instruction files, the steward binary): CopyIn writes there in every
+	// mode of the provider, and the sandbox's commands can read it (docker
+	// and kubernetes: /opt/steward; local: a directory beside the workdir).
+	StewardDir() string
 	CopyIn(ctx context.Context, files []File) error
 	CopyOut(ctx context.Context, path string) ([]byte, error)
 	Exec(ctx context.Context, spec ExecSpec) (ExecResult, error)

@@ -216,6 +216,10 @@ func (s *Sandbox) Name() string { return s.name }
 // Workdir implements sandbox.Sandbox.
 func (s *Sandbox) Workdir() string { return s.workdir }
 
+// StewardDir implements sandbox.Sandbox: BinDir, a tmpfs volume of its own
+// under a read-only root, else on the writable root (applyDisk).
+func (s *Sandbox) StewardDir() string { return BinDir }
+
 func (s *Sandbox) abs(p string) string {
 	if path.IsAbs(p) {
 		return path.Clean(p)

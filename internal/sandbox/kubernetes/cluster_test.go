@@ -112,11 +112,13 @@ func TestClusterLifecycleExecCopy(t *testing.T) {
 	for i := range bin {
 		bin[i] = byte(i * 7)
 	}
-	if err := sb.CopyIn(ctx, []sandbox.File{{Path: "a/b/c.txt", Data: []byte("hello\n")}, {Path: "/tmp/x.bin", Data: bin, Mode: 0o700}}); err != nil {
+	// The steward directory (an agent's instruction files) takes files under the read-only root.
+	if err := sb.CopyIn(ctx, []sandbox.File{{Path: "a/b/c.txt", Data: []byte("hello\n")}, {Path: "/tmp/x.bin", Data: bin, Mode: 0o700},
+		{Path: sb.StewardDir() + "/input.txt", Data: []byte("instruction\n")}}); err != nil {
 		t.Fatal(err)
 	}
-	res, _ = sb.Exec(ctx, sandbox.ExecSpec{Shell: `cat a/b/c.txt; stat -c %a /tmp/x.bin`})
-	if string(res.Stdout) != "hello\n700\n" {
+	res, _ = sb.Exec(ctx, sandbox.ExecSpec{Shell: `cat a/b/c.txt; stat -c %a /tmp/x.bin; cat /opt/steward/input.txt`})
+	if string(res.Stdout) != "hello\n700\ninstruction\n" {
 		t.Fatalf("after copy in: %q %q", res.Stdout, res.Stderr)
 	}
 	got, err := sb.CopyOut(ctx, "/tmp/x.bin")

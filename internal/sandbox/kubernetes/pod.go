@@ -338,6 +338,10 @@ func (s *Sandbox) GatewayPeer() (netip.Addr, bool) { return s.ip, s.ip.IsValid()
 // Workdir implements sandbox.Sandbox.
 func (s *Sandbox) Workdir() string { return s.workdir }
 
+// StewardDir implements sandbox.Sandbox: an emptyDir of its own (or the
+// writable root's, when the workdir holds it).
+func (s *Sandbox) StewardDir() string { return StewardDir }
+
 func (s *Sandbox) abs(p string) string {
 	if path.IsAbs(p) {
 		return path.Clean(p)
@@ -551,6 +555,11 @@ func (s *Sandbox) CopyIn(ctx context.Context, files []sandbox.File) error {
 		}
 		var parents []string
 		for d := path.Dir(full); d != "/" && !dirs[d]; d = path.Dir(d) {
+			if d == StewardDir || strings.HasPrefix(StewardDir, d+"/") {
+				// The steward volume and what holds it exist: no header that
+				// would have tar set the mode of a read-only root's /opt.
+				break
+			}
 			parents = append(parents, d)
 			dirs[d] = true
 		}

@@ -141,6 +141,10 @@ type box struct {
 func (b *box) ID() string      { return b.id }
 func (b *box) Workdir() string { return b.work }
 
+// StewardDir implements sandbox.Sandbox: a directory beside the workdir
+// under the sandbox's own (CopyIn makes it), for the host user.
+func (b *box) StewardDir() string { return filepath.Join(b.root, "steward") }
+
 // within resolves a sandbox path and refuses escapes from the sandbox root.
 func (b *box) within(p string) (string, error) {
 	var full string
