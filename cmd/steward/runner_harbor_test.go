@@ -55,7 +55,7 @@ func readHarborReport(t *testing.T, j *ghJob, res *stepResult) harborReport {
 
 // A Harbor dataset in the action, sharded: docs/harbor.md's workflow (a
 // matrix of two shards, then a merge job with the verdict against main's
-// record) on testdata/harbor's four tasks and testdata/harbor-compose's
+// record) on testdata/harbor's five tasks and testdata/harbor-compose's
 // compose task, with the oracle. A push to main runs every task across the
 // shards, each shard's ramp tending it; a pull request with nothing changed
 // then runs no attempt (everything carried from the push) and its merge
@@ -70,8 +70,8 @@ func runnerHarborSharded(t *testing.T, img string) {
 		ds := filepath.Join(ws, "evals", "terminal-bench")
 		copyTree(t, "../../testdata/harbor", ds)
 		envs, _ := filepath.Glob(filepath.Join(ds, "*", "environment"))
-		if len(envs) != 4 {
-			t.Fatalf("testdata/harbor: %d environments, want 4", len(envs))
+		if len(envs) != 5 {
+			t.Fatalf("testdata/harbor: %d environments, want 5", len(envs))
 		}
 		for _, env := range envs {
 			harborBusybox(t, env, "", "cmd/steward runner harbor-sharded")
@@ -92,7 +92,7 @@ tasks:
 		// sandboxes, lasts several of them.
 		writeFile(t, filepath.Join(ws, "evals", "_steward.yaml"), "tend_interval: 200ms\n")
 	}
-	samples := []string{"reward-json", "system-state", "timeout", "web-service", "write-file"}
+	samples := []string{"background-server", "reward-json", "system-state", "timeout", "web-service", "write-file"}
 
 	// One workflow run: every action step checked; the shards' reports and
 	// the merge's returned.
