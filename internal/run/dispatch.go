@@ -138,7 +138,7 @@ func (d *dispatch) start(ctx context.Context, ctl *ramp.Controller) (*loops, con
 // stopped.
 func (d *dispatch) startRunner(ctx context.Context) (*worker.Pool, error) {
 	env := &attempt.Env{Bind: d.bindToken, Deadline: d.setDeadline, Started: d.started,
-		Plan: d.p, Specs: d.readySpecs, SampleSpecs: d.readySampleSpecs, SampleErrs: d.sampleErrs, Providers: d.providers, TaskProv: d.taskProv,
+		Plan: d.p, Specs: d.ready.Tasks, SampleSpecs: d.ready.Samples, SampleErrs: d.sampleErrs, Providers: d.providers, TaskProv: d.taskProv,
 		GatewayURL: d.gwURL, JudgeURL: d.judgeURL, RunID: d.runID, Exe: d.opts.Exe, Model: d.es.Model.Name, ModelSettings: modelSettings(d.es), Stderr: d.opts.Stderr}
 	if !d.opts.Workers {
 		d.runner = attempt.NewExecutor(env)
