@@ -27,6 +27,7 @@ var forbidden = []struct{ from, to, why string }{
 	{"internal/ramp", "internal/...", "the ramp is pure and standalone"},
 	{"internal/shard", "internal/...", "shard assignment is pure and standalone"},
 	{"internal/forecast", "internal/...", "the forecast is a pure function of plain values"},
+	{"internal/panel", "internal/...", "the live panel draws the line it is given: it knows nothing of the run"},
 	{"internal/status", "internal/...", "the status vocabulary is the lowest package"},
 	{"internal/stats", "internal/...", "the verdict's statistics are pure functions checked against reference values"},
 	{"internal/secret", "internal/...", "the secret names and the scrubber are the lowest package: the gateway, the supervisor, the CLI and the action share them"},
