@@ -148,7 +148,7 @@ func (d *dispatch) startRunner(ctx context.Context) (*worker.Pool, error) {
 	if ctx.Err() == nil {
 		var err error
 		pool, err = worker.Start(d.opts.Hard, worker.Config{Env: env, LockPath: d.lockPath(), Environ: d.workerEnv(), Timeout: d.opts.WorkerTimeout,
-			MaxWorkers: d.es.Fleet.MaxWorkers, Stderr: d.opts.Stderr, Scrubber: d.scrubber, Gateway: d.listen.open, Lost: d.failTask})
+			MaxWorkers: d.es.Fleet.MaxWorkers, Stderr: d.opts.Stderr, Scrubber: d.scrubber, Gateway: d.openGateway, Lost: d.failTask})
 		if err != nil {
 			return nil, err
 		}

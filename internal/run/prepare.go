@@ -4,9 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"net"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/steward-evals/steward/internal/attempt"
@@ -14,7 +11,6 @@ import (
 	"github.com/steward-evals/steward/internal/gateway"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/specs"
-	"golang.org/x/sync/errgroup"
 )
 
 // prepared is what the prepare stage made ready once for the run (worker
@@ -28,7 +24,7 @@ type prepared struct {
 	ready      specs.Set
 	sampleErrs map[string]attempt.SampleEnvError
 	gw         *gateway.Gateway
-	listen     *listeners
+	listen     *gateway.Listeners
 	gwURL      map[string]string // provider -> the base URL its sandboxes use
 	// judgeURL is the gateway's loopback URL for the model judge ("" if no
 	// task has one).
@@ -104,17 +100,17 @@ func (pr *prepared) startGateway(needed map[string]*specs.Needed) error {
 	}
 	gwCtx, stopGW := context.WithCancel(context.Background())
 	pr.gw, pr.gwURL = gw, map[string]string{}
-	pr.listen = &listeners{gw: gw, ctx: gwCtx, urls: map[string]string{}}
+	pr.listen = gw.Listeners(gwCtx)
 	pr.cleanup.add(func() {
 		stopGW()
-		_ = pr.listen.serving.Wait()
+		pr.listen.Wait()
 	})
 	for name := range needed {
 		addr, err := pr.providers[name].Gateway(gwCtx)
 		if err != nil {
 			return fmt.Errorf("find the gateway address for %s sandboxes: %w", name, err)
 		}
-		if pr.gwURL[name], err = pr.listen.open(addr); err != nil {
+		if pr.gwURL[name], err = pr.openGateway(addr); err != nil {
 			return err
 		}
 	}
@@ -122,7 +118,7 @@ func (pr *prepared) startGateway(needed map[string]*specs.Needed) error {
 		if pt.Task.Scorer.ModelGraded != nil {
 			// The model judge's graders are called from this machine's
 			// processes, on loopback (modeljudge.go).
-			pr.judgeURL, err = pr.listen.open(sandbox.GatewayAddr{Listen: "127.0.0.1:0", Host: "127.0.0.1"})
+			pr.judgeURL, err = pr.openGateway(sandbox.GatewayAddr{Listen: "127.0.0.1:0", Host: "127.0.0.1"})
 			return err
 		}
 	}
@@ -175,36 +171,13 @@ func (c *cleanups) run() {
 	}
 }
 
-// listeners are the gateway's listeners, opened on demand (a worker's
-// provider asks for its own from the worker's reader goroutine): one per
-// address, behind their own lock; serving holds every Serve.
-type listeners struct {
-	gw      *gateway.Gateway
-	ctx     context.Context
-	serving errgroup.Group
-	mu      sync.Mutex
-	urls    map[string]string // listen address|host -> URL
-}
-
-// open makes the gateway listen where sandboxes reach it and returns the
-// URL they use.
-func (ls *listeners) open(addr sandbox.GatewayAddr) (string, error) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	key := addr.Listen + "|" + addr.Host
-	if url, ok := ls.urls[key]; ok {
-		return url, nil
-	}
-	ln, err := net.Listen("tcp", addr.Listen)
+// openGateway makes the gateway listen where sandboxes reach it (once per
+// address for the whole run, workers' included) and returns the URL they
+// use; a listener that cannot be opened is the infrastructure's fault.
+func (pr *prepared) openGateway(addr sandbox.GatewayAddr) (string, error) {
+	url, err := pr.listen.Open(addr.Listen, addr.Host, addr.Proxied)
 	if err != nil {
-		return "", sandbox.InfraError(fmt.Errorf("listen for the model gateway on %s: %w", addr.Listen, err))
-	}
-	url := "http://" + net.JoinHostPort(addr.Host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
-	ls.urls[key] = url
-	if addr.Proxied {
-		ls.serving.Go(func() error { return ls.gw.ServeProxied(ls.ctx, ln) })
-	} else {
-		ls.serving.Go(func() error { return ls.gw.Serve(ls.ctx, ln) })
+		return "", sandbox.InfraError(err)
 	}
 	return url, nil
 }

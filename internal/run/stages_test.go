@@ -296,7 +296,7 @@ func TestPrepareStage(t *testing.T) {
 	if pr.ready.Tasks[0] == ch.specs.Tasks[0] || !reflect.DeepEqual(*pr.ready.Tasks[0], *ch.specs.Tasks[0]) {
 		t.Errorf("prepare must prepare copies of the chosen specs: %p %p", pr.ready.Tasks[0], ch.specs.Tasks[0])
 	}
-	if again, err := pr.listen.open(sandbox.GatewayAddr{Listen: "127.0.0.1:0", Host: "127.0.0.1"}); err != nil || again != url {
+	if again, err := pr.openGateway(sandbox.GatewayAddr{Listen: "127.0.0.1:0", Host: "127.0.0.1"}); err != nil || again != url {
 		t.Errorf("the same address listened again: %q, %v; want %q", again, err, url)
 	}
 	resp, err := http.Get(url + "/v1/models")
@@ -328,9 +328,9 @@ func handPrepared(t *testing.T, ch *chosen) *prepared {
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	pr.gw, pr.listen = gw, &listeners{gw: gw, ctx: ctx, urls: map[string]string{}}
-	t.Cleanup(func() { stop(); _ = pr.listen.serving.Wait() })
-	url, err := pr.listen.open(sandbox.GatewayAddr{Listen: "127.0.0.1:0", Host: "127.0.0.1"})
+	pr.gw, pr.listen = gw, gw.Listeners(ctx)
+	t.Cleanup(func() { stop(); pr.listen.Wait() })
+	url, err := pr.openGateway(sandbox.GatewayAddr{Listen: "127.0.0.1:0", Host: "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
