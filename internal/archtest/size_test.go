@@ -91,16 +91,18 @@ func recvName(e ast.Expr) string {
 }
 
 // The supervisor stays small enough to read (issue 26): none of
-// internal/run's functions over 60 lines, and the package no larger than
-// its stages came to (2 786 lines when it was split; the issue aimed at
-// about 2 500). Growing past either is a reason to split along a seam, not
-// to raise the bound. The figures of the packages around it are logged
-// (go test -v -run TestSupervisorSize ./internal/archtest):
+// internal/run's functions over 60 lines, and the package under the 2 500
+// lines the issue aimed at (2 786 when it was split into stages; 2 456 once
+// the sandbox specs, the live panel's drawing, the gateway's listeners, the
+// record's full-disk ending and the worker's environment moved to the
+// packages they belong to). Growing past either is a reason to split along
+// a seam, not to raise the bound. The figures of the packages around it are
+// logged (go test -v -run TestSupervisorSize ./internal/archtest):
 // docs/architecture.md quotes them.
 func TestSupervisorSize(t *testing.T) {
-	const maxLines, maxFunc = 2800, 60
+	const maxLines, maxFunc = 2500, 60
 	root := filepath.Join("..", "..")
-	for _, pkg := range []string{"internal/run", "internal/worker", "internal/attempt", "internal/plan", "internal/tend", "internal/account", "internal/eventlog", "internal/crashed"} {
+	for _, pkg := range []string{"internal/run", "internal/worker", "internal/attempt", "internal/plan", "internal/tend", "internal/account", "internal/eventlog", "internal/crashed", "internal/specs", "internal/panel"} {
 		dir := filepath.Join(root, filepath.FromSlash(pkg))
 		if _, err := os.Stat(dir); err != nil {
 			continue

@@ -42,7 +42,7 @@ const attemptSlack = time.Minute
 type Env struct {
 	Plan  *plan.Plan
 	Specs []*sandbox.Spec
-	// SampleSpecs: the specs of samples with environments of their own (internal/run's harbor.go).
+	// SampleSpecs: the specs of samples with environments of their own (internal/specs).
 	SampleSpecs map[string]*sandbox.Spec
 	// SampleErrs: samples whose own environment could not be prepared.
 	SampleErrs map[string]SampleEnvError

@@ -10,7 +10,7 @@ import (
 
 // Samples with environments of their own (a Harbor dataset, tasks_from:
 // harbor) run each in a sandbox of its own spec, which the supervisor
-// makes and prepares (internal/run's harbor.go); an attempt is given them
+// makes (internal/specs) and prepares; an attempt is given them
 // in Env.SampleSpecs and Env.SampleErrs, by SampleKey.
 
 // SampleKey names a sample with its own spec: its task's index and its id.

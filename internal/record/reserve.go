@@ -1,10 +1,14 @@
 package record
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
+
+	"github.com/steward-evals/steward/internal/status"
 
 	sysunix "golang.org/x/sys/unix"
 )
@@ -52,3 +56,26 @@ func Reserve(dir, runID string) error {
 
 // Unreserve gives run id's reserve back.
 func Unreserve(dir, runID string) { _ = os.Remove(ReservePath(dir, runID)) }
+
+// StopFull ends run runID on a record that could not take a result (a full
+// disk, recordErr), in the order the reserve was kept for: the reserve given
+// back, the write-ahead log folded into the database file, the run recorded
+// as stopped (left says what it leaves undone), and only then, in one
+// transaction, the rows of the attempts never started (skipped): the final
+// status is what must not be lost, and needs the least room. It returns the
+// error to say: recordErr, joined (on one line) with the final status's own
+// failure if that failed too, and whether the skipped rows were published.
+func (r *DB) StopFull(ctx context.Context, runID string, at time.Time, left []string, skipped []Attempt, recordErr error) (published bool, _ error) {
+	Unreserve(r.Dir, runID)
+	_ = r.Checkpoint(ctx) // room for what follows; the status is tried whatever it says
+	if err := r.FinishRun(ctx, runID, status.Stopped, at, left); err != nil {
+		return false, fmt.Errorf("%w; its final status could not be recorded either (%v): the run will show as crashed", recordErr, err)
+	}
+	if err := r.PublishAll(ctx, skipped); err != nil {
+		// The run is stopped and says how many were not started; their rows
+		// show as planned but never published.
+		return false, fmt.Errorf("%w; its %d skipped attempts could not be recorded (%v)", recordErr, len(skipped), err)
+	}
+	_ = r.Checkpoint(ctx)
+	return true, recordErr
+}

@@ -16,20 +16,26 @@ func (c *Counts) Tally(rows []AttemptRow) {
 		if a.Carried && a.Status != status.Skipped {
 			c.Reused++
 		}
-		switch a.Status {
-		case status.Passed:
-			c.Passed++
-		case status.Failed:
-			c.Failed++
-		case status.Errored:
-			c.Errored++
-		case status.Infra:
-			c.Infra++
-		case status.Skipped:
-			c.Skipped++
-		case status.Interrupted:
-			c.Interrupted++
-		}
+		c.Add(a.Status)
+	}
+}
+
+// Add counts one attempt of status st (not in Total: the live panel counts
+// the plan's attempts, published or not).
+func (c *Counts) Add(st status.Attempt) {
+	switch st {
+	case status.Passed:
+		c.Passed++
+	case status.Failed:
+		c.Failed++
+	case status.Errored:
+		c.Errored++
+	case status.Infra:
+		c.Infra++
+	case status.Skipped:
+		c.Skipped++
+	case status.Interrupted:
+		c.Interrupted++
 	}
 }
 

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/runlock"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/shard"
+	"github.com/steward-evals/steward/internal/specs"
 )
 
 // chosen is what the choose stage decided: a provider per task, each
@@ -22,14 +22,13 @@ type chosen struct {
 	providers map[string]sandbox.Provider
 	taskProv  []string // provider name per plan task
 	exclusive []bool   // per plan task
-	// specs are the tasks' sandbox specs and sampleSpecs those of samples
-	// with environments of their own (harbor.go), by attempt.SampleKey, as
-	// chosen: prepare makes its own copies and prepares those.
-	specs       []*sandbox.Spec
-	sampleSpecs map[string]*sandbox.Spec
-	budget      int
-	budgetSrc   string
-	extras      []plan.Extra // --confirm's attempts
+	// specs are the tasks' sandbox specs and those of samples with
+	// environments of their own (internal/specs), as chosen: prepare makes
+	// its own copies and prepares those.
+	specs     specs.Set
+	budget    int
+	budgetSrc string
+	extras    []plan.Extra // --confirm's attempts
 }
 
 // choose picks each task's provider and the budget (C2, C3), resolves
@@ -75,13 +74,12 @@ func (ch *chosen) chooseProviders(ctx context.Context) error {
 	ch.exclusive = make([]bool, len(p.Tasks))
 	available := availability(ctx, opts.Providers)
 	for i, t := range p.Tasks {
-		name, err := sandbox.Choose(t.Task.Sandbox.Provider, needsImage(t.Task), available)
+		name, err := sandbox.Choose(t.Task.Sandbox.Provider, specs.NeedsImage(t.Task), available)
 		if err != nil {
 			return fmt.Errorf("task %s: %w", t.Task.Name, err)
 		}
 		ch.taskProv[i] = name
 		ch.exclusive[i] = sandbox.IsExclusive(name) && (t.Task.Exclusive == nil || *t.Task.Exclusive)
-		ch.specs = append(ch.specs, specFor(t.Task, ch.runID))
 		if _, made := ch.providers[name]; made {
 			continue
 		}
@@ -94,7 +92,7 @@ func (ch *chosen) chooseProviders(ctx context.Context) error {
 		}
 		ch.providers[name] = prov
 	}
-	ch.sampleSpecs = sampleSpecs(p, ch.runID)
+	ch.specs = specs.Make(p, ch.runID)
 	return nil
 }
 
@@ -103,18 +101,7 @@ func (ch *chosen) chooseProviders(ctx context.Context) error {
 func (ch *chosen) size(ctx context.Context) error {
 	caps := map[string]sandbox.Capacity{}
 	for name, prov := range ch.providers {
-		var specs []sandbox.Spec
-		for i, n := range ch.taskProv {
-			if n == name {
-				specs = append(specs, *ch.specs[i])
-			}
-		}
-		for _, k := range sortedSpecKeys(ch.sampleSpecs) {
-			if i, _ := taskOfKey(k); ch.taskProv[i] == name {
-				specs = append(specs, *ch.sampleSpecs[k])
-			}
-		}
-		c, err := prov.Capacity(ctx, specs)
+		c, err := prov.Capacity(ctx, ch.specs.OfProvider(ch.taskProv, name))
 		if err != nil {
 			return fmt.Errorf("size the %s provider: %w", name, err)
 		}
@@ -158,19 +145,6 @@ func (ld *loaded) durationHistory(ctx context.Context) map[string]float64 {
 	return hist
 }
 
-// specFor is a task's sandbox spec.
-func specFor(t *evalset.Task, runID string) *sandbox.Spec {
-	sb := t.Sandbox
-	spec := &sandbox.Spec{
-		RunID: runID, Task: t.Name, Image: sb.Image, Build: sb.Build, BuildNetwork: sb.BuildNetwork, Disk: int64(sb.Disk), CPUs: sb.CPUs, Memory: int64(sb.Memory),
-		PIDs: sb.PIDs, Network: sb.Network, CapAdd: sb.CapAdd, Workdir: sb.Workdir, Env: map[string]string{},
-	}
-	for k, v := range t.Env {
-		spec.Env[k] = v
-	}
-	return spec
-}
-
 // imageResolver is implemented by providers that can say which image a
 // reference (a tag) names now.
 type imageResolver interface {
@@ -182,36 +156,39 @@ type imageResolver interface {
 // retagged image must not carry stale results). An image the provider does
 // not have keeps its reference: preparing the run says it is missing.
 func (ch *chosen) resolveImages(ctx context.Context) (map[string]string, error) {
-	type named struct {
-		task int
-		ref  string
-	}
-	var refs []named
-	for i, t := range ch.p.Tasks {
-		if t.Task.Sandbox.Image != "" && t.Task.Sandbox.Build == "" {
-			refs = append(refs, named{i, t.Task.Sandbox.Image})
-		}
-	}
-	for _, k := range sortedSpecKeys(ch.sampleSpecs) {
-		if sp := ch.sampleSpecs[k]; sp.Image != "" && sp.Build == "" {
-			i, _ := taskOfKey(k)
-			refs = append(refs, named{i, sp.Image})
-		}
-	}
 	ids := map[string]string{}
-	for _, n := range refs {
-		if _, done := ids[n.ref]; done {
+	for _, n := range ch.specs.ImageRefs() {
+		if _, done := ids[n.Ref]; done {
 			continue
 		}
-		res, ok := ch.providers[ch.taskProv[n.task]].(imageResolver)
+		res, ok := ch.providers[ch.taskProv[n.Task]].(imageResolver)
 		if !ok {
 			continue
 		}
-		id, err := res.ImageID(ctx, n.ref)
+		id, err := res.ImageID(ctx, n.Ref)
 		if err != nil {
-			return nil, fmt.Errorf("resolve image %s of task %s: %w", n.ref, ch.p.Tasks[n.task].Task.Name, err)
+			return nil, fmt.Errorf("resolve image %s of task %s: %w", n.Ref, ch.p.Tasks[n.Task].Task.Name, err)
 		}
-		ids[n.ref] = id
+		ids[n.Ref] = id
 	}
 	return ids, nil
+}
+
+// refuseUnsupportedEnvironments refuses a launch whose samples carry
+// environments of their own on a provider that cannot run them (a spec per
+// sample, a writable root, the shared verifier: sandbox.SampleEnvironments),
+// naming the first such task.
+func (l *chosen) refuseUnsupportedEnvironments() error {
+	for _, a := range l.p.Attempts {
+		if a.Action != plan.ActionRun || !(a.Sample.OwnEnvironment() || a.Sample.Harbor != nil) {
+			continue
+		}
+		name := l.taskProv[a.Task]
+		if se, ok := l.providers[name].(sandbox.SampleEnvironments); ok && se.RunsSampleEnvironments() {
+			continue
+		}
+		t := l.p.Tasks[a.Task].Task
+		return badInput("task %s: its samples carry environments of their own (a Harbor dataset: tasks_from), which the %s provider cannot run yet (a sandbox per sample's image, a writable root, the verifier in the agent's own sandbox): use sandbox.provider: docker (or kubernetes with docker_image); see docs/harbor.md", t.Name, name)
+	}
+	return nil
 }

@@ -55,37 +55,28 @@ func (d *dispatch) resultLost(err error) {
 	d.recordFull(err)
 }
 
-// finishOnRecordError ends a run whose record could not take results. With
-// the reserve given back it folds the write-ahead log into the database
-// file, then records the run as stopped (what was left undone noted with
-// it), and only then, in one transaction, the attempts never started as
-// skipped: the final status is what must not be lost, and needs the least
-// room. It returns the error to say: the record's, joined (on one line)
-// with the final status's own failure if that failed too.
+// finishOnRecordError ends a run whose record could not take results
+// (record.DB.StopFull: the reserve given back, the run stopped, then the
+// attempts never started published as skipped). It returns the error to
+// say: the record's, joined with the final status's own failure if that
+// failed too.
 func (d *dispatch) finishOnRecordError() error {
 	seqs, left, recordErr := d.owed()
-	record.Unreserve(d.db.Dir, d.runID)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_ = d.db.Checkpoint(ctx) // room for what follows; the status is tried whatever it says
-	if err := d.db.FinishRun(ctx, d.runID, status.Stopped, time.Now(), left); err != nil {
-		return fmt.Errorf("%w; its final status could not be recorded either (%v): the run will show as crashed", recordErr, err)
-	}
 	rows := make([]record.Attempt, 0, len(seqs))
 	for _, seq := range seqs {
 		rows = append(rows, d.row(d.p.BySeq(seq), status.Skipped, "not started: the record's disk is full"))
 	}
-	if err := d.db.PublishAll(ctx, rows); err != nil {
-		// The run is stopped and says how many were not started; their rows
-		// show as planned but never published.
-		return fmt.Errorf("%w; its %d skipped attempts could not be recorded (%v)", recordErr, len(rows), err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	published, err := d.db.StopFull(ctx, d.runID, time.Now(), left, rows, recordErr)
+	if !published {
+		return err
 	}
 	for i := range rows {
 		d.tally.mark(rows[i].Seq, status.Skipped)
 		d.observe(Event{Attempt: &rows[i]})
 	}
-	_ = d.db.Checkpoint(ctx)
-	return recordErr
+	return err
 }
 
 // owed is what a run whose record filled up still owes it: the attempts

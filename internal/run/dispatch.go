@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/steward-evals/steward/internal/attempt"
+	"github.com/steward-evals/steward/internal/panel"
 	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/ramp"
 	"github.com/steward-evals/steward/internal/record"
@@ -28,9 +29,7 @@ type dispatch struct {
 	tasks  *taskTracker
 	runner runner
 	tally  *tally
-	// panelLast is the last panel line printed: the panel loop's alone
-	// (panelFinal runs after the loop has stopped).
-	panelLast string
+	panel  *panel.Panel // its loop's alone; drawn a last time once it stopped
 }
 
 // runner executes attempts: in this process (*attempt.Executor) or in
@@ -83,6 +82,7 @@ func dispatchStage(ctx context.Context, pr *prepared) (*dispatch, error) {
 	// Set before any goroutine starts; read-only afterwards.
 	d.sp, d.disp = sp, sched.NewDispatcher(st)
 	d.tasks = newTaskTracker(d.disp, len(pr.p.Tasks))
+	d.panel = panel.New(d.opts.Stderr, d.opts.TTY, d.opts.PanelInterval, d.panelLine)
 	lp, actx, err := d.start(ctx, ctl)
 	if err != nil {
 		return d, err
@@ -127,7 +127,7 @@ func (d *dispatch) start(ctx context.Context, ctl *ramp.Controller) (*loops, con
 	}
 	d.startTasks(ctx, actx, &lp.work)
 	lp.loops.Go(func() error { d.tendLoop(actx, ctl, lp.stop); return nil })
-	lp.loops.Go(func() error { d.panelLoop(lp.stop); return nil })
+	lp.loops.Go(func() error { d.panel.Loop(lp.stop); return nil })
 	return lp, actx, nil
 }
 
@@ -138,7 +138,7 @@ func (d *dispatch) start(ctx context.Context, ctl *ramp.Controller) (*loops, con
 // stopped.
 func (d *dispatch) startRunner(ctx context.Context) (*worker.Pool, error) {
 	env := &attempt.Env{Bind: d.bindToken, Deadline: d.setDeadline, Started: d.started,
-		Plan: d.p, Specs: d.readySpecs, SampleSpecs: d.readySampleSpecs, SampleErrs: d.sampleErrs, Providers: d.providers, TaskProv: d.taskProv,
+		Plan: d.p, Specs: d.ready.Tasks, SampleSpecs: d.ready.Samples, SampleErrs: d.sampleErrs, Providers: d.providers, TaskProv: d.taskProv,
 		GatewayURL: d.gwURL, JudgeURL: d.judgeURL, RunID: d.runID, Exe: d.opts.Exe, Model: d.es.Model.Name, ModelSettings: modelSettings(d.es), Stderr: d.opts.Stderr}
 	if !d.opts.Workers {
 		d.runner = attempt.NewExecutor(env)
@@ -148,7 +148,7 @@ func (d *dispatch) startRunner(ctx context.Context) (*worker.Pool, error) {
 	if ctx.Err() == nil {
 		var err error
 		pool, err = worker.Start(d.opts.Hard, worker.Config{Env: env, LockPath: d.lockPath(), Environ: d.workerEnv(), Timeout: d.opts.WorkerTimeout,
-			MaxWorkers: d.es.Fleet.MaxWorkers, Stderr: d.opts.Stderr, Scrubber: d.scrubber, Gateway: d.listen.open, Lost: d.failTask})
+			MaxWorkers: d.es.Fleet.MaxWorkers, Stderr: d.opts.Stderr, Scrubber: d.scrubber, Gateway: d.openGateway, Lost: d.failTask})
 		if err != nil {
 			return nil, err
 		}
@@ -191,7 +191,7 @@ func (d *dispatch) drain(lp *loops) {
 	close(lp.stop)
 	_ = lp.loops.Wait()
 	lp.abort()
-	d.panelFinal()
+	d.panel.Final()
 }
 
 // publishCarried records every carried attempt as a reference to the row

@@ -1,12 +1,8 @@
 package run
 
 import (
-	"fmt"
-	"time"
-
 	"github.com/steward-evals/steward/internal/report"
 	"github.com/steward-evals/steward/internal/sched"
-	"github.com/steward-evals/steward/internal/status"
 	"github.com/steward-evals/steward/internal/tend"
 )
 
@@ -39,65 +35,19 @@ func (d *dispatch) snapshot() (report.Counts, []tend.TaskLive) {
 	defer d.tally.mu.Unlock()
 	c.Reused = d.tally.reused
 	for _, st := range d.tally.published {
-		switch st {
-		case status.Passed:
-			c.Passed++
-		case status.Failed:
-			c.Failed++
-		case status.Errored:
-			c.Errored++
-		case status.Infra:
-			c.Infra++
-		case status.Skipped:
-			c.Skipped++
-		case status.Interrupted:
-			c.Interrupted++
-		}
+		c.Add(st)
 	}
 	return c, rows
 }
 
-// panelLoop redraws the counts line on a TTY, or prints it as plain lines
-// every PanelInterval (CI logs), only when it changed.
-func (d *dispatch) panelLoop(stop chan struct{}) {
-	every := d.opts.PanelInterval
-	if d.opts.TTY {
-		every = 200 * time.Millisecond
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			d.panelDraw()
-		}
-	}
-}
-
-func (d *dispatch) panelDraw() {
+// panelLine is the live panel's line (internal/panel): the counts, and
+// why the ramp holds.
+func (d *dispatch) panelLine() string {
 	line := report.CountsLine(d.counts())
 	d.tally.mu.Lock()
+	defer d.tally.mu.Unlock()
 	if h := d.tally.hold; h != "" {
 		line += " ramp held: " + h
 	}
-	d.tally.mu.Unlock()
-	if line == d.panelLast {
-		return
-	}
-	d.panelLast = line
-	if d.opts.TTY {
-		fmt.Fprintf(d.opts.Stderr, "\r\033[K%s", line)
-	} else {
-		fmt.Fprintln(d.opts.Stderr, line)
-	}
-}
-
-func (d *dispatch) panelFinal() {
-	d.panelLast = ""
-	d.panelDraw()
-	if d.opts.TTY {
-		fmt.Fprintln(d.opts.Stderr)
-	}
+	return line
 }

@@ -4,17 +4,13 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"net"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/steward-evals/steward/internal/attempt"
 	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/gateway"
-	"github.com/steward-evals/steward/internal/plan"
 	"github.com/steward-evals/steward/internal/sandbox"
-	"golang.org/x/sync/errgroup"
+	"github.com/steward-evals/steward/internal/specs"
 )
 
 // prepared is what the prepare stage made ready once for the run (worker
@@ -25,12 +21,11 @@ import (
 // providers.
 type prepared struct {
 	*begun
-	readySpecs       []*sandbox.Spec
-	readySampleSpecs map[string]*sandbox.Spec
-	sampleErrs       map[string]attempt.SampleEnvError
-	gw               *gateway.Gateway
-	listen           *listeners
-	gwURL            map[string]string // provider -> the base URL its sandboxes use
+	ready      specs.Set
+	sampleErrs map[string]attempt.SampleEnvError
+	gw         *gateway.Gateway
+	listen     *gateway.Listeners
+	gwURL      map[string]string // provider -> the base URL its sandboxes use
 	// judgeURL is the gateway's loopback URL for the model judge ("" if no
 	// task has one).
 	judgeURL string
@@ -41,22 +36,15 @@ type prepared struct {
 // pools, D1), prepares their specs and starts the gateway where each one's
 // sandboxes reach it. The returned value is never nil: close it.
 func prepare(ctx context.Context, b *begun) (*prepared, error) {
-	pr := &prepared{begun: b, readySpecs: make([]*sandbox.Spec, len(b.specs)), readySampleSpecs: map[string]*sandbox.Spec{},
-		sampleErrs: map[string]attempt.SampleEnvError{}}
-	for i, sp := range b.specs {
-		pr.readySpecs[i] = cloneSpec(sp)
-	}
-	for k, sp := range b.sampleSpecs {
-		pr.readySampleSpecs[k] = cloneSpec(sp)
-	}
-	needed, samples := pr.neededSpecs()
-	for name, specs := range needed {
-		if err := pr.preflight(ctx, name, specs); err != nil {
+	pr := &prepared{begun: b, ready: b.specs.Clone(), sampleErrs: map[string]attempt.SampleEnvError{}}
+	needed := pr.ready.Needed(pr.p, pr.taskProv)
+	for name, n := range needed {
+		if err := pr.preflight(ctx, name, n.All(pr.ready)); err != nil {
 			return pr, err
 		}
 	}
-	for name, specs := range needed {
-		if err := pr.prepareProvider(ctx, name, specs, samples[name]); err != nil {
+	for name, n := range needed {
+		if err := pr.prepareProvider(ctx, name, n); err != nil {
 			return pr, err
 		}
 	}
@@ -66,55 +54,9 @@ func prepare(ctx context.Context, b *begun) (*prepared, error) {
 	return pr, nil
 }
 
-// cloneSpec is a copy of s that preparing it leaves s as it was (Prepare
-// sets the images, the services' too).
-func cloneSpec(s *sandbox.Spec) *sandbox.Spec {
-	c := *s
-	c.Services = append([]sandbox.Service(nil), s.Services...)
-	return &c
-}
-
-// neededSpecs are the specs of the tasks with work, by provider (all of
-// them: the preflight's), and among them the keys of samples' own, by
-// provider: each sample with an environment of its own and work to do has
-// its image built (once per content hash) or checked with the rest.
-func (pr *prepared) neededSpecs() (map[string][]*sandbox.Spec, map[string][]string) {
-	needed, samples := map[string][]*sandbox.Spec{}, map[string][]string{}
-	for i, name := range pr.taskProv {
-		if pr.taskNeedsOwnSpec(i) {
-			needed[name] = append(needed[name], pr.readySpecs[i])
-		}
-	}
-	run := map[string]bool{}
-	for _, a := range pr.p.Attempts {
-		if a.Action == plan.ActionRun && a.Sample.OwnEnvironment() {
-			run[attempt.SampleKey(a.Task, a.Sample.ID)] = true
-		}
-	}
-	for _, k := range sortedSpecKeys(pr.readySampleSpecs) {
-		if run[k] {
-			i, _ := taskOfKey(k)
-			needed[pr.taskProv[i]] = append(needed[pr.taskProv[i]], pr.readySampleSpecs[k])
-			samples[pr.taskProv[i]] = append(samples[pr.taskProv[i]], k)
-		}
-	}
-	return needed, samples
-}
-
-// taskNeedsOwnSpec says whether task i has work for a sandbox of its own
-// spec: an attempt to run at a sample without an environment of its own.
-func (pr *prepared) taskNeedsOwnSpec(i int) bool {
-	for _, a := range pr.p.Attempts {
-		if a.Task == i && a.Action == plan.ActionRun && !a.Sample.OwnEnvironment() {
-			return true
-		}
-	}
-	return false
-}
-
 // preflight runs a provider's checks of the machine before anything is
 // prepared (sandbox.Preflighter).
-func (pr *prepared) preflight(ctx context.Context, name string, specs []*sandbox.Spec) error {
+func (pr *prepared) preflight(ctx context.Context, name string, all []*sandbox.Spec) error {
 	pf, ok := pr.providers[name].(sandbox.Preflighter)
 	if !ok {
 		return nil
@@ -123,28 +65,15 @@ func (pr *prepared) preflight(ctx context.Context, name string, specs []*sandbox
 	if confirm == nil {
 		confirm = func(string) bool { return false }
 	}
-	return pf.PreflightRun(ctx, specs, pr.budget, pr.opts.Stderr, confirm, pr.opts.WriteDaemonJSON)
+	return pf.PreflightRun(ctx, all, pr.budget, pr.opts.Stderr, confirm, pr.opts.WriteDaemonJSON)
 }
 
 // prepareProvider prepares a provider's specs: the tasks' own (and the
 // run's networks) first, whose failure is the run's; then each sample's
 // own, whose failure is its own (sampleErrs).
-func (pr *prepared) prepareProvider(ctx context.Context, name string, specs []*sandbox.Spec, samples []string) error {
+func (pr *prepared) prepareProvider(ctx context.Context, name string, n *specs.Needed) error {
 	prov := pr.providers[name]
-	own := map[*sandbox.Spec]bool{}
-	for _, sp := range specs {
-		own[sp] = true
-	}
-	for _, k := range samples {
-		delete(own, pr.readySampleSpecs[k])
-	}
-	var tasks []*sandbox.Spec
-	for _, sp := range specs {
-		if own[sp] {
-			tasks = append(tasks, sp)
-		}
-	}
-	if err := prov.Prepare(ctx, tasks); err != nil {
+	if err := prov.Prepare(ctx, n.Tasks); err != nil {
 		return fmt.Errorf("prepare %s sandboxes: %w", name, err)
 	}
 	pr.cleanup.add(func() {
@@ -154,7 +83,7 @@ func (pr *prepared) prepareProvider(ctx context.Context, name string, specs []*s
 			fmt.Fprintf(pr.opts.Stderr, "steward: finalize %s provider: %v\n", prov.Name(), err)
 		}
 	})
-	if err := prepareSampleSpecs(ctx, prov, samples, pr.readySampleSpecs, pr.sampleErrs, pr.opts.Stderr); err != nil {
+	if err := pr.ready.PrepareSamples(ctx, prov, n.Samples, pr.sampleErrs, pr.opts.Stderr); err != nil {
 		return fmt.Errorf("prepare %s sandboxes: %w", name, err)
 	}
 	return nil
@@ -164,24 +93,24 @@ func (pr *prepared) prepareProvider(ctx context.Context, name string, specs []*s
 // where each provider's sandboxes reach it (one per address for the whole
 // run, workers included: they receive the URL), and one on loopback for
 // the model judge when a task has one.
-func (pr *prepared) startGateway(needed map[string][]*sandbox.Spec) error {
+func (pr *prepared) startGateway(needed map[string]*specs.Needed) error {
 	gw, err := pr.newGateway(len(needed) > 0)
 	if err != nil {
 		return err
 	}
 	gwCtx, stopGW := context.WithCancel(context.Background())
 	pr.gw, pr.gwURL = gw, map[string]string{}
-	pr.listen = &listeners{gw: gw, ctx: gwCtx, urls: map[string]string{}}
+	pr.listen = gw.Listeners(gwCtx)
 	pr.cleanup.add(func() {
 		stopGW()
-		_ = pr.listen.serving.Wait()
+		pr.listen.Wait()
 	})
 	for name := range needed {
 		addr, err := pr.providers[name].Gateway(gwCtx)
 		if err != nil {
 			return fmt.Errorf("find the gateway address for %s sandboxes: %w", name, err)
 		}
-		if pr.gwURL[name], err = pr.listen.open(addr); err != nil {
+		if pr.gwURL[name], err = pr.openGateway(addr); err != nil {
 			return err
 		}
 	}
@@ -189,7 +118,7 @@ func (pr *prepared) startGateway(needed map[string][]*sandbox.Spec) error {
 		if pt.Task.Scorer.ModelGraded != nil {
 			// The model judge's graders are called from this machine's
 			// processes, on loopback (modeljudge.go).
-			pr.judgeURL, err = pr.listen.open(sandbox.GatewayAddr{Listen: "127.0.0.1:0", Host: "127.0.0.1"})
+			pr.judgeURL, err = pr.openGateway(sandbox.GatewayAddr{Listen: "127.0.0.1:0", Host: "127.0.0.1"})
 			return err
 		}
 	}
@@ -242,36 +171,13 @@ func (c *cleanups) run() {
 	}
 }
 
-// listeners are the gateway's listeners, opened on demand (a worker's
-// provider asks for its own from the worker's reader goroutine): one per
-// address, behind their own lock; serving holds every Serve.
-type listeners struct {
-	gw      *gateway.Gateway
-	ctx     context.Context
-	serving errgroup.Group
-	mu      sync.Mutex
-	urls    map[string]string // listen address|host -> URL
-}
-
-// open makes the gateway listen where sandboxes reach it and returns the
-// URL they use.
-func (ls *listeners) open(addr sandbox.GatewayAddr) (string, error) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	key := addr.Listen + "|" + addr.Host
-	if url, ok := ls.urls[key]; ok {
-		return url, nil
-	}
-	ln, err := net.Listen("tcp", addr.Listen)
+// openGateway makes the gateway listen where sandboxes reach it (once per
+// address for the whole run, workers' included) and returns the URL they
+// use; a listener that cannot be opened is the infrastructure's fault.
+func (pr *prepared) openGateway(addr sandbox.GatewayAddr) (string, error) {
+	url, err := pr.listen.Open(addr.Listen, addr.Host, addr.Proxied)
 	if err != nil {
-		return "", sandbox.InfraError(fmt.Errorf("listen for the model gateway on %s: %w", addr.Listen, err))
-	}
-	url := "http://" + net.JoinHostPort(addr.Host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
-	ls.urls[key] = url
-	if addr.Proxied {
-		ls.serving.Go(func() error { return ls.gw.ServeProxied(ls.ctx, ln) })
-	} else {
-		ls.serving.Go(func() error { return ls.gw.Serve(ls.ctx, ln) })
+		return "", sandbox.InfraError(err)
 	}
 	return url, nil
 }

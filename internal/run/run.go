@@ -261,3 +261,10 @@ func hostname() string {
 	h, _ := os.Hostname()
 	return h
 }
+
+// printWarnings says what the eval set asks for that Steward ignores.
+func printWarnings(w io.Writer, es *evalset.EvalSet) {
+	for _, warn := range es.Warnings {
+		fmt.Fprintf(w, "steward: warning: %s\n", warn.Error())
+	}
+}

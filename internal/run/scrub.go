@@ -2,7 +2,6 @@ package run
 
 import (
 	"os"
-	"strings"
 
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/secret"
@@ -41,16 +40,5 @@ func (l *launch) scrubRow(row *record.Attempt) {
 // the runner's own tokens. A worker never holds them (host hooks, which may
 // use them, run in the supervisor).
 func (l *launch) workerEnv() []string {
-	drop := map[string]bool{}
-	for _, k := range secret.Names([]string{l.es.Model.APIKeyEnv}, l.es.SecretEnv, l.es.Fleet.Secrets) {
-		drop[k] = true
-	}
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if !drop[k] {
-			env = append(env, kv)
-		}
-	}
-	return env
+	return secret.Without(os.Environ(), secret.Names([]string{l.es.Model.APIKeyEnv}, l.es.SecretEnv, l.es.Fleet.Secrets))
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sandbox/local"
 	"github.com/steward-evals/steward/internal/secret"
+	"github.com/steward-evals/steward/internal/specs"
 	"github.com/steward-evals/steward/internal/status"
 )
 
@@ -149,11 +150,11 @@ func handChosen(t *testing.T, opts Options) *chosen {
 	ld := handLoaded(t, opts)
 	prov := local.New(local.Options{BaseDir: t.TempDir()})
 	ch := &chosen{loaded: ld, providers: map[string]sandbox.Provider{"local": prov}, budget: 3, budgetSrc: "from flag"}
-	for _, pt := range ld.p.Tasks {
+	for range ld.p.Tasks {
 		ch.taskProv = append(ch.taskProv, "local")
 		ch.exclusive = append(ch.exclusive, false)
-		ch.specs = append(ch.specs, specFor(pt.Task, ld.runID))
 	}
+	ch.specs = specs.Make(ld.p, ld.runID)
 	return ch
 }
 
@@ -185,7 +186,7 @@ func TestChooseStage(t *testing.T) {
 	if !reflect.DeepEqual(ch.taskProv, []string{"local"}) || ch.exclusive[0] || ch.budget != 5 || ch.budgetSrc != "from flag" {
 		t.Errorf("providers %v exclusive %v budget %d %q", ch.taskProv, ch.exclusive, ch.budget, ch.budgetSrc)
 	}
-	if len(ch.extras) != 3 || len(ch.specs) != 1 || ch.specs[0].RunID != ld.runID {
+	if len(ch.extras) != 3 || len(ch.specs.Tasks) != 1 || ch.specs.Tasks[0].RunID != ld.runID {
 		t.Errorf("extras %v specs %+v", ch.extras, ch.specs)
 	}
 	// Three samples of three attempts each (one confirming): the shard keeps
@@ -292,10 +293,10 @@ func TestPrepareStage(t *testing.T) {
 	if !strings.HasPrefix(url, "http://127.0.0.1:") || pr.gw == nil || pr.judgeURL != "" {
 		t.Fatalf("gateway %v at %q, judge %q", pr.gw, url, pr.judgeURL)
 	}
-	if pr.readySpecs[0] == ch.specs[0] || !reflect.DeepEqual(*pr.readySpecs[0], *ch.specs[0]) {
-		t.Errorf("prepare must prepare copies of the chosen specs: %p %p", pr.readySpecs[0], ch.specs[0])
+	if pr.ready.Tasks[0] == ch.specs.Tasks[0] || !reflect.DeepEqual(*pr.ready.Tasks[0], *ch.specs.Tasks[0]) {
+		t.Errorf("prepare must prepare copies of the chosen specs: %p %p", pr.ready.Tasks[0], ch.specs.Tasks[0])
 	}
-	if again, err := pr.listen.open(sandbox.GatewayAddr{Listen: "127.0.0.1:0", Host: "127.0.0.1"}); err != nil || again != url {
+	if again, err := pr.openGateway(sandbox.GatewayAddr{Listen: "127.0.0.1:0", Host: "127.0.0.1"}); err != nil || again != url {
 		t.Errorf("the same address listened again: %q, %v; want %q", again, err, url)
 	}
 	resp, err := http.Get(url + "/v1/models")
@@ -321,15 +322,15 @@ func TestPrepareStage(t *testing.T) {
 // (local sandboxes need nothing prepared) and a gateway on the mock.
 func handPrepared(t *testing.T, ch *chosen) *prepared {
 	t.Helper()
-	pr := &prepared{begun: handBegun(t, ch), readySpecs: ch.specs, readySampleSpecs: map[string]*sandbox.Spec{}, sampleErrs: map[string]attempt.SampleEnvError{}}
+	pr := &prepared{begun: handBegun(t, ch), ready: ch.specs, sampleErrs: map[string]attempt.SampleEnvError{}}
 	gw, err := pr.newGateway(true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	pr.gw, pr.listen = gw, &listeners{gw: gw, ctx: ctx, urls: map[string]string{}}
-	t.Cleanup(func() { stop(); _ = pr.listen.serving.Wait() })
-	url, err := pr.listen.open(sandbox.GatewayAddr{Listen: "127.0.0.1:0", Host: "127.0.0.1"})
+	pr.gw, pr.listen = gw, gw.Listeners(ctx)
+	t.Cleanup(func() { stop(); pr.listen.Wait() })
+	url, err := pr.openGateway(sandbox.GatewayAddr{Listen: "127.0.0.1:0", Host: "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,6 +79,23 @@ func Values(getenv func(string) string, names []string) []string {
 	return out
 }
 
+// Without is environ (KEY=VALUE entries, as os.Environ gives them) without
+// the named variables: the environment of a process that must not hold
+// them (a worker).
+func Without(environ, names []string) []string {
+	drop := map[string]bool{}
+	for _, n := range names {
+		drop[n] = true
+	}
+	var out []string
+	for _, kv := range environ {
+		if k, _, _ := strings.Cut(kv, "="); !drop[k] {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 // Scrubber replaces secret values with Redacted. The zero value and nil
 // scrub nothing. It is safe for concurrent use.
 type Scrubber struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -88,5 +89,16 @@ func TestAddEnvNames(t *testing.T) {
 	AddEnvNames("NEW_KEY", "", "NEW_KEY", EnvNames[0])
 	if len(EnvNames) != len(saved)+1 || EnvNames[len(EnvNames)-1] != "NEW_KEY" {
 		t.Fatalf("EnvNames %v", EnvNames)
+	}
+}
+
+// A worker's environment holds none of the named variables, whatever
+// their values, and everything else as it was (a value may hold "=").
+func TestWithout(t *testing.T) {
+	env := []string{"PATH=/bin", "GITHUB_TOKEN=ghp_x", "MY_KEY=a=b", "HOME=/h", "MY_KEY_NOT=kept", "EMPTY="}
+	got := Without(env, Names([]string{"MY_KEY", "EMPTY"}))
+	want := []string{"PATH=/bin", "HOME=/h", "MY_KEY_NOT=kept"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Without = %q, want %q", got, want)
 	}
 }
