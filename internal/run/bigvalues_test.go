@@ -1,14 +1,11 @@
 package run
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/sandbox"
 	sbdocker "github.com/steward-evals/steward/internal/sandbox/docker"
 	"github.com/steward-evals/steward/internal/status"
@@ -49,16 +46,8 @@ tasks:
       - {id: big, input: "write a lot", target: "42"}
       - {id: small, input: "write 42", target: "42"}
 `)
-			es, err := evalset.Load(path, evalset.LoadOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var stderr bytes.Buffer
-			res, err := Launch(context.Background(), Options{EvalSet: es, Providers: factory, Stderr: &syncWriter{w: &stderr}})
-			if err != nil {
-				t.Fatalf("launch: %v\n%s", err, stderr.String())
-			}
-			for _, a := range res.Report.Attempts {
+			l := launchSet(t, path, func(o *Options) { o.Providers = factory })
+			for _, a := range l.rep.Attempts {
 				if a.Status != status.Passed {
 					t.Errorf("%s: %s (%s)\n%s", a.Sample, a.Status, a.Reason, a.Log)
 				}
@@ -117,19 +106,11 @@ tasks:
       - {id: big, input: "`+big+`", target: "42"}
       - {id: small, input: "write 42", target: "42"}
 `)
-			es, err := evalset.Load(path, evalset.LoadOptions{})
-			if err != nil {
-				t.Fatal(err)
+			l := launchSet(t, path, func(o *Options) { o.Providers = factory })
+			if len(l.rep.Attempts) != 2 {
+				t.Fatalf("%d attempts\n%s", len(l.rep.Attempts), l.stderr)
 			}
-			var stderr bytes.Buffer
-			res, err := Launch(context.Background(), Options{EvalSet: es, Providers: factory, Stderr: &syncWriter{w: &stderr}})
-			if err != nil {
-				t.Fatalf("launch: %v\n%s", err, stderr.String())
-			}
-			if len(res.Report.Attempts) != 2 {
-				t.Fatalf("%d attempts\n%s", len(res.Report.Attempts), stderr.String())
-			}
-			for _, a := range res.Report.Attempts {
+			for _, a := range l.rep.Attempts {
 				if a.Status != status.Passed {
 					t.Errorf("%s: %s (%s)\n%s", a.Sample, a.Status, a.Reason, a.Log)
 				}
