@@ -62,6 +62,8 @@ func sampleSpecFor(t *evalset.Task, s *evalset.Sample, runID string) *sandbox.Sp
 		}
 		// A compose environment: main is this sandbox, the other services run beside it.
 		spec.Dockerfile, spec.Services = h.Dockerfile, append([]sandbox.Service(nil), h.Services...)
+		// A network allowlist: the hosts its egress proxy lets through.
+		spec.AllowedHosts = append([]string(nil), h.AllowedHosts...)
 	}
 	return spec
 }
