@@ -205,6 +205,8 @@ func (p *Provider) startEgress(ctx context.Context, spec sandbox.Spec, name stri
 		SecurityOpt:    []string{"no-new-privileges"},
 		ReadonlyRootfs: true,
 		Resources:      container.Resources{NanoCPUs: 5e8, Memory: 128 << 20, MemorySwap: 128 << 20, PidsLimit: &pids},
+		// A line per request: bounded, as a compose service's log is.
+		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "1m", "max-file": "1"}},
 	}, &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{n.Name: {}}}, nil, name+"-egress")
 	if err != nil {
 		if ctx.Err() != nil {

@@ -198,6 +198,24 @@ func TestEgressAllowlist(t *testing.T) {
 	if c, n := countRole(t, r, roleEgress); c != 1 || n != 1 {
 		t.Fatalf("%d egress proxies, %d egress networks for one sandbox", c, n)
 	}
+	// The proxy is hardened like a sandbox, its log bounded, and it is on
+	// its sandbox's network and its way out only.
+	px, err := r.P.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelRun+"="+r.ID), filters.Arg("label", labelRole+"="+roleEgress))})
+	if err != nil || len(px) != 1 {
+		t.Fatalf("proxies %v, %v", px, err)
+	}
+	pins, err := r.P.cli.ContainerInspect(ctx, px[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := pins.HostConfig
+	if len(hc.CapDrop) != 1 || hc.CapDrop[0] != "ALL" || len(hc.CapAdd) != 0 || hc.Privileged || !hc.ReadonlyRootfs || len(hc.SecurityOpt) != 1 || hc.SecurityOpt[0] != "no-new-privileges" ||
+		hc.Memory != 128<<20 || hc.PidsLimit == nil || *hc.PidsLimit != 128 || len(hc.Binds) != 0 || len(hc.Mounts) != 0 || hc.LogConfig.Config["max-size"] != "1m" {
+		t.Fatalf("proxy host config %+v", hc)
+	}
+	if len(pins.NetworkSettings.Networks) != 2 || pins.NetworkSettings.Networks[out.Name] == nil || pins.NetworkSettings.Networks[sb.egress.net.Name] == nil {
+		t.Fatalf("proxy networks %v", pins.NetworkSettings.Networks)
+	}
 	if err := sb.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
