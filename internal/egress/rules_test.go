@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"strings"
@@ -177,5 +178,29 @@ func TestSpecRoundTrip(t *testing.T) {
 	}
 	if _, err := (Spec{Hosts: []string{"a.test"}, Allow: []string{"nonsense"}}).Config(); err == nil {
 		t.Fatal("a bad prefix was accepted")
+	}
+}
+
+// TestRunProbe: a probe prints this network namespace's addresses, as the
+// docker provider reads them, and serves nothing.
+func TestRunProbe(t *testing.T) {
+	var out strings.Builder
+	if err := Run(context.Background(), "127.0.0.1:0", Spec{Probe: true}.Encode(), &out); err != nil {
+		t.Fatal(err)
+	}
+	want, err := ProbeAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.TrimSpace(out.String())
+	rest, ok := strings.CutPrefix(line, HostAddrsPrefix)
+	if !ok || strings.Join(strings.Fields(rest), " ") != strings.Join(want, " ") {
+		t.Fatalf("probe printed %q, want %q", line, want)
+	}
+	for _, a := range want {
+		p := netip.MustParsePrefix(a)
+		if !p.IsSingleIP() || p.Addr().IsLoopback() {
+			t.Fatalf("probe address %s", a)
+		}
 	}
 }

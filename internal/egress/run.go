@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"sort"
+	"strings"
 )
 
 // Arg is the hidden subcommand that runs a proxy: `steward __egress
@@ -20,6 +22,38 @@ type Spec struct {
 	// Allow and Deny are AddrPolicy's prefixes.
 	Allow []string `json:"allow,omitempty"`
 	Deny  []string `json:"deny,omitempty"`
+	// Probe asks for no proxy: print this network namespace's addresses
+	// (HostAddrsPrefix, then ProbeAddrs's) and exit. The docker provider
+	// runs it on the host's network when Steward itself runs in a
+	// container, to learn the host's own addresses for Deny.
+	Probe bool `json:"probe,omitempty"`
+}
+
+// HostAddrsPrefix starts the line a probe prints.
+const HostAddrsPrefix = "egress host addresses:"
+
+// ProbeAddrs are this network namespace's interface addresses that a
+// proxy could dial (loopback and link-local are refused anyway), each as a
+// single-address prefix, sorted.
+func ProbeAddrs() ([]string, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("list interface addresses: %w", err)
+	}
+	var out []string
+	for _, a := range addrs {
+		pfx, err := netip.ParsePrefix(a.String())
+		if err != nil {
+			continue
+		}
+		ad := pfx.Addr().Unmap().WithZone("")
+		if ad.IsLoopback() || ad.IsLinkLocalUnicast() {
+			continue
+		}
+		out = append(out, netip.PrefixFrom(ad, ad.BitLen()).String())
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // Encode is s as the SPEC argument.
@@ -72,6 +106,14 @@ func Run(ctx context.Context, listen, spec string, log io.Writer) error {
 	var s Spec
 	if err := json.Unmarshal([]byte(spec), &s); err != nil {
 		return fmt.Errorf("egress proxy: bad spec: %w", err)
+	}
+	if s.Probe {
+		addrs, err := ProbeAddrs()
+		if err != nil {
+			return fmt.Errorf("egress probe: %w", err)
+		}
+		fmt.Fprintln(log, HostAddrsPrefix, strings.Join(addrs, " "))
+		return nil
 	}
 	cfg, err := s.Config()
 	if err != nil {

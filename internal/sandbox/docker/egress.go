@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -132,30 +131,88 @@ func (p *Provider) egressOut(ctx context.Context) (string, error) {
 }
 
 // egressDeny are the addresses the proxies never dial although they may
-// be global: this machine's own, when Steward runs on it (in a container
-// it sees only its container's, which the proxy could not reach anyway).
-func (p *Provider) egressDeny() []string {
-	if p.opts.InContainer {
-		return nil
+// be global: the host's own. On the host they are its interfaces'; when
+// Steward runs in a container they are learnt once by a probe container on
+// the host's network (egress.Spec.Probe), and a failed probe refuses the
+// sandbox rather than start a proxy that might reach the host.
+func (p *Provider) egressDeny(ctx context.Context) ([]string, error) {
+	if !p.opts.InContainer {
+		return egress.ProbeAddrs()
 	}
-	addrs, err := net.InterfaceAddrs()
+	p.egressMu.Lock()
+	defer p.egressMu.Unlock()
+	if p.hostAddrs != nil {
+		return p.hostAddrs, nil
+	}
+	addrs, err := p.probeHostAddrs(ctx)
 	if err != nil {
-		return nil
+		return nil, sandbox.InfraError(fmt.Errorf("learn the host's addresses for the egress proxies: %w", err))
 	}
-	var out []string
-	for _, a := range addrs {
-		pfx, err := netip.ParsePrefix(a.String())
-		if err != nil {
-			continue
-		}
-		ad := pfx.Addr().Unmap()
-		if ad.IsLoopback() || ad.IsLinkLocalUnicast() {
-			continue // refused anyway
-		}
-		out = append(out, netip.PrefixFrom(ad, ad.BitLen()).String())
+	p.hostAddrs = addrs
+	return addrs, nil
+}
+
+// probeHostAddrs runs the egress image's probe on the host's network and
+// reads the addresses it prints.
+func (p *Provider) probeHostAddrs(ctx context.Context) ([]string, error) {
+	img := p.egressRef
+	if img == "" {
+		return nil, errors.New("no egress image")
 	}
-	sort.Strings(out)
-	return out
+	cmd := p.opts.EgressCommand
+	if len(cmd) == 0 {
+		cmd = []string{"/steward", egress.Arg}
+	}
+	cmd = append(append([]string(nil), cmd...), "0.0.0.0:0", egress.Spec{Probe: true}.Encode())
+	init := true
+	pids := int64(16)
+	resp, err := p.cli.ContainerCreate(ctx, &container.Config{
+		Image: img, Cmd: cmd, Entrypoint: []string{}, Labels: p.labels("", roleEgress+"-probe", nil),
+	}, &container.HostConfig{
+		NetworkMode:    "host",
+		Init:           &init,
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		ReadonlyRootfs: true,
+		Resources:      container.Resources{NanoCPUs: 5e8, Memory: 64 << 20, PidsLimit: &pids},
+	}, nil, nil, dockerName(p.opts.RunID, "egress-probe", randomID(3)))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		cctx, cancel := cleanupCtx(ctx)
+		defer cancel()
+		_ = p.removeContainer(cctx, resp.ID)
+	}()
+	if err := p.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	okC, errC := p.cli.ContainerWait(wctx, resp.ID, container.WaitConditionNotRunning)
+	select {
+	case w := <-okC:
+		if w.StatusCode != 0 {
+			return nil, fmt.Errorf("probe exited %d: %s", w.StatusCode, strings.TrimSpace(p.containerLogs(ctx, resp.ID)))
+		}
+	case err := <-errC:
+		return nil, err
+	}
+	logs := p.containerLogs(ctx, resp.ID)
+	for _, line := range strings.Split(logs, "\n") {
+		if rest, ok := strings.CutPrefix(line, egress.HostAddrsPrefix); ok {
+			addrs := []string{}
+			for _, f := range strings.Fields(rest) {
+				pfx, err := egress.ParsePrefix(f)
+				if err != nil {
+					return nil, fmt.Errorf("probe printed %q: %w", f, err)
+				}
+				addrs = append(addrs, pfx.String())
+			}
+			return addrs, nil
+		}
+	}
+	return nil, fmt.Errorf("probe printed no addresses: %q", strings.TrimSpace(logs))
 }
 
 // startEgress starts the proxy of a sandbox about to be created (name
@@ -188,7 +245,11 @@ func (p *Provider) startEgress(ctx context.Context, spec sandbox.Spec, name stri
 	for _, a := range p.opts.EgressAllow {
 		allow = append(allow, a.String())
 	}
-	es := egress.Spec{Hosts: spec.AllowedHosts, Allow: allow, Deny: p.egressDeny()}
+	deny, err := p.egressDeny(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	es := egress.Spec{Hosts: spec.AllowedHosts, Allow: allow, Deny: deny}
 	cmd := p.opts.EgressCommand
 	if len(cmd) == 0 {
 		cmd = []string{"/steward", egress.Arg}

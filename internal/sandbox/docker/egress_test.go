@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 
+	"github.com/steward-evals/steward/internal/egress"
 	"github.com/steward-evals/steward/internal/sandbox"
 )
 
@@ -281,4 +282,38 @@ func TestEgressOptions(t *testing.T) {
 	if err := EgressOptions(func(k string) string { return env[k] }, &o); !errors.Is(err, sandbox.ErrBadInput) || !strings.Contains(err.Error(), EnvEgressAllow) {
 		t.Fatalf("a bad prefix: %v", err)
 	}
+}
+
+// TestEgressProbeLearnsTheHostsAddresses: when Steward runs in a container
+// the proxies' deny list comes from a probe on the host's network; run
+// here, on the host, it finds exactly the addresses this process sees,
+// and leaves no container.
+func TestEgressProbeLearnsTheHostsAddresses(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds a static helper")
+	}
+	bin := buildEgressd(t)
+	r := newRun(t, func(o *Options) { o.EgressBinary = bin })
+	ctx := context.Background()
+	if _, err := r.P.egressImage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rememberImage(r.P.egressRef)
+	r.P.opts.InContainer = true // the probe path; this test runs on the host, so it must see the host's addresses
+	got, err := r.P.egressDeny(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := egress.ProbeAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) == 0 || strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("probe found %q, this process sees %q", got, want)
+	}
+	if c, _ := countRun(t, r.P.cli, r.ID); c != 0 {
+		t.Fatalf("the probe left %d containers", c)
+	}
+	r.P.opts.InContainer = false
 }

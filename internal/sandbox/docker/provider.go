@@ -152,7 +152,8 @@ type Provider struct {
 	diskMode  int32 // how disk quotas are enforced (disk.go), learned at the first Create
 
 	egressMu  sync.Mutex
-	egressRef string // the egress proxy's image, once built
+	egressRef string   // the egress proxy's image, once built
+	hostAddrs []string // the host's own addresses, learnt by a probe (in a container)
 
 	tplMu        sync.Mutex
 	emptyWorkdir map[string]bool // image and workdir with nothing to seed (disk.go)
