@@ -67,9 +67,12 @@ func TestHarborAllowlistRunsThroughTheEgressProxy(t *testing.T) {
 	ds := harborDataset(t, t.TempDir(), map[string]map[string]string{
 		"allow-file": {"instruction.md": "Say hello.\n", "tests/test.sh": string(test), "task.toml": allow},
 	})
-	for _, other := range []string{"reward-json", "system-state", "timeout", "write-file"} {
-		if err := os.RemoveAll(filepath.Join(ds, other)); err != nil {
-			t.Fatal(err)
+	fixtures, _ := filepath.Glob(filepath.Join(ds, "*", "task.toml"))
+	for _, f := range fixtures {
+		if d := filepath.Dir(f); filepath.Base(d) != "allow-file" {
+			if err := os.RemoveAll(d); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	dir := t.TempDir()
