@@ -83,6 +83,7 @@ var onlyImports = []struct {
 	why  string
 }{
 	{"internal/score", []string{"internal/status", "internal/stats"}, "judging is pure: matching, verdicts and reducers run nothing (issue 26 item 1)"},
+	{"internal/egress", nil, "the egress proxy runs alone in a container of its own per sandbox: it knows nothing of Steward (issue 24 item 7)"},
 }
 
 // allowedExceptions are edges a broad rule above would forbid but that are by design.

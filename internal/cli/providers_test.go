@@ -77,8 +77,13 @@ func TestProviderInternalCommands(t *testing.T) {
 	if !strings.Contains(s.stderr.String(), "relay listen 256.0.0.1:1") {
 		t.Fatalf("the relay did not run: %q", s.stderr.String())
 	}
+	// The egress proxy (network allowlists) likewise.
+	s.must(t, ExitInfra, "__egress", "127.0.0.1:0", `{"hosts":["127.0.0.1"]}`)
+	if !strings.Contains(s.stderr.String(), "egress proxy: \"127.0.0.1\": an IP address") {
+		t.Fatalf("the egress proxy did not run: %q", s.stderr.String())
+	}
 	s.must(t, ExitOK, "--help")
-	if strings.Contains(s.stdout.String(), "__relay") {
+	if strings.Contains(s.stdout.String(), "__relay") || strings.Contains(s.stdout.String(), "__egress") {
 		t.Fatalf("help shows the internal command:\n%s", s.stdout.String())
 	}
 }

@@ -55,6 +55,9 @@ type HarborSample struct {
 	Compose    string
 	Dockerfile string
 	Services   []sandbox.Service
+	// AllowedHosts are the hosts a sandbox of network "allowlist" reaches
+	// through its egress proxy ([environment] allowed_hosts, normalized).
+	AllowedHosts []string
 }
 
 // HarborFile is one file of a Harbor task's tests/ or solution/, as read at Load.
@@ -142,6 +145,7 @@ func harborSample(h *harbor.Task, file string) *Sample {
 			Dir: h.Dir, Env: h.Env, VerifierMode: h.VerifierMode, VerifierEnv: h.VerifierEnv,
 			Tests: harborFiles(h.Tests), Solution: harborFiles(h.Solution), SolutionEnv: h.SolutionEnv,
 			Compose: h.Compose, Dockerfile: h.Dockerfile, Services: h.Services,
+			AllowedHosts: h.AllowedHosts,
 		},
 	}
 	return s

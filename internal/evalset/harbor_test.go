@@ -79,6 +79,21 @@ func TestTasksFromKeepProcesses(t *testing.T) {
 	}
 }
 
+// TestTasksFromHarborAllowlist: a Harbor task's allowlist reaches its
+// sample: network allowlist, and the hosts (normalized) beside the task's.
+func TestTasksFromHarborAllowlist(t *testing.T) {
+	dir := writeTree(t, map[string]string{
+		"steward.yaml":        "tasks:\n  - name: d\n    agent: a\n    tasks_from: {harbor: ds}\n",
+		"ds/t/instruction.md": "do it", "ds/t/tests/test.sh": "true", "ds/t/environment/Dockerfile": "FROM scratch\n",
+		"ds/t/task.toml": "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"PyPI.org\", \"*.pythonhosted.org\"]\n",
+	})
+	es := mustLoad(t, dir, LoadOptions{})
+	s := es.Tasks[0].Samples[0]
+	if s.Sandbox.Network != "allowlist" || !reflect.DeepEqual(s.Harbor.AllowedHosts, []string{"*.pythonhosted.org", "pypi.org"}) {
+		t.Fatalf("network %q, hosts %q", s.Sandbox.Network, s.Harbor.AllowedHosts)
+	}
+}
+
 func TestTasksFromHarborRefused(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -111,6 +126,12 @@ func TestTasksFromHarborRefused(t *testing.T) {
 			"ds/t/environment/docker-compose.yaml": "services:\n  main: {image: reg/main:1}\n  db: {image: reg/db:1}\n",
 		}, []string{
 			"steward.yaml:4: tasks[0].sandbox.provider: sample t: the kubernetes provider cannot run compose environments",
+		}},
+		{"kubernetes allowlist", "tasks:\n  - name: d\n    agent: a\n    sandbox: {provider: kubernetes}\n    tasks_from: {harbor: ds}\n", map[string]string{
+			"ds/t/instruction.md": "do it", "ds/t/tests/test.sh": "true",
+			"ds/t/task.toml": "[environment]\ndocker_image = \"reg/x:1\"\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n",
+		}, []string{
+			"steward.yaml:4: tasks[0].sandbox.provider: sample t: the kubernetes provider cannot enforce a network allowlist (network_mode = \"allowlist\", allowed_hosts): a NetworkPolicy filters by address, not by host name",
 		}},
 		{"missing", "tasks:\n  - name: d\n    agent: a\n    tasks_from: {harbor: nope}\n", nil, []string{
 			"nope: cannot read the Harbor dataset: no such file or directory",

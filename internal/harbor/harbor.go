@@ -19,6 +19,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +29,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
 
+	"github.com/steward-evals/steward/internal/egress"
 	"github.com/steward-evals/steward/internal/sandbox"
 )
 
@@ -64,6 +66,9 @@ const (
 	NetworkPublic = "bridge"
 	// NetworkNone is Harbor's no-network: only the model gateway.
 	NetworkNone = "gateway"
+	// NetworkAllowlist is Harbor's allowlist: the model gateway, and
+	// AllowedHosts through an egress proxy (docker only; docs/harbor.md).
+	NetworkAllowlist = "allowlist"
 )
 
 // Verifier environment modes.
@@ -140,10 +145,12 @@ type Task struct {
 	CPUs         float64
 	MemoryBytes  int64
 	StorageBytes int64
-	// Network is NetworkPublic or NetworkNone.
-	Network string
-	Workdir string
-	Env     map[string]string
+	// Network is NetworkPublic, NetworkNone or NetworkAllowlist;
+	// AllowedHosts are an allowlist's hosts, normalized (egress.ParseHost).
+	Network      string
+	AllowedHosts []string
+	Workdir      string
+	Env          map[string]string
 
 	AgentTimeout    time.Duration
 	VerifierTimeout time.Duration
@@ -701,8 +708,16 @@ func mapConfig(r *Result, t *Task, c *config, li lineIndex, file, taskDisplay st
 	case env.AllowInternet != nil && !*env.AllowInternet:
 		t.Network = NetworkNone
 	}
-	if len(env.AllowedHosts) > 0 && env.NetworkMode != "allowlist" {
-		bad("environment.allowed_hosts", "network allowlists are not supported yet")
+	hosts := allowedHosts(bad, "environment.allowed_hosts", env.AllowedHosts)
+	switch {
+	case t.Network == NetworkAllowlist && env.AllowedHosts == nil:
+		bad("environment.network_mode", "allowlist without allowed_hosts: list the hosts the task may reach (or use no-network)")
+	case t.Network == NetworkAllowlist && len(env.AllowedHosts) == 0:
+		bad("environment.allowed_hosts", "empty: list the hosts the task may reach (or use network_mode = \"no-network\")")
+	case t.Network == NetworkAllowlist:
+		t.AllowedHosts = hosts
+	case env.AllowedHosts != nil:
+		bad("environment.allowed_hosts", "applies only with network_mode = \"allowlist\"")
 	}
 	for _, ph := range []struct {
 		name string
@@ -713,10 +728,15 @@ func mapConfig(r *Result, t *Task, c *config, li lineIndex, file, taskDisplay st
 		if ph.mode != "" {
 			if m := network(bad, ph.name+".network_mode", ph.mode); m != "" && m != t.Network {
 				bad(ph.name+".network_mode", "a network for the %s phase alone is not supported yet: set [environment] network_mode", ph.name)
+			} else if m == NetworkAllowlist && ph.ah == nil {
+				bad(ph.name+".network_mode", "allowlist without the %s phase's allowed_hosts: repeat [environment]'s (a host list for one phase alone is not supported yet)", ph.name)
 			}
 		}
-		if len(ph.ah) > 0 {
-			bad(ph.name+".allowed_hosts", "network allowlists are not supported yet")
+		if ph.ah != nil {
+			key := ph.name + ".allowed_hosts"
+			if h := allowedHosts(bad, key, ph.ah); t.Network != NetworkAllowlist || !slices.Equal(h, hosts) {
+				bad(key, "a host list for the %s phase alone is not supported yet: set [environment] network_mode = \"allowlist\" and allowed_hosts (a phase may repeat them)", ph.name)
+			}
 		}
 		if ph.user != nil && !isRoot(ph.user) {
 			bad(ph.name+".user", "running the %s as another user is not supported yet (it runs as the image's user)", ph.name)
@@ -879,11 +899,27 @@ func network(bad func(string, string, ...any), key, mode string) string {
 	case "no-network":
 		return NetworkNone
 	case "allowlist":
-		bad(key, "allowlist is not supported yet: Steward has no egress proxy for allowed_hosts (use public or no-network)")
-		return ""
+		return NetworkAllowlist
 	}
 	bad(key, "%q: use public, no-network or allowlist", mode)
 	return ""
+}
+
+// allowedHosts reads an allowed_hosts list (egress.ParseHost: host names,
+// "*.domain" wildcards; no addresses, ports or schemes), normalized,
+// sorted and without repeats; each bad entry is reported by its index.
+func allowedHosts(bad func(string, string, ...any), key string, list []string) []string {
+	var out []string
+	for i, h := range list {
+		p, err := egress.ParseHost(h)
+		if err != nil {
+			bad(key, "entry %d: %v", i+1, err)
+			continue
+		}
+		out = append(out, p.String())
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // seconds reads a timeout_sec (default def); at most a day.

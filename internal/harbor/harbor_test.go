@@ -174,6 +174,23 @@ func TestDefaultsAndLegacy(t *testing.T) {
 	}
 }
 
+// TestAllowlist: network_mode = "allowlist" loads with its hosts
+// normalized (lower case, no trailing dot, sorted, once each), wildcards
+// kept; a phase may repeat the environment's list.
+func TestAllowlist(t *testing.T) {
+	dir := t.TempDir()
+	writeTask(t, dir, "a", base("[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"PyPI.org.\", \"*.pythonhosted.org\", \"pypi.org\"]\n"+
+		"[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"*.pythonhosted.org\", \"pypi.org\"]\n[verifier]\nallowed_hosts = [\"pypi.org\", \"*.PythonHosted.org\"]\n"))
+	r := Load(dir, "ds", Options{})
+	if len(r.Problems) != 0 {
+		t.Fatalf("problems: %v", r.Problems)
+	}
+	a := r.Tasks[0]
+	if a.Network != NetworkAllowlist || !reflect.DeepEqual(a.AllowedHosts, []string{"*.pythonhosted.org", "pypi.org"}) {
+		t.Fatalf("network %q, hosts %q", a.Network, a.AllowedHosts)
+	}
+}
+
 func TestOneTaskDir(t *testing.T) {
 	dir := t.TempDir()
 	td := writeTask(t, dir, "solo", base(""))
@@ -199,7 +216,19 @@ func TestRefused(t *testing.T) {
 		{"gpu_types", "[environment]\ngpu_types = [\"h100\"]\n", nil, "ds/t/task.toml:2: environment.gpu_types: GPUs", false},
 		{"tpu", "[environment]\ntpu = \"v4\"\n", nil, "ds/t/task.toml:2: environment.tpu: TPUs", false},
 		{"mcp", "[[environment.mcp_servers]]\nname = \"x\"\ntransport = \"sse\"\nurl = \"http://x\"\n", nil, "ds/t/task.toml:1: environment.mcp_servers: MCP servers are not supported yet", false},
-		{"allowlist", "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n", nil, "ds/t/task.toml:2: environment.network_mode: allowlist is not supported yet", false},
+		{"allowlist without hosts", "[environment]\nnetwork_mode = \"allowlist\"\n", nil, "ds/t/task.toml:2: environment.network_mode: allowlist without allowed_hosts", false},
+		{"allowlist empty", "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = []\n", nil, "ds/t/task.toml:3: environment.allowed_hosts: empty", false},
+		{"allowed host IP", "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\", \"169.254.169.254\"]\n", nil, "ds/t/task.toml:3: environment.allowed_hosts: entry 2: \"169.254.169.254\": an IP address", false},
+		{"allowed host inet_aton", "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"0x7f.1\"]\n", nil, "ds/t/task.toml:3: environment.allowed_hosts: entry 1: \"0x7f.1\": an IP address", false},
+		{"allowed host URL", "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"https://pypi.org/simple\"]\n", nil, "ds/t/task.toml:3: environment.allowed_hosts: entry 1: \"https://pypi.org/simple\": an allowed host is a host name alone", false},
+		{"allowed host port", "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org:443\"]\n", nil, "ds/t/task.toml:3: environment.allowed_hosts: entry 1", false},
+		{"allowed host single label", "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"localhost\"]\n", nil, "ds/t/task.toml:3: environment.allowed_hosts: entry 1: \"localhost\": a single-label name", false},
+		{"allowed host wide wildcard", "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"*.org\"]\n", nil, "ds/t/task.toml:3: environment.allowed_hosts: entry 1: \"*.org\": a wildcard over a single label", false},
+		{"allowed hosts without allowlist", "[environment]\nnetwork_mode = \"no-network\"\nallowed_hosts = [\"pypi.org\"]\n", nil, "ds/t/task.toml:3: environment.allowed_hosts: applies only with network_mode = \"allowlist\"", false},
+		{"phase hosts differ", "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n[verifier]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"github.com\"]\n", nil, "ds/t/task.toml:6: verifier.allowed_hosts: a host list for the verifier phase alone", false},
+		{"phase hosts, public env", "[agent]\nallowed_hosts = [\"pypi.org\"]\n", nil, "ds/t/task.toml:2: agent.allowed_hosts: a host list for the agent phase alone", false},
+		{"phase allowlist without hosts", "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n[agent]\nnetwork_mode = \"allowlist\"\n", nil, "ds/t/task.toml:5: agent.network_mode: allowlist without the agent phase's allowed_hosts", false},
+		{"phase allowlist, env public", "[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n", nil, "ds/t/task.toml:2: agent.network_mode: a network for the agent phase alone", false},
 		{"badnet", "[environment]\nnetwork_mode = \"host\"\n", nil, "ds/t/task.toml:2: environment.network_mode: \"host\"", false},
 		{"phase net", "[verifier]\nnetwork_mode = \"no-network\"\n", nil, "ds/t/task.toml:2: verifier.network_mode: a network for the verifier phase alone", false},
 		{"user", "[agent]\nuser = \"app\"\n", nil, "ds/t/task.toml:2: agent.user: running the agent as another user", false},

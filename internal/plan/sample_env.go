@@ -31,6 +31,10 @@ func sampleEnvParts(s *evalset.Sample) map[string]any {
 			// what it was when the agent's processes were always ended).
 			m["harbor"].(map[string]any)["keep_processes"] = true
 		}
+		if len(h.AllowedHosts) > 0 {
+			// A network allowlist: what the sandbox may reach decides outcomes.
+			m["harbor"].(map[string]any)["allowed_hosts"] = h.AllowedHosts
+		}
 		if h.Compose != "" {
 			// A compose environment: main's Dockerfile and every other
 			// service as configured (their build contexts are hashed with the image).

@@ -85,6 +85,10 @@ func TestSampleEnvironmentFingerprints(t *testing.T) {
 	check("the solution", "reward-json", "sample")
 	edit("system-state/task.toml", "[agent]\ntimeout_sec = 61\n[environment]\nmemory_mb = 256\nworkdir = \"/app\"\n")
 	check("task.toml", "system-state", "sample")
+	edit("system-state/task.toml", "[agent]\ntimeout_sec = 61\n[environment]\nmemory_mb = 256\nworkdir = \"/app\"\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n")
+	check("an allowlist", "system-state", "sample")
+	edit("system-state/task.toml", "[agent]\ntimeout_sec = 61\n[environment]\nmemory_mb = 256\nworkdir = \"/app\"\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\", \"*.pythonhosted.org\"]\n")
+	check("the allowed hosts", "system-state", "sample")
 	// keep_processes: false changes every shared-mode sample's
 	// fingerprint (its verifier no longer sees the agent's processes) and
 	// not the separate-mode one's (reward-json), whose verifier never did.

@@ -41,7 +41,11 @@ type Spec struct {
 	CPUs         float64
 	Memory       int64 // bytes; 0 = provider default
 	PIDs         int64
-	Network      string // "gateway" | "bridge" | "isolated"
+	Network      string // "gateway" | "bridge" | "isolated" | "allowlist"
+	// AllowedHosts are the host names a network "allowlist" sandbox reaches
+	// through its egress proxy (internal/egress.ParseHost: exact names and
+	// "*.domain"), besides the gateway.
+	AllowedHosts []string
 	CapAdd       []string
 	Workdir      string
 	// Env is set for every command run in the sandbox.

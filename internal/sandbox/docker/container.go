@@ -57,6 +57,8 @@ func (p *Provider) create(ctx context.Context, spec sandbox.Spec, seed bool) (sa
 
 	var netName string
 	var ownNet *runNet
+	var eg *egressProxy // network: allowlist (egress.go)
+	var proxyEnv []string
 	switch networkMode(spec.Network) {
 	case NetworkGateway:
 		n, err := p.ensureNet(ctx, false)
@@ -64,6 +66,16 @@ func (p *Provider) create(ctx context.Context, spec sandbox.Spec, seed bool) (sa
 			return nil, fmt.Errorf("create sandbox: %w", err)
 		}
 		netName = n.Name
+	case NetworkAllowlist:
+		n, err := p.ensureNet(ctx, false)
+		if err != nil {
+			return nil, fmt.Errorf("create sandbox: %w", err)
+		}
+		netName = n.Name
+		if eg, err = p.startEgress(ctx, spec, name); err != nil {
+			return nil, fmt.Errorf("create sandbox: %w", err)
+		}
+		proxyEnv = p.proxyEnv(eg, n, spec)
 	case NetworkBridge:
 		n, err := p.ensureNet(ctx, true)
 		if err != nil {
@@ -80,10 +92,14 @@ func (p *Provider) create(ctx context.Context, spec sandbox.Spec, seed bool) (sa
 		return nil, fmt.Errorf("create sandbox for task %s: unknown network %q", spec.Task, spec.Network)
 	}
 
-	env := make([]string, 0, len(spec.Env))
+	env := make([]string, 0, len(spec.Env)+len(proxyEnv))
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		if proxyEnv != nil && isProxyVar(k) {
+			continue // the egress proxy's own win
+		}
 		env = append(env, k+"="+spec.Env[k])
 	}
+	env = append(env, proxyEnv...)
 	caps := append([]string(nil), spec.CapAdd...)
 	init := true
 	cfg := &container.Config{
@@ -112,9 +128,12 @@ func (p *Provider) create(ctx context.Context, spec sandbox.Spec, seed bool) (sa
 	}
 	nc := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{netName: {}}}
 	fail := func(err error) (sandbox.Sandbox, error) {
-		if ownNet != nil {
+		if ownNet != nil || eg != nil {
 			cctx, cancel := cleanupCtx(ctx)
-			_ = p.removeNetwork(cctx, ownNet.ID)
+			if ownNet != nil {
+				_ = p.removeNetwork(cctx, ownNet.ID)
+			}
+			_ = p.stopEgress(cctx, eg)
 			cancel()
 		}
 		return nil, err
@@ -137,7 +156,14 @@ func (p *Provider) create(ctx context.Context, spec sandbox.Spec, seed bool) (sa
 		}
 		return fail(sandbox.InfraError(fmt.Errorf("create sandbox for task %s: %w", spec.Task, err)))
 	}
-	sb := &Sandbox{p: p, id: resp.ID, name: name, workdir: workdir, net: ownNet, memory: mem, spec: spec, disk: disk, roots: roots, writableRoot: spec.WritableRoot && roots != nil}
+	sb := &Sandbox{p: p, id: resp.ID, name: name, workdir: workdir, net: ownNet, egress: eg, memory: mem, spec: spec, disk: disk, roots: roots, writableRoot: spec.WritableRoot && roots != nil}
+	if eg != nil {
+		// The proxy's network: the sandbox's only way to it.
+		if err := p.cli.NetworkConnect(ctx, eg.net.ID, sb.id, &network.EndpointSettings{}); err != nil {
+			_ = sb.Close(ctx)
+			return nil, sandbox.InfraError(fmt.Errorf("connect sandbox %s to its egress proxy's network: %w", name, err))
+		}
+	}
 	if len(spec.Services) > 0 {
 		// A compose environment: the other services are up (and healthy) before main starts.
 		if err := p.composeUp(ctx, spec, id, sb); err != nil {
@@ -182,6 +208,8 @@ type Sandbox struct {
 	name    string
 	workdir string
 	net     *runNet // own network (network: isolated)
+	// egress is a network: allowlist sandbox's proxy (egress.go), removed by Close.
+	egress *egressProxy
 	// compose and services are a compose environment's network and its
 	// other services' containers (compose.go), removed by Close.
 	compose  *runNet
@@ -600,6 +628,9 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		}
 	}
 	if err := s.p.composeDown(cctx, s.services, s.compose); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.p.stopEgress(cctx, s.egress); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

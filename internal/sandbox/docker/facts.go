@@ -35,7 +35,7 @@ func (p *Provider) Capacity(ctx context.Context, specs []sandbox.Spec) (sandbox.
 		if m > mem {
 			mem = m
 		}
-		if networkMode(s.Network) == NetworkIsolated {
+		if m := networkMode(s.Network); m == NetworkIsolated || m == NetworkAllowlist {
 			isolated = true
 		}
 	}
@@ -181,7 +181,8 @@ func BuildPoolReport(pools []AddressPool, source string, used []netip.Prefix, wa
 
 // NetworksWanted is how many networks a run of these specs creates at most
 // with concurrency sandboxes at once: one run network, one more when a spec
-// uses network: bridge, one per live sandbox of network: isolated specs,
+// uses network: bridge or allowlist, one per live sandbox of network:
+// isolated or allowlist specs,
 // and one per live sandbox of a compose environment (spec.Services: its
 // own network for its services), two for an isolated compose one.
 func NetworksWanted(specs []sandbox.Spec, concurrency int) int {
@@ -195,6 +196,9 @@ func NetworksWanted(specs []sandbox.Spec, concurrency int) int {
 			bridge = true
 		case NetworkIsolated:
 			own++
+		case NetworkAllowlist:
+			own++         // the sandbox's, shared with its egress proxy
+			bridge = true // the proxies' way out (at most: unless STEWARD_EGRESS_NETWORK)
 		}
 		if len(s.Services) > 0 {
 			own++

@@ -52,6 +52,10 @@ const (
 	NetworkGateway  = "gateway"  // reaches the model gateway only (default)
 	NetworkBridge   = "bridge"   // reaches the outside world and the gateway, not other sandboxes
 	NetworkIsolated = "isolated" // a network of its own per sandbox (counts against the address pools)
+	// NetworkAllowlist reaches the gateway and, through an egress proxy of
+	// its own (egress.go), Spec.AllowedHosts; a network of its own per
+	// sandbox, shared with its proxy.
+	NetworkAllowlist = "allowlist"
 )
 
 // Defaults applied when a spec leaves a limit at zero.
@@ -87,6 +91,16 @@ type Options struct {
 	// RelayBinary is a static executable that serves RelayCommand; default
 	// os.Executable() (the steward binary, built with CGO_ENABLED=0).
 	RelayBinary string
+	// EgressCommand and EgressBinary are RelayCommand and RelayBinary for
+	// the egress proxies of network: allowlist sandboxes (egress.go): the
+	// command gets LISTEN and SPEC appended; default ["/steward", "__egress"].
+	EgressCommand []string
+	EgressBinary  string
+	// EgressAllow are private prefixes the egress proxies may dial
+	// (STEWARD_EGRESS_ALLOW); EgressNetwork the network they go out
+	// through (STEWARD_EGRESS_NETWORK; "" = the run's outbound network).
+	EgressAllow   []netip.Prefix
+	EgressNetwork string
 	// DaemonJSONPath overrides where the daemon configuration is read; "" = /etc/docker/daemon.json.
 	DaemonJSONPath string
 	// Client is an existing client to use; nil = client.FromEnv with API version negotiation.
@@ -136,6 +150,10 @@ type Provider struct {
 	// after the call returned, so Finalize removes them by name again.
 	abandoned []string
 	diskMode  int32 // how disk quotas are enforced (disk.go), learned at the first Create
+
+	egressMu  sync.Mutex
+	egressRef string   // the egress proxy's image, once built
+	hostAddrs []string // the host's own addresses, learnt by a probe (in a container)
 
 	tplMu        sync.Mutex
 	emptyWorkdir map[string]bool // image and workdir with nothing to seed (disk.go)
@@ -283,8 +301,16 @@ func (p *Provider) Prepare(ctx context.Context, specs []*sandbox.Spec) error {
 		case NetworkGateway, NetworkIsolated:
 		case NetworkBridge:
 			wantBridge = true
+		case NetworkAllowlist:
+			if err := checkAllowedHosts(s); err != nil {
+				return fmt.Errorf("prepare %w", err)
+			}
+			if _, err := p.egressImage(ctx); err != nil {
+				return fmt.Errorf("prepare task %s: %w", s.Task, err)
+			}
+			wantBridge = wantBridge || p.opts.EgressNetwork == ""
 		default:
-			return fmt.Errorf("prepare task %s: unknown network %q (want gateway, bridge or isolated)", s.Task, s.Network)
+			return fmt.Errorf("prepare task %s: unknown network %q (want gateway, bridge, isolated or allowlist)", s.Task, s.Network)
 		}
 		if s.Build != "" {
 			bctx, cancel := ctx, context.CancelFunc(func() {})
@@ -485,6 +511,9 @@ func (p *Provider) Finalize(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("list leftover sandboxes: %w", err))
 	}
 	if err := p.removeLeftoverComposeNets(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := p.removeLeftoverEgressNets(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	for _, n := range nets {

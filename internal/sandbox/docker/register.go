@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/steward-evals/steward/internal/egress"
 	"github.com/steward-evals/steward/internal/sandbox"
 )
 
@@ -21,10 +22,14 @@ func init() {
 		Available: Available,
 		Check:     check,
 		New: func(ctx context.Context, ri sandbox.RunInfo) (sandbox.Provider, error) {
-			return New(ctx, Options{
+			o := Options{
 				RunID: ri.RunID, LockPath: ri.LockPath, Log: ri.Stderr,
 				InContainer: InContainer(ri.Getenv), Labels: map[string]string{}, Liveness: ri.Liveness,
-			})
+			}
+			if err := EgressOptions(ri.Getenv, &o); err != nil {
+				return nil, err
+			}
+			return New(ctx, o)
 		},
 		Sweep: func(ctx context.Context, w io.Writer, ri sandbox.RunInfo) error {
 			if !Available(ctx) {
@@ -42,6 +47,11 @@ func init() {
 			Name: RelayArg, Usage: "LISTEN TARGET", Short: "internal: forward sandbox connections to the model gateway", Args: 2,
 			Run: func(ctx context.Context, args []string, stderr io.Writer) error {
 				return RunRelay(ctx, args[0], args[1], stderr)
+			},
+		}, {
+			Name: egress.Arg, Usage: "LISTEN SPEC", Short: "internal: the egress proxy of a sandbox with a network allowlist", Args: 2,
+			Run: func(ctx context.Context, args []string, stderr io.Writer) error {
+				return egress.Run(ctx, args[0], args[1], stderr)
 			},
 		}},
 		Doctor: func(ctx context.Context, w io.Writer, ri sandbox.RunInfo) error {

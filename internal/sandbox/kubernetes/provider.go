@@ -340,6 +340,8 @@ func (p *Provider) Prepare(ctx context.Context, specs []*sandbox.Spec) error {
 		}
 		switch s.Network {
 		case "", "gateway", "bridge", "isolated":
+		case NetworkAllowlist:
+			return fmt.Errorf("%w: prepare task %s: %s", sandbox.ErrBadInput, s.Task, allowlistRefusal)
 		default:
 			return fmt.Errorf("prepare task %s: unknown network %q (want gateway, bridge or isolated)", s.Task, s.Network)
 		}

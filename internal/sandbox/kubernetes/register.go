@@ -85,8 +85,17 @@ func check(s sandbox.Settings) []sandbox.Problem {
 	if s.Compose {
 		out = append(out, sandbox.Problem{Message: "the kubernetes provider cannot run compose environments (environment/docker-compose.yaml: services beside main on a network of their own): use sandbox.provider: docker"})
 	}
+	if s.Network == NetworkAllowlist {
+		out = append(out, sandbox.Problem{Field: "network", Message: allowlistRefusal})
+	}
 	return out
 }
+
+// NetworkAllowlist is the network of a sandbox that reaches named hosts
+// only (a Harbor task's network_mode = "allowlist"): refused here.
+const NetworkAllowlist = "allowlist"
+
+const allowlistRefusal = "the kubernetes provider cannot enforce a network allowlist (network_mode = \"allowlist\", allowed_hosts): a NetworkPolicy filters by address, not by host name, and Steward runs no egress proxy in the cluster; use sandbox.provider: docker"
 
 func settingsOf(m map[string]any) kubeconf.Settings {
 	k, _ := m[Name].(kubeconf.Settings)

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
@@ -195,5 +196,22 @@ func TestPodWritableRootPerSpec(t *testing.T) {
 		if *sc.AllowPrivilegeEscalation || *sc.Privileged || sc.Capabilities.Drop[0] != "ALL" {
 			t.Errorf("spec writable root %v: security context %+v", writable, sc)
 		}
+	}
+}
+
+// TestRefusesNetworkAllowlist: a task with a network allowlist is refused
+// when the eval set is checked (the descriptor's Check) and at launch
+// (Prepare, bad input), with the reason: NetworkPolicy filters by address.
+func TestRefusesNetworkAllowlist(t *testing.T) {
+	probs := check(sandbox.Settings{Image: "img", Network: NetworkAllowlist})
+	if len(probs) != 1 || probs[0].Field != "network" || !strings.Contains(probs[0].Message, "NetworkPolicy filters by address") {
+		t.Fatalf("check: %+v", probs)
+	}
+	if probs := check(sandbox.Settings{Image: "img", Network: "gateway"}); len(probs) != 0 {
+		t.Fatalf("check of a gateway sandbox: %+v", probs)
+	}
+	err := (&Provider{}).Prepare(context.Background(), []*sandbox.Spec{{Task: "t", Image: "img", Network: NetworkAllowlist, AllowedHosts: []string{"pypi.org"}}})
+	if !errors.Is(err, sandbox.ErrBadInput) || !strings.Contains(err.Error(), "cannot enforce a network allowlist") {
+		t.Fatalf("Prepare: %v", err)
 	}
 }

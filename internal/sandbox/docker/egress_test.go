@@ -1,0 +1,319 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+
+	"github.com/steward-evals/steward/internal/egress"
+	"github.com/steward-evals/steward/internal/sandbox"
+)
+
+// httpGet sends one HTTP/1.0 GET with nc from sb, not through any proxy,
+// and returns what came back ("" = unreachable).
+func httpGet(t *testing.T, sb sandbox.Sandbox, host string, port int) string {
+	t.Helper()
+	res, err := sb.Exec(context.Background(), sandbox.ExecSpec{
+		Shell:   fmt.Sprintf(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 %s %d`, host, port),
+		Timeout: 20 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(res.Stdout)
+}
+
+// buildEgressd builds the proxy alone, static, for the proxy image.
+func buildEgressd(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "egressd")
+	build := exec.Command("go", "build", "-o", bin, "./testdata/egressd")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build egressd: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// upstreamServer is a sandbox moved onto net with alias, serving "from-NAME"
+// over HTTP on ports 80 and 443 (busybox httpd).
+func upstreamServer(t *testing.T, r *testRun, n *runNet, name, alias string) (sandbox.Sandbox, string) {
+	t.Helper()
+	ctx := context.Background()
+	s := spec(t, "upstream-"+name)
+	s.CapAdd = []string{"NET_BIND_SERVICE"}
+	sb := mustCreate(t, r, s)
+	if err := r.P.cli.NetworkDisconnect(ctx, r.P.netGW.ID, sb.ID(), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.P.cli.NetworkConnect(ctx, n.ID, sb.ID(), &network.EndpointSettings{Aliases: []string{alias}}); err != nil {
+		t.Fatal(err)
+	}
+	res := mustExec(t, sb, fmt.Sprintf(`mkdir -p www && echo from-%s > www/index.html && httpd -p 80 -h "$PWD/www" && httpd -p 443 -h "$PWD/www"`, name))
+	if res.ExitCode != 0 {
+		t.Fatalf("start httpd: %+v", res)
+	}
+	waitListening(t, sb, 80)
+	waitListening(t, sb, 443)
+	ins, err := r.P.cli.ContainerInspect(ctx, sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb, ins.NetworkSettings.Networks[n.Name].IPAddress
+}
+
+// countRole counts this run's containers and networks of a role.
+func countRole(t *testing.T, r *testRun, role string) (int, int) {
+	t.Helper()
+	ctx := context.Background()
+	f := filters.NewArgs(filters.Arg("label", sandbox.LabelRun+"="+r.ID), filters.Arg("label", labelRole+"="+role))
+	cs, err := r.P.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f = filters.NewArgs(filters.Arg("label", sandbox.LabelRun+"="+r.ID), filters.Arg("label", labelRole+"="+role+"-net"))
+	if role == roleEgress {
+		f = filters.NewArgs(filters.Arg("label", sandbox.LabelRun+"="+r.ID), filters.Arg("label", labelRole+"="+roleEgressNet))
+	}
+	ns, err := r.P.cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(cs), len(ns)
+}
+
+// TestEgressAllowlist: a network: allowlist sandbox reaches an allowed host
+// through its egress proxy (plain HTTP through HTTP_PROXY, and a CONNECT
+// tunnel), is refused a host not on its list and an allowed name whose
+// address is private and not opened, cannot connect to anything directly,
+// still reaches the gateway; Close removes its proxy and the proxy's
+// network, Finalize everything. The upstreams are the test's own
+// containers, on an internal network of the test's (the proxies' way out
+// here, STEWARD_EGRESS_NETWORK), so nothing leaves the machine.
+func TestEgressAllowlist(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds a static helper")
+	}
+	bin := buildEgressd(t)
+	r := newRun(t, func(o *Options) { o.EgressBinary = bin })
+	ctx := context.Background()
+	out, err := r.P.createNetwork(ctx, dockerName(r.ID, "upstreams"), true, true, "upstreams", "test-upstreams")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.P.removeNetwork(context.Background(), out.ID) })
+
+	sp := spec(t, "allow")
+	sp.Network = NetworkAllowlist
+	sp.AllowedHosts = []string{"good.upstream.test", "private.upstream.test"}
+	sp.Env = map[string]string{"HTTP_PROXY": "http://task.example:1", "KEEP": "1"} // the proxy's own win
+	prepare(t, r, &sp)
+	if r.P.egressRef != "" {
+		rememberImage(r.P.egressRef)
+	}
+	g, err := r.P.Gateway(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", g.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveHello(t, ln, "gw")
+	gwPort := ln.Addr().(*net.TCPAddr).Port
+
+	good, goodIP := upstreamServer(t, r, out, "good", "good.upstream.test")
+	upstreamServer(t, r, out, "denied", "denied.upstream.test")
+	_, privateIP := upstreamServer(t, r, out, "private", "private.upstream.test")
+	if goodIP == "" || privateIP == "" {
+		t.Fatal("upstreams have no address")
+	}
+	// The operator opens the good upstream's address alone.
+	r.P.opts.EgressNetwork = out.Name
+	r.P.opts.EgressAllow = []netip.Prefix{netip.MustParsePrefix(goodIP + "/32")}
+
+	sb := mustCreate(t, r, sp)
+	if r.P.egressRef != "" {
+		rememberImage(r.P.egressRef)
+	}
+	env := mustExec(t, sb, `echo "$HTTP_PROXY $https_proxy $NO_PROXY $KEEP"`)
+	f := strings.Fields(string(env.Stdout))
+	if len(f) != 4 || !strings.HasPrefix(f[0], "http://") || f[0] != f[1] || !strings.Contains(f[2], g.Host) || f[3] != "1" {
+		t.Fatalf("proxy environment: %q", env.Stdout)
+	}
+
+	// Plain HTTP through HTTP_PROXY (busybox wget honours http_proxy).
+	if res := mustExec(t, sb, `wget -q -O- http://good.upstream.test/`); strings.TrimSpace(string(res.Stdout)) != "from-good" {
+		t.Fatalf("allowed host through the proxy: %+v", res)
+	}
+	// A CONNECT tunnel (what HTTPS clients do), carrying a request.
+	connect := func(target string) string {
+		res := mustExec(t, sb, fmt.Sprintf(`hp=${HTTP_PROXY#http://}; printf 'CONNECT %[1]s HTTP/1.1\r\nHost: %[1]s\r\n\r\nGET / HTTP/1.0\r\n\r\n' | nc -w 5 ${hp%%:*} ${hp##*:}`, target))
+		return string(res.Stdout)
+	}
+	if got := connect("good.upstream.test:443"); !strings.Contains(got, "200 Connection established") || !strings.Contains(got, "from-good") {
+		t.Fatalf("CONNECT to the allowed host: %q", got)
+	}
+	// Not on the list: refused by the proxy, plain or tunnelled.
+	if res := mustExec(t, sb, `wget -q -O- http://denied.upstream.test/ 2>&1`); res.ExitCode == 0 || !strings.Contains(string(res.Stdout), "403") || strings.Contains(string(res.Stdout), "from-denied") {
+		t.Fatalf("host not on the list: %+v", res)
+	}
+	if got := connect("denied.upstream.test:443"); !strings.Contains(got, "403") || !strings.Contains(got, "not in allowed_hosts") || strings.Contains(got, "from-denied") {
+		t.Fatalf("CONNECT to a host not on the list: %q", got)
+	}
+	// On the list, but its address is private and not opened.
+	if got := connect("private.upstream.test:443"); !strings.Contains(got, "403") || !strings.Contains(got, "private") || strings.Contains(got, "from-private") {
+		t.Fatalf("CONNECT to an allowed name at a private address: %q", got)
+	}
+	// An IP literal, even the allowed host's.
+	if got := connect(goodIP + ":443"); !strings.Contains(got, "403") || strings.Contains(got, "from-good") {
+		t.Fatalf("CONNECT to an address: %q", got)
+	}
+	// Direct connections go nowhere, although the server answers on its
+	// own network (control, from the good upstream itself).
+	if got := httpGet(t, good, goodIP, 80); !strings.Contains(got, "from-good") {
+		t.Fatalf("control: the upstream does not answer on its network: %q", got)
+	}
+	if got := httpGet(t, sb, goodIP, 80); got != "" {
+		t.Fatalf("the sandbox reached the upstream directly: %q", got)
+	}
+	// The gateway is reached directly, as in a gateway-mode sandbox.
+	if got := dial(t, sb, g.Host, gwPort); got != "gw" {
+		t.Fatalf("gateway: %q", got)
+	}
+
+	if c, n := countRole(t, r, roleEgress); c != 1 || n != 1 {
+		t.Fatalf("%d egress proxies, %d egress networks for one sandbox", c, n)
+	}
+	// The proxy is hardened like a sandbox, its log bounded, and it is on
+	// its sandbox's network and its way out only.
+	px, err := r.P.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelRun+"="+r.ID), filters.Arg("label", labelRole+"="+roleEgress))})
+	if err != nil || len(px) != 1 {
+		t.Fatalf("proxies %v, %v", px, err)
+	}
+	pins, err := r.P.cli.ContainerInspect(ctx, px[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := pins.HostConfig
+	if len(hc.CapDrop) != 1 || hc.CapDrop[0] != "ALL" || len(hc.CapAdd) != 0 || hc.Privileged || !hc.ReadonlyRootfs || len(hc.SecurityOpt) != 1 || hc.SecurityOpt[0] != "no-new-privileges" ||
+		hc.Memory != 128<<20 || hc.PidsLimit == nil || *hc.PidsLimit != 128 || len(hc.Binds) != 0 || len(hc.Mounts) != 0 || hc.LogConfig.Config["max-size"] != "1m" {
+		t.Fatalf("proxy host config %+v", hc)
+	}
+	if len(pins.NetworkSettings.Networks) != 2 || pins.NetworkSettings.Networks[out.Name] == nil || pins.NetworkSettings.Networks[sb.egress.net.Name] == nil {
+		t.Fatalf("proxy networks %v", pins.NetworkSettings.Networks)
+	}
+	if err := sb.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c, n := countRole(t, r, roleEgress); c != 0 || n != 0 {
+		t.Fatalf("after Close: %d egress proxies, %d egress networks left", c, n)
+	}
+	// A second sandbox whose Close never comes: Finalize removes its proxy and network.
+	mustCreate(t, r, sp)
+	if c, n := countRole(t, r, roleEgress); c != 1 || n != 1 {
+		t.Fatalf("%d egress proxies, %d egress networks for the second sandbox", c, n)
+	}
+	if err := r.P.removeNetwork(ctx, out.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.P.Finalize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c, n := countRun(t, r.P.cli, r.ID); c != 0 || n != 0 {
+		t.Fatalf("after Finalize: %d containers, %d networks left", c, n)
+	}
+}
+
+// TestEgressRefusesBadSpecs: an allowlist without hosts, or with a host the
+// rule refuses, is refused before anything is made.
+func TestEgressRefusesBadSpecs(t *testing.T) {
+	t.Parallel()
+	r := newRun(t, func(o *Options) { o.EgressBinary = "/nonexistent" })
+	for _, hosts := range [][]string{nil, {"127.0.0.1"}, {"localhost"}} {
+		s := spec(t, "bad-allow")
+		s.Network, s.AllowedHosts = NetworkAllowlist, hosts
+		err := r.P.Prepare(context.Background(), []*sandbox.Spec{&s})
+		if err == nil || !strings.Contains(err.Error(), "allow") {
+			t.Fatalf("Prepare with allowed hosts %q: %v", hosts, err)
+		}
+		s.Image = testImage(t)
+		if _, err := r.P.Create(context.Background(), s); err == nil || !errors.Is(err, sandbox.ErrBadInput) {
+			t.Fatalf("Create with allowed hosts %q: %v", hosts, err)
+		}
+	}
+	if c, n := countRun(t, r.P.cli, r.ID); c != 0 || n > 1 {
+		t.Fatalf("refused specs left %d containers, %d networks", c, n)
+	}
+}
+
+func TestNetworksWantedAllowlist(t *testing.T) {
+	specs := []sandbox.Spec{{Network: NetworkAllowlist, AllowedHosts: []string{"pypi.org"}}}
+	// The run network, the proxies' way out, and one per live sandbox.
+	if got := NetworksWanted(specs, 10); got != 12 {
+		t.Fatalf("NetworksWanted = %d, want 12", got)
+	}
+}
+
+func TestEgressOptions(t *testing.T) {
+	env := map[string]string{EnvEgressAllow: " 10.1.0.0/16, 192.168.3.4 ,", EnvEgressNetwork: "mirror-net"}
+	var o Options
+	if err := EgressOptions(func(k string) string { return env[k] }, &o); err != nil {
+		t.Fatal(err)
+	}
+	if o.EgressNetwork != "mirror-net" || len(o.EgressAllow) != 2 || o.EgressAllow[1] != netip.MustParsePrefix("192.168.3.4/32") {
+		t.Fatalf("%+v", o)
+	}
+	env[EnvEgressAllow] = "10.1.0.0/16,mirror.local"
+	if err := EgressOptions(func(k string) string { return env[k] }, &o); !errors.Is(err, sandbox.ErrBadInput) || !strings.Contains(err.Error(), EnvEgressAllow) {
+		t.Fatalf("a bad prefix: %v", err)
+	}
+}
+
+// TestEgressProbeLearnsTheHostsAddresses: when Steward runs in a container
+// the proxies' deny list comes from a probe on the host's network; run
+// here, on the host, it finds exactly the addresses this process sees,
+// and leaves no container.
+func TestEgressProbeLearnsTheHostsAddresses(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds a static helper")
+	}
+	bin := buildEgressd(t)
+	r := newRun(t, func(o *Options) { o.EgressBinary = bin })
+	ctx := context.Background()
+	if _, err := r.P.egressImage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rememberImage(r.P.egressRef)
+	r.P.opts.InContainer = true // the probe path; this test runs on the host, so it must see the host's addresses
+	got, err := r.P.egressDeny(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := egress.ProbeAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) == 0 || strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("probe found %q, this process sees %q", got, want)
+	}
+	if c, _ := countRun(t, r.P.cli, r.ID); c != 0 {
+		t.Fatalf("the probe left %d containers", c)
+	}
+	r.P.opts.InContainer = false
+}
