@@ -85,6 +85,8 @@ func Sample(t *evalset.Task, s *evalset.Sample, runID string) *sandbox.Spec {
 		maps.Copy(spec.Env, h.Env)
 		// A compose environment: main is this sandbox, the other services run beside it.
 		spec.Dockerfile, spec.Services = h.Dockerfile, append([]sandbox.Service(nil), h.Services...)
+		// A network allowlist: the hosts its egress proxy lets through.
+		spec.AllowedHosts = append([]string(nil), h.AllowedHosts...)
 	}
 	return spec
 }

@@ -62,7 +62,7 @@ func TestMake(t *testing.T) {
 	if len(s.Tasks) != 2 || s.Tasks[0].RunID != "run-1" || s.Tasks[0].Image != "busybox:tagged" || s.Tasks[0].Memory != 64<<20 || s.Tasks[0].Env["FROM_TASK"] != "own" {
 		t.Fatalf("task specs %+v", s.Tasks)
 	}
-	want := []string{"1/reward-json", "1/system-state", "1/timeout", "1/write-file"}
+	want := []string{"1/background-server", "1/reward-json", "1/system-state", "1/timeout", "1/write-file"}
 	if got := s.SampleKeys(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("sample keys %v, want %v", got, want)
 	}
@@ -124,10 +124,10 @@ func TestNeededOfProviderImageRefs(t *testing.T) {
 		t.Errorf("docker prepares %+v", d)
 	}
 	k := needed["kubernetes"]
-	if len(k.Tasks) != 0 || !reflect.DeepEqual(k.Samples, []string{"1/reward-json", "1/system-state", "1/write-file"}) {
+	if len(k.Tasks) != 0 || !reflect.DeepEqual(k.Samples, []string{"1/background-server", "1/reward-json", "1/system-state", "1/write-file"}) {
 		t.Errorf("kubernetes prepares %+v", k)
 	}
-	if all := k.All(s); len(all) != 3 || all[0] != s.Samples["1/reward-json"] {
+	if all := k.All(s); len(all) != 4 || all[0] != s.Samples["1/background-server"] {
 		t.Errorf("kubernetes' preflight sees %v", all)
 	}
 	for _, a := range p.Attempts {
@@ -136,7 +136,7 @@ func TestNeededOfProviderImageRefs(t *testing.T) {
 	if n := s.Needed(p, taskProv); len(n) != 0 {
 		t.Errorf("nothing runs, yet %v is needed", n)
 	}
-	if of := s.OfProvider(taskProv, "kubernetes"); len(of) != 5 || of[0].Task != "fixtures" || of[1].Build == "" || of[4].Build != s.Samples["1/write-file"].Build {
+	if of := s.OfProvider(taskProv, "kubernetes"); len(of) != 6 || of[0].Task != "fixtures" || of[1].Build == "" || of[5].Build != s.Samples["1/write-file"].Build {
 		t.Errorf("the kubernetes provider is sized for %+v", of)
 	}
 	if of := s.OfProvider(taskProv, "docker"); len(of) != 1 || of[0].Image != "busybox:tagged" {
