@@ -349,7 +349,7 @@ func (c *Controller) tryLocked() (*Ticket, time.Duration) {
 	}
 	if c.p.ShareKey && c.p.Little && c.p.Fixed == 0 && !c.share.heard {
 		// No answer yet: the key may be full of others' requests, so probe
-		// with one request a second, not the connection limit at once.
+		// with four requests a second, not the connection limit at once.
 		if ok, wait := c.share.probe(now); !ok {
 			// Requests wait: the limit may grow to the rate's need as soon
 			// as the first answer tells it.

@@ -112,8 +112,8 @@ func TestControllerSlowStartThenAdditive(t *testing.T) {
 	}
 }
 
-// noProbe is StewardPolicy without the key share, whose probe admits one
-// request a second until the first answer: the tests that fill the limit
+// noProbe is StewardPolicy without the key share, whose probe admits four
+// requests a second until the first answer: the tests that fill the limit
 // at once before any answer pin the limit's own rules.
 func noProbe() Policy {
 	p := StewardPolicy()

@@ -28,10 +28,14 @@ import (
 //     latency if longer; 250 ms when the newer one is a 429, which comes
 //     back at once), the key's use ρ is the refill minus the drift, as a
 //     share of the limit; this gateway's own use u is what it sent in the
-//     span that was not refused.
-//   - Alone (its own use is at least 0.8 of the key's): the lone gateway's
-//     pace, 97 % of the rate plus what a long bucket has banked, exactly as
-//     before.
+//     span that was not refused. What it got through, which the steps
+//     below scale, is measured from when its pace began if that is later,
+//     and after a 429 over a whole span back (not the quarter second).
+//   - Alone (its own use is at least 0.8 of the key's, and the reading is
+//     not a 429: at an empty bucket ρ reads no more than 1 whatever the
+//     demand, so the biggest user would read alone and every other yield):
+//     the lone gateway's pace, 97 % of the rate plus what a long bucket has
+//     banked, exactly as before.
 //   - Shared, and over the target τ (the lone gateway's share of the rate,
 //     × 0.97 to leave the others room for jitter and for the burst a
 //     joining gateway sends before it knows the rate): the pace becomes
@@ -47,16 +51,32 @@ import (
 //     shares fairer each cycle.
 //   - At the bucket's top (85 % full or more) the refill it cannot hold is
 //     lost, ρ reads high and says nothing of the room: the pace probes up
-//     2 % a second (and the additive step), until the bucket leaves its top
-//     or a 429 answers. This is how a shard that ended early is noticed by
-//     the others when their buckets refill to the top. With both a requests
-//     and a tokens bucket, the one this gateway uses most binds, and ρ is
-//     read from a bucket not at its top.
+//     5 % a second (and the additive step), until the bucket leaves its top
+//     or a 429 answers; each update in a row that finds the top again
+//     probes 1.5 times faster, up to 1.5⁴. This is how a shard that ended
+//     early is noticed by the others when their buckets refill to the top.
+//     With both a requests and a tokens bucket, the one this gateway uses
+//     most binds, and ρ is read from a bucket not at its top.
+//   - Both climbs (the probe and the additive step) are per second while
+//     the feedback comes within 4 s (a call's latency plus a span); at
+//     slower calls they are slower in proportion (at 10 s calls, 4 ÷ 15),
+//     so that a climb is the same per round of feedback: the readings that
+//     answer it come a latency later, and climbing on all the while
+//     overshoots into 429s.
+//   - Joining (before its first answer): the gateway knows nothing of the
+//     key, so it probes with four requests a second instead of the
+//     connection limit's worth at once; the first answer (a 429 too, which
+//     comes back at once) ends the probe, and so does an answer with no
+//     buckets (the provider tells none: nothing to wait for).
 //   - Slow start: from its first answer a gateway paces at half the lone
-//     pace and doubles it at every update that finds room or the top,
-//     until one finds the key over (or it is alone, when it takes the lone
-//     pace at once). A gateway joining a key the others fill so sends them
-//     half a key's worth before its first update, not a whole one.
+//     pace, or, when the emptiest bucket is less full than that, at that
+//     fraction of it (the fair guess: what the others leave of the key;
+//     after a 429, the floor), and doubles it at every update that finds
+//     room or the top, until one finds the key over (or it is alone, when
+//     it takes the lone pace at once). Readings of requests sent before
+//     the pace began (its probes) do not update it: the first update comes
+//     one span after the first answer (or a latency after it, when the
+//     latency is longer), from a reading of the pace itself.
 //   - A gateway whose requests neither waited for the limit or the pace
 //     nor filled it (demand-bound) keeps its pace, but no more than a
 //     quarter above what it sent.
@@ -148,7 +168,7 @@ const (
 	shareAtTop      = 0.85                   // a bucket this full is "at its top": ρ reads high
 	shareFloor      = 0.02                   // the pace never falls below this share of the key's rate
 	shareDemandCap  = 1.25                   // a demand-bound pace is at most this × what was sent
-	shareProbeGap   = time.Second            // before its first answer, one request this often
+	shareProbeGap   = 250 * time.Millisecond // before its first answer, one request this often
 	shareDelay      = 4 * time.Second        // climbs are per second up to this feedback delay
 	shareProbeAccel = 1.5                    // each update in a row at the top probes this much faster …
 	shareProbeRuns  = 4                      // … up to this many times
@@ -189,7 +209,7 @@ type keyShare struct {
 	// whole key's worth before its first update (slow start).
 	slow bool
 	// heard: an answer came (the provider told the key's buckets, or
-	// that it tells none). Until then the gateway probes: one request a
+	// that it tells none). Until then the gateway probes: four requests a
 	// second, from probeNext on, not the connection limit's worth at once.
 	heard     bool
 	probeNext time.Time
@@ -223,7 +243,7 @@ func (s *keyShare) startFrac(r shareReading, in shareInput) float64 {
 }
 
 // probe reports whether a request may go now while no answer has come
-// yet (one a second), and when the next may; it notes the admission.
+// yet (four a second), and when the next may; it notes the admission.
 func (s *keyShare) probe(now time.Time) (bool, time.Duration) {
 	if s.heard {
 		return true, 0

@@ -188,7 +188,7 @@ func TestKeyShareOverIsPushback(t *testing.T) {
 	}
 }
 
-// Before its first answer a gateway on a shared key probes: one request a
+// Before its first answer a gateway on a shared key probes: four requests a
 // second, not the connection limit's worth at once (a key the others fill
 // would refuse most of them). The first answer with the key's buckets
 // ends the probe and sets the pace; so does an answer that tells no
@@ -200,21 +200,24 @@ func TestKeyShareProbe(t *testing.T) {
 	if first == nil {
 		t.Fatal("the first request was not admitted")
 	}
-	if tk, wait := c.TryAcquire(); tk != nil || wait != time.Second {
-		t.Fatalf("a second request before any answer: admitted %v, wait %v; want held for 1s", tk != nil, wait)
+	if tk, wait := c.TryAcquire(); tk != nil || wait != shareProbeGap {
+		t.Fatalf("a second request before any answer: admitted %v, wait %v; want held for %v", tk != nil, wait, shareProbeGap)
 	}
-	for i := 0; i < 9; i++ {
-		clk.Advance(time.Second)
-		tk, _ := c.TryAcquire()
-		if tk == nil {
-			t.Fatalf("probe %d, %d s after the first, refused", i+2, i+1)
+	for i := 1; i < 20; i++ {
+		clk.Advance(shareProbeGap)
+		if tk, _ := c.TryAcquire(); tk == nil {
+			t.Fatalf("probe %d, %v after the first, refused", i+1, time.Duration(i)*shareProbeGap)
 		}
-		if tk2, _ := c.TryAcquire(); tk2 != nil {
-			t.Fatalf("two requests in second %d before any answer", i+1)
+		if tk, _ := c.TryAcquire(); tk != nil {
+			t.Fatalf("two requests in quarter second %d before any answer", i)
 		}
 	}
-	// The first answer, 10 s after it was sent: the bucket 90 % full.
-	clk.Advance(time.Second)
+	// The connection limit (20) still bounds what is in flight.
+	clk.Advance(shareProbeGap)
+	if tk, _ := c.TryAcquire(); tk != nil || c.InFlight() != 20 {
+		t.Fatalf("%d in flight after 5 s without an answer; want the limit's 20", c.InFlight())
+	}
+	// The first answer, 5 s after it was sent: the bucket 90 % full.
 	c.Done(first, OutcomeOK, RateInfo{Fraction: 0.9, Remaining: 1080, RequestsPerMinute: 1200, Buckets: bucket1s(0.9), RequestsBank: -1, TokensBank: -1})
 	if pace, _, _ := c.SharePace(); math.Abs(pace-0.5*0.97*20) > 1e-9 {
 		t.Fatalf("pace after the first answer %.3f, want half the lone pace (9.7)", pace)

@@ -60,7 +60,7 @@ func TestLoneGatewayUnchanged(t *testing.T) {
 // Eight invocations joining one key 5 s apart (1 200 RPM enforced per
 // second, 1.5 s calls, the first ending at 60 % of the run), on five
 // seeds: every run under 1 % 429s at 0.9 of the limit or more. Each join
-// probes one request a second until its first answer and starts from the
+// probes four requests a second until its first answer and starts from the
 // fair guess (share.go), where it used to send its first 20 requests at
 // once and then half the lone pace (1.3 % of requests refused on the
 // first seed). Simulated time.
