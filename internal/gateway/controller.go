@@ -352,8 +352,9 @@ func (c *Controller) tryLocked() (*Ticket, time.Duration) {
 		// with four requests a second, not the connection limit at once.
 		if ok, wait := c.share.probe(now); !ok {
 			// Requests wait: the limit may grow to the rate's need as soon
-			// as the first answer tells it.
-			c.saturated = true
+			// as the first answer tells it, and the window is the gateway's
+			// bound (as a full limit would be), not the samples'.
+			c.saturated, c.win.saturated = true, true
 			c.share.held(now)
 			return nil, wait
 		}

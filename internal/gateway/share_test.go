@@ -203,6 +203,9 @@ func TestKeyShareProbe(t *testing.T) {
 	if tk, wait := c.TryAcquire(); tk != nil || wait != shareProbeGap {
 		t.Fatalf("a second request before any answer: admitted %v, wait %v; want held for %v", tk != nil, wait, shareProbeGap)
 	}
+	if w := c.Window(); !w.Saturated {
+		t.Fatal("a window in which the probe held requests back is not saturated (the gateway's bound)")
+	}
 	for i := 1; i < 20; i++ {
 		clk.Advance(shareProbeGap)
 		if tk, _ := c.TryAcquire(); tk == nil {
