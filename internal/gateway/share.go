@@ -359,12 +359,11 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	}
 	waited := s.heldAt.After(s.anchor.at)
 	own := math.Max(float64(count(s.sends, s.anchor.at, at)-count(s.refused, s.anchor.at, at)), 0)
-	// What this gateway sent and got through is measured from when its
-	// pace started, if that was later than the anchor: the probes before
-	// it are not its pace.
-	// After a 429 (a short span) what the provider let through is
-	// measured over a whole span back, so that the few requests of a
-	// quarter second do not decide it.
+	// What this gateway sent and got through (what the steps below
+	// scale) is measured over the span, but after a 429 (a short span)
+	// over a whole span back, so that the few requests of a quarter second
+	// do not decide it; and from when its pace started if that was later:
+	// the probes before it are not its pace.
 	from := s.anchor.at
 	if rateLimited {
 		if back := at.Add(-max(shareSpan, in.latency/2)); back.Before(from) {
