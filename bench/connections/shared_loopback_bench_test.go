@@ -202,8 +202,8 @@ func realSharedCells() []realShared {
 // gateways in front of one real fake provider on loopback, the previous
 // pacing rule and the key-share rule side by side (each with its own
 // provider), and the makespan case: 4 invocations × 100 samples ×
-// 3 calls of 1 s, and one invocation of 400 samples × 3 calls of 1.5 s
-// (ideal: calls ÷ 20 a second).
+// 3 calls of 1 s, and one invocation of 400 samples × 3 calls of 1.5 s,
+// and of 0.3 s (ideal: calls ÷ 20 a second).
 func BenchmarkSharedKeyLoopback(b *testing.B) {
 	tokens := tokensPerRealCall(b)
 	var sb strings.Builder
@@ -254,6 +254,7 @@ func BenchmarkSharedKeyLoopback(b *testing.B) {
 	}{
 		{"x4/1s/100x3", realShared{n: 4, latency: time.Second, samples: 100, calls: 3, work: 100}},
 		{"x1/1.5s/400x3", realShared{n: 1, latency: 1500 * time.Millisecond, samples: 50, calls: 3, work: 400}},
+		{"x1/0.3s/400x3", realShared{n: 1, latency: 300 * time.Millisecond, samples: 50, calls: 3, work: 400}},
 	} {
 		var got [2]realSharedOut
 		ran := false

@@ -347,6 +347,18 @@ func (c *Controller) tryLocked() (*Ticket, time.Duration) {
 		c.share.held(now)
 		return nil, 0
 	}
+	if c.p.ShareKey && c.p.Little && c.p.Fixed == 0 && !c.share.heard {
+		// No answer yet: the key may be full of others' requests, so probe
+		// with four requests a second, not the connection limit at once.
+		if ok, wait := c.share.probe(now); !ok {
+			// Requests wait: the limit may grow to the rate's need as soon
+			// as the first answer tells it, and the window is the gateway's
+			// bound (as a full limit would be), not the samples'.
+			c.saturated, c.win.saturated = true, true
+			c.share.held(now)
+			return nil, wait
+		}
+	}
 	if c.p.Pace && c.pacing {
 		if now.Before(c.nextAdmit) {
 			c.share.held(now)
@@ -572,14 +584,20 @@ func (c *Controller) Done(t *Ticket, o Outcome, info RateInfo) {
 		if o == OutcomeRateLimited {
 			c.share.refuse(t.start)
 		}
+		if !info.Buckets[0].OK && !info.Buckets[1].OK {
+			c.share.heard = true // the provider tells no buckets: nothing to wait for
+		}
 		if rate, complete := c.announcedRate(); rate > 0 && complete {
 			from := c.paceRate()
-			if c.share.reading(t.start, info.Buckets, o == OutcomeRateLimited, shareInput{full: c.fullPace(), rate: rate, tokensPerReq: c.tokensPerReq, latency: c.latency}) {
+			if c.share.reading(t.start, info.Buckets, o == OutcomeRateLimited, shareInput{full: c.fullPace(), rate: rate, tokensPerReq: c.tokensPerReq, latency: c.latency, now: now}) {
 				if to := c.paceRate(); math.Abs(to-from) >= 0.1*from {
 					c.record(c.limitLocked(), fmt.Sprintf("pacing share of the key (%.0f %% of its rate)", 100*to/rate))
 				}
 			}
 		}
+	}
+	if o == OutcomeError || o == OutcomeOK || c.share.haveAnchor {
+		c.share.heard = true
 	}
 	switch o {
 	case OutcomeRateLimited:

@@ -112,9 +112,18 @@ func TestControllerSlowStartThenAdditive(t *testing.T) {
 	}
 }
 
+// noProbe is StewardPolicy without the key share, whose probe admits four
+// requests a second until the first answer: the tests that fill the limit
+// at once before any answer pin the limit's own rules.
+func noProbe() Policy {
+	p := StewardPolicy()
+	p.ShareKey = false
+	return p
+}
+
 func TestControllerOneCutPerEpisode(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
-	c := NewController(StewardPolicy(), clk)
+	c := NewController(noProbe(), clk)
 	ts := acquireN(t, c, 20)
 	clk.Advance(200 * time.Millisecond)
 	// All 20 in-flight requests come back 429: one episode, one cut.
@@ -198,7 +207,7 @@ var testEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func TestControllerRetryAfterHonoured(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
-	c := NewController(StewardPolicy(), clk)
+	c := NewController(noProbe(), clk)
 	ts := acquireN(t, c, 20)
 	c.Done(ts[0], OutcomeRateLimited, RateInfo{Fraction: -1, Remaining: -1, RetryAfter: 30 * time.Second})
 	// Hold: nothing new goes upstream before Retry-After has passed.

@@ -28,10 +28,14 @@ import (
 //     latency if longer; 250 ms when the newer one is a 429, which comes
 //     back at once), the key's use ρ is the refill minus the drift, as a
 //     share of the limit; this gateway's own use u is what it sent in the
-//     span that was not refused.
-//   - Alone (its own use is at least 0.8 of the key's): the lone gateway's
-//     pace, 97 % of the rate plus what a long bucket has banked, exactly as
-//     before.
+//     span that was not refused. What it got through, which the steps
+//     below scale, is measured from when its pace began if that is later,
+//     and after a 429 over a whole span back (not the quarter second).
+//   - Alone (its own use is at least 0.8 of the key's, and the reading is
+//     not a 429: at an empty bucket ρ reads no more than 1 whatever the
+//     demand, so the biggest user would read alone and every other yield):
+//     the lone gateway's pace, 97 % of the rate plus what a long bucket has
+//     banked, exactly as before.
 //   - Shared, and over the target τ (the lone gateway's share of the rate,
 //     × 0.97 to leave the others room for jitter and for the burst a
 //     joining gateway sends before it knows the rate): the pace becomes
@@ -47,16 +51,32 @@ import (
 //     shares fairer each cycle.
 //   - At the bucket's top (85 % full or more) the refill it cannot hold is
 //     lost, ρ reads high and says nothing of the room: the pace probes up
-//     2 % a second (and the additive step), until the bucket leaves its top
-//     or a 429 answers. This is how a shard that ended early is noticed by
-//     the others when their buckets refill to the top. With both a requests
-//     and a tokens bucket, the one this gateway uses most binds, and ρ is
-//     read from a bucket not at its top.
+//     5 % a second (and the additive step), until the bucket leaves its top
+//     or a 429 answers; each update in a row that finds the top again
+//     probes 1.5 times faster, up to 1.5⁴. This is how a shard that ended
+//     early is noticed by the others when their buckets refill to the top.
+//     With both a requests and a tokens bucket, the one this gateway uses
+//     most binds, and ρ is read from a bucket not at its top.
+//   - Both climbs (the probe and the additive step) are per second while
+//     the feedback comes within 4 s (a call's latency plus a span); at
+//     slower calls they are slower in proportion (at 10 s calls, 4 ÷ 15),
+//     so that a climb is the same per round of feedback: the readings that
+//     answer it come a latency later, and climbing on all the while
+//     overshoots into 429s.
+//   - Joining (before its first answer): the gateway knows nothing of the
+//     key, so it probes with four requests a second instead of the
+//     connection limit's worth at once; the first answer (a 429 too, which
+//     comes back at once) ends the probe, and so does an answer with no
+//     buckets (the provider tells none: nothing to wait for).
 //   - Slow start: from its first answer a gateway paces at half the lone
-//     pace and doubles it at every update that finds room or the top,
-//     until one finds the key over (or it is alone, when it takes the lone
-//     pace at once). A gateway joining a key the others fill so sends them
-//     half a key's worth before its first update, not a whole one.
+//     pace, or, when the emptiest bucket is less full than that, at that
+//     fraction of it (the fair guess: what the others leave of the key;
+//     after a 429, the floor), and doubles it at every update that finds
+//     room or the top, until one finds the key over (or it is alone, when
+//     it takes the lone pace at once). Readings of requests sent before
+//     the pace began (its probes) do not update it: the first update comes
+//     one span after the first answer (or a latency after it, when the
+//     latency is longer), from a reading of the pace itself.
 //   - A gateway whose requests neither waited for the limit or the pace
 //     nor filled it (demand-bound) keeps its pace, but no more than a
 //     quarter above what it sent.
@@ -132,17 +152,21 @@ func parseBuckets(h http.Header, now time.Time) [2]Bucket {
 
 // Constants of the shared-key rule.
 const (
-	shareStart     = 0.5                    // the pace at the first answer, a share of the lone gateway's
-	shareSpan      = 2 * time.Second        // least span between readings for an update
-	shareSpan429   = 250 * time.Millisecond // … when the newer reading is a 429
-	shareGain      = 0.5                    // β
-	shareAdditive  = 0.005                  // additive climb, a share of the key's rate a second
-	shareAlone     = 0.8                    // a gateway with less of the key's use than this shares it
-	shareSlack     = 0.94                   // … and aims at this much of the lone gateway's target
-	shareProbe     = 0.02                   // climb at the bucket's top, a share of the pace a second
-	shareAtTop     = 0.85                   // a bucket this full is "at its top": ρ reads high
-	shareFloor     = 0.02                   // the pace never falls below this share of the key's rate
-	shareDemandCap = 1.25                   // a demand-bound pace is at most this × what was sent
+	shareStart      = 0.5                    // the pace at the first answer, a share of the lone gateway's
+	shareSpan       = 2 * time.Second        // least span between readings for an update
+	shareSpan429    = 250 * time.Millisecond // … when the newer reading is a 429
+	shareGain       = 0.5                    // β
+	shareAdditive   = 0.005                  // additive climb, a share of the key's rate a second
+	shareAlone      = 0.8                    // a gateway with less of the key's use than this shares it
+	shareSlack      = 0.94                   // … and aims at this much of the lone gateway's target
+	shareProbe      = 0.05                   // climb at the bucket's top, a share of the pace a second
+	shareAtTop      = 0.85                   // a bucket this full is "at its top": ρ reads high
+	shareFloor      = 0.02                   // the pace never falls below this share of the key's rate
+	shareDemandCap  = 1.25                   // a demand-bound pace is at most this × what was sent
+	shareProbeGap   = 250 * time.Millisecond // before its first answer, one request this often
+	shareDelay      = 4 * time.Second        // climbs are per second up to this feedback delay
+	shareProbeAccel = 1.5                    // each update in a row at the top probes this much faster …
+	shareProbeRuns  = 4                      // … up to this many times
 )
 
 type shareReading struct {
@@ -179,10 +203,51 @@ type keyShare struct {
 	// that a gateway joining a key others fill does not send them a
 	// whole key's worth before its first update (slow start).
 	slow bool
+	// heard: an answer came (the provider told the key's buckets, or
+	// that it tells none). Until then the gateway probes: four requests a
+	// second, from probeNext on, not the connection limit's worth at once.
+	heard     bool
+	probeNext time.Time
+	// paceSince is when the first reading set the pace (the answer's
+	// arrival): readings of requests sent before it say nothing of what
+	// that pace does to the key.
+	paceSince time.Time
+	// topRun counts the updates in a row that found the bucket at its
+	// top and probed: each probes faster (a shard that ended leaves room
+	// that stays).
+	topRun int
 	// updates counts the updates (for tests and history).
 	updates int
 	// last is what the last update measured.
 	lastRho, lastOwn float64
+}
+
+// startFrac is the pace at the first reading, a share of the lone
+// gateway's: half of it (slow start), or, when the emptiest bucket is
+// less full than that, its fraction (the fair guess: the others leave
+// this much of the key unused), never under the floor. A 429 (the bucket
+// empty) starts at the floor.
+func (s *keyShare) startFrac(r shareReading, in shareInput) float64 {
+	f := 1.0
+	for k := range r.f {
+		if r.ok[k] {
+			f = math.Min(f, r.f[k])
+		}
+	}
+	return math.Max(math.Min(shareStart, f), shareFloor*in.rate/in.full)
+}
+
+// probe reports whether a request may go now while no answer has come
+// yet (four a second), and when the next may; it notes the admission.
+func (s *keyShare) probe(now time.Time) (bool, time.Duration) {
+	if s.heard {
+		return true, 0
+	}
+	if now.Before(s.probeNext) {
+		return false, s.probeNext.Sub(now)
+	}
+	s.probeNext = now.Add(shareProbeGap)
+	return true, 0
 }
 
 // shareKeep bounds the sends and refusals kept between updates (a
@@ -216,13 +281,13 @@ func count(ts []time.Time, a, b time.Time) int {
 	return hi - lo
 }
 
-// trim forgets sends and refusals before the anchor.
-func (s *keyShare) trim() {
+// trim forgets sends and refusals more than keep before the anchor.
+func (s *keyShare) trim(keep time.Duration) {
 	if !s.haveAnchor {
 		return
 	}
 	cut := func(ts []time.Time) []time.Time {
-		i := sort.Search(len(ts), func(i int) bool { return ts[i].After(s.anchor.at) })
+		i := sort.Search(len(ts), func(i int) bool { return ts[i].After(s.anchor.at.Add(-keep)) })
 		if i > len(ts)/2 {
 			return append(ts[:0:0], ts[i:]...)
 		}
@@ -242,6 +307,8 @@ type shareInput struct {
 	tokensPerReq float64
 	// latency is the smoothed call latency.
 	latency time.Duration
+	// now is when the answer arrived (0: its send time).
+	now time.Time
 }
 
 // reading takes one answer's buckets, sent at at, and returns true when it
@@ -264,7 +331,11 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	}
 	if !s.haveAnchor {
 		s.anchor, s.haveAnchor = r, true
-		s.frac, s.slow = shareStart, true
+		s.frac, s.slow = s.startFrac(r, in), true
+		s.paceSince = in.now
+		if s.paceSince.Before(at) {
+			s.paceSince = at
+		}
 		return true
 	}
 	span := max(shareSpan, in.latency/2)
@@ -275,9 +346,30 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	if dt < span {
 		return false
 	}
+	// A reading of a request sent before the pace started (the joining
+	// gateway's probes), or a 429 as it barely began, says nothing of
+	// what the pace does: the update waits for the next.
+	if at.Before(s.paceSince.Add(shareSpan429)) {
+		return false
+	}
 	waited := s.heldAt.After(s.anchor.at)
 	own := math.Max(float64(count(s.sends, s.anchor.at, at)-count(s.refused, s.anchor.at, at)), 0)
-	sentN := float64(count(s.sends, s.anchor.at, at))
+	// What this gateway sent and got through (what the steps below
+	// scale) is measured over the span, but after a 429 (a short span)
+	// over a whole span back, so that the few requests of a quarter second
+	// do not decide it; and from when its pace started if that was later:
+	// the probes before it are not its pace.
+	from := s.anchor.at
+	if rateLimited {
+		if back := at.Add(-max(shareSpan, in.latency/2)); back.Before(from) {
+			from = back
+		}
+	}
+	if s.paceSince.After(from) {
+		from = s.paceSince
+	}
+	ownFrom := math.Max(float64(count(s.sends, from, at)-count(s.refused, from, at)), 0)
+	sentN := float64(count(s.sends, from, at))
 	// The key's use of each bucket (ρ, a share of its refill), this
 	// gateway's (u, the same), and whether the bucket is at its top. The
 	// bucket this gateway uses most binds; a bucket at its top reads ρ
@@ -315,12 +407,12 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 		}
 	}
 	s.anchor = r
-	s.trim()
+	s.trim(max(shareSpan, in.latency/2))
 	if !have {
 		return false
 	}
 	sec := dt.Seconds()
-	ownRate, sentRate := own/sec, sentN/sec
+	ownRate, sentRate := ownFrom/at.Sub(from).Seconds(), sentN/at.Sub(from).Seconds()
 	if s.frac <= 0 {
 		s.pace = in.full
 	} else {
@@ -328,7 +420,7 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	}
 	tau := in.full / in.rate
 	before := s.pace
-	if ownU >= shareAlone*rho {
+	if ownU >= shareAlone*rho && !rateLimited {
 		// Alone on the key (what it used is what the key used): the lone
 		// gateway's pace.
 		s.pace, s.frac, s.slow, s.over = in.full, 0, false, false
@@ -342,8 +434,17 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	paceBound := waited || sentRate >= 0.85*s.pace
 	// The additive climb, the same for every gateway of the key: what
 	// makes shares fair over time.
-	add := shareAdditive * in.rate * sec
+	//
+	// Both climbs are per second up to a feedback delay of shareDelay (a
+	// call's latency and a span); at slower calls the readings that
+	// answer a climb come later, so it is slower in proportion: the same
+	// climb per round of feedback.
+	slowdown := math.Min(1, shareDelay.Seconds()/(in.latency+span).Seconds())
+	add := shareAdditive * in.rate * sec * slowdown
 	s.over = false
+	if !atTop {
+		s.topRun = 0
+	}
 	switch {
 	case s.slow && (rho <= tau || atTop) && !rateLimited:
 		s.pace = 2 * math.Max(s.pace, ownRate)
@@ -367,7 +468,8 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	default:
 		// At the bucket's top the refill it cannot hold is lost, so ρ
 		// reads high and says nothing of the room: probe, 5 % a second.
-		s.pace = math.Max(s.pace, ownRate)*(1+shareProbe*sec) + add
+		s.pace = math.Max(s.pace, ownRate)*(1+shareProbe*sec*slowdown*math.Pow(shareProbeAccel, float64(min(s.topRun, shareProbeRuns)))) + add
+		s.topRun++
 	}
 	s.pace = math.Min(math.Max(s.pace, shareFloor*in.rate), in.full)
 	s.frac = s.pace / in.full

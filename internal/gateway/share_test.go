@@ -187,3 +187,218 @@ func TestKeyShareOverIsPushback(t *testing.T) {
 		t.Fatal("an update that found the key over (ρ 1, half of it this gateway's) did not say so")
 	}
 }
+
+// Before its first answer a gateway on a shared key probes: four requests a
+// second, not the connection limit's worth at once (a key the others fill
+// would refuse most of them). The first answer with the key's buckets
+// ends the probe and sets the pace; so does an answer that tells no
+// buckets (nothing to wait for). Fake clock.
+func TestKeyShareProbe(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	c := NewController(StewardPolicy(), clk)
+	first, _ := c.TryAcquire()
+	if first == nil {
+		t.Fatal("the first request was not admitted")
+	}
+	if tk, wait := c.TryAcquire(); tk != nil || wait != shareProbeGap {
+		t.Fatalf("a second request before any answer: admitted %v, wait %v; want held for %v", tk != nil, wait, shareProbeGap)
+	}
+	if w := c.Window(); !w.Saturated {
+		t.Fatal("a window in which the probe held requests back is not saturated (the gateway's bound)")
+	}
+	for i := 1; i < 20; i++ {
+		clk.Advance(shareProbeGap)
+		if tk, _ := c.TryAcquire(); tk == nil {
+			t.Fatalf("probe %d, %v after the first, refused", i+1, time.Duration(i)*shareProbeGap)
+		}
+		if tk, _ := c.TryAcquire(); tk != nil {
+			t.Fatalf("two requests in quarter second %d before any answer", i)
+		}
+	}
+	// The connection limit (20) still bounds what is in flight.
+	clk.Advance(shareProbeGap)
+	if tk, _ := c.TryAcquire(); tk != nil || c.InFlight() != 20 {
+		t.Fatalf("%d in flight after 5 s without an answer; want the limit's 20", c.InFlight())
+	}
+	// The first answer, 5 s after it was sent: the bucket 90 % full.
+	c.Done(first, OutcomeOK, RateInfo{Fraction: 0.9, Remaining: 1080, RequestsPerMinute: 1200, Buckets: bucket1s(0.9), RequestsBank: -1, TokensBank: -1})
+	if pace, _, _ := c.SharePace(); math.Abs(pace-0.5*0.97*20) > 1e-9 {
+		t.Fatalf("pace after the first answer %.3f, want half the lone pace (9.7)", pace)
+	}
+	n := 0
+	for end := clk.Now().Add(time.Second); clk.Now().Before(end); clk.Advance(time.Millisecond) {
+		for {
+			tk, _ := c.TryAcquire()
+			if tk == nil {
+				break
+			}
+			n++
+		}
+	}
+	if n < 9 || n > 11 {
+		t.Fatalf("%d admitted in the second after the first answer, want the pace's 9.7", n)
+	}
+
+	// A provider that tells no buckets: the first answer ends the probe.
+	c = NewController(StewardPolicy(), clk)
+	first, _ = c.TryAcquire()
+	clk.Advance(300 * time.Millisecond)
+	c.Done(first, OutcomeOK, noInfo)
+	acquireN(t, c, 20)
+}
+
+// The pace at the first reading: half the lone pace (slow start), or the
+// emptiest bucket's fraction when that is less (the fair guess: what the
+// others leave of the key), never under the floor; a 429 (the bucket
+// empty) starts at the floor.
+func TestKeyShareStartFromFairGuess(t *testing.T) {
+	floor := shareFloor * shareIn.rate / shareIn.full
+	for _, tc := range []struct {
+		f, tokF float64
+		refused bool
+		want    float64
+	}{
+		{0.95, -1, false, 0.5},
+		{0.5, -1, false, 0.5},
+		{0.2, -1, false, 0.2},
+		{0.05, -1, false, 0.05},
+		{0, -1, true, floor},
+		{0.9, 0.15, false, 0.15}, // the tokens bucket is the emptier
+	} {
+		b := bucket1s(tc.f)
+		if tc.tokF >= 0 {
+			b[1] = Bucket{Limit: 1_200_000, Remaining: tc.tokF * 1_200_000, Reset: time.Duration((1 - tc.tokF) * float64(time.Second)), OK: true}
+		}
+		var s keyShare
+		s.reading(testEpoch, b, tc.refused, shareIn)
+		if math.Abs(s.frac-tc.want) > 1e-12 || !s.slow {
+			t.Errorf("bucket %.2f (tokens %.2f, 429 %v): start %.4f of the lone pace, want %.4f", tc.f, tc.tokF, tc.refused, s.frac, tc.want)
+		}
+	}
+}
+
+// The first update of a joining gateway comes from a reading of a request
+// sent after its pace began (one span after its first answer), not from
+// its probes, and its own rate is what it sent at that pace, not diluted
+// by the probes before it.
+func TestKeyShareFirstUpdate(t *testing.T) {
+	t0 := testEpoch
+	in := shareIn
+	in.latency = 10 * time.Second // span 5 s
+	var s keyShare
+	s.sent(t0)
+	first := in
+	first.latency, first.now = 0, t0.Add(10*time.Second) // the first answer comes 10 s later
+	s.reading(t0, bucket1s(0.5), false, first)
+	if s.frac != 0.5 || !s.paceSince.Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("first reading: start %.3f, pace since %s", s.frac, s.paceSince.Sub(t0))
+	}
+	for k := 1; k <= 9; k++ {
+		s.sent(t0.Add(time.Duration(k) * time.Second)) // the probes
+	}
+	// The probe sent 5 s after the anchor comes back at 15 s: a span
+	// after the anchor, but sent before the pace began.
+	in.now = t0.Add(15 * time.Second)
+	if s.reading(t0.Add(5*time.Second), bucket1s(0.5), false, in); s.updates != 0 || s.frac != 0.5 {
+		t.Fatalf("a probe's answer updated the pace (%d updates, %.3f)", s.updates, s.frac)
+	}
+	// From 10 s on it sends at its pace, waiting for it: 10 a second.
+	for k := 1; k <= 50; k++ {
+		s.sent(t0.Add(10*time.Second + time.Duration(k)*100*time.Millisecond))
+	}
+	s.held(t0.Add(12 * time.Second))
+	// The answer to the request sent at 15 s: the key at its rate (ρ 1),
+	// this gateway a fifth of it: over, to what it got since its pace
+	// began (50 in 5 s), scaled.
+	in.now = t0.Add(25 * time.Second)
+	s.reading(t0.Add(15*time.Second), bucket1s(0.5), false, in)
+	tau := shareIn.full / shareIn.rate * shareSlack
+	if want := 10 * (1 + shareGain*(tau-1)); s.updates != 1 || math.Abs(s.frac*shareIn.full-want) > 1e-9 {
+		t.Fatalf("first update: %d updates, pace %.4f, want %.4f (ρ %.3f, own %.3f)", s.updates, s.frac*shareIn.full, want, s.lastRho, s.lastOwn)
+	}
+}
+
+// A joining gateway's share holds through the 429s of a key that is over:
+// a 429 never tells a gateway it is alone (the empty bucket reads the
+// key's use as no more than its rate, so the biggest user would keep the
+// lone pace and every other would yield), and what the provider let
+// through is measured over a span, not the quarter second since the last
+// update (in which a gateway may have got nothing through).
+func TestKeyShareJoinHolds(t *testing.T) {
+	t0 := testEpoch
+	tau := shareIn.full / shareIn.rate * shareSlack
+	// The biggest user: 40 in 2 s (all the key's refill and more), a 429.
+	var s keyShare
+	s.reading(t0, bucket1s(0.2), false, shareIn)
+	for k := 1; k <= 40; k++ {
+		s.sent(t0.Add(time.Duration(k) * 50 * time.Millisecond))
+	}
+	at := t0.Add(2*time.Second + time.Millisecond)
+	s.sent(at)
+	s.refuse(at)
+	s.held(at)
+	s.reading(at, bucket1s(0), true, shareIn)
+	rho := 1 + 0.2/at.Sub(t0).Seconds()
+	own := 40 / at.Sub(t0).Seconds()
+	if want := own * (1 + shareGain*(tau/rho-1)); s.frac == 0 || math.Abs(s.frac*shareIn.full-want) > 1e-9 {
+		t.Fatalf("at a 429 the biggest user paces %.4f (frac %.3f), want %.4f: not alone", s.frac*shareIn.full, s.frac, want)
+	}
+
+	// A joiner at 10 a second, updated at t0 + 2 s; a quarter second
+	// later a 429, its only requests since refused.
+	var j keyShare
+	j.reading(t0, bucket1s(0), false, shareIn)
+	for k := 1; k <= 20; k++ {
+		j.sent(t0.Add(time.Duration(k) * 100 * time.Millisecond))
+	}
+	j.held(t0.Add(time.Second))
+	j.reading(t0.Add(2*time.Second), bucket1s(0), false, shareIn)
+	before := j.updates
+	for _, ms := range []int{2100, 2260} {
+		j.sent(t0.Add(time.Duration(ms) * time.Millisecond))
+		j.refuse(t0.Add(time.Duration(ms) * time.Millisecond))
+	}
+	at = t0.Add(2260 * time.Millisecond)
+	j.reading(at, bucket1s(0), true, shareIn)
+	// What it got through over the span back from the 429: the requests
+	// sent after t0 + 0.26 s (18 of them), over 2 s.
+	got := float64(count(j.sends, at.Add(-2*time.Second), at)-count(j.refused, at.Add(-2*time.Second), at)) / 2
+	if want := got * (1 + shareGain*(tau-1)); j.updates != before+1 || math.Abs(j.frac*shareIn.full-want) > 1e-9 || got != 9 {
+		t.Fatalf("joiner after a 429: pace %.4f, want %.4f (%.1f a second got through), not the floor", j.frac*shareIn.full, want, got)
+	}
+}
+
+// At the bucket's top the pace probes up; at slow calls (here 10 s, so a
+// climb is answered a latency and a span later: 15 s) it climbs per
+// second in proportion slower (4 s ÷ 15 s), and each update in a row
+// that finds the top again climbs 1.5 times faster, up to 1.5⁴: a shard
+// that ended leaves room that stays.
+func TestKeyShareTopProbe(t *testing.T) {
+	t0 := testEpoch
+	in := shareIn
+	in.latency = 10 * time.Second
+	s := keyShare{frac: 0.2, anchor: shareReading{at: t0, f: [2]float64{0.9}, ok: [2]bool{true}}, haveAnchor: true, ivl: [2]float64{1}}
+	pace := 0.2 * in.full
+	slow := 4.0 / 15
+	for k := 0; k < 6; k++ {
+		a := t0.Add(time.Duration(k) * 5 * time.Second)
+		for i := 1; i <= 10; i++ {
+			s.sent(a.Add(time.Duration(i) * 400 * time.Millisecond))
+		}
+		s.held(a.Add(time.Second))
+		s.reading(a.Add(5*time.Second), bucket1s(0.95), false, in)
+		pace = pace*(1+shareProbe*5*slow*math.Pow(1.5, float64(min(k, 4)))) + shareAdditive*in.rate*5*slow
+		if got := s.frac * in.full; math.Abs(got-pace) > 1e-9 {
+			t.Fatalf("update %d at the top: pace %.4f, want %.4f", k+1, got, pace)
+		}
+	}
+	// The bucket leaves its top: the run starts over.
+	a := t0.Add(30 * time.Second)
+	for i := 1; i <= 10; i++ {
+		s.sent(a.Add(time.Duration(i) * 400 * time.Millisecond))
+	}
+	s.reading(a.Add(5*time.Second), bucket1s(0.5), false, in)
+	if s.topRun != 0 {
+		t.Fatalf("top run %d after the bucket left its top", s.topRun)
+	}
+}

@@ -56,3 +56,28 @@ func TestLoneGatewayUnchanged(t *testing.T) {
 		}
 	}
 }
+
+// Eight invocations joining one key 5 s apart (1 200 RPM enforced per
+// second, 1.5 s calls, the first ending at 60 % of the run), on five
+// seeds: every run under 1 % 429s at 0.9 of the limit or more. Each join
+// probes four requests a second until its first answer and starts from the
+// fair guess (share.go), where it used to send its first 20 requests at
+// once and then half the lone pace (1.3 % of requests refused on the
+// first seed). Simulated time.
+func TestEightGatewaysJoinOneKey(t *testing.T) {
+	for seed := uint64(1); seed <= 5; seed++ {
+		s := Shared{Scenario: Scenario{Latency: 1500 * time.Millisecond, Jitter: 0.2, Interval: time.Second, RPM: 1200,
+			Duration: 215 * time.Second, CallsPerSample: 10, Policy: gateway.StewardPolicy(), Seed: seed}}
+		for i := 0; i < 8; i++ {
+			r := Runner{Start: time.Duration(i) * 5 * time.Second, Samples: 95}
+			if i == 0 {
+				r.Stop = 129 * time.Second
+			}
+			s.Runners = append(s.Runners, r)
+		}
+		got := SummarizeShared(s, RunShared(s), 10*time.Second, s.Duration)
+		if got.Share429 > 0.01 || got.Goodput < 0.9 || got.FailedSamples > 0 {
+			t.Errorf("seed %d: goodput %.3f, %.2f %% 429s, %d failed samples; want ≥ 0.9, ≤ 1 %%, none", seed, got.Goodput, 100*got.Share429, got.FailedSamples)
+		}
+	}
+}
