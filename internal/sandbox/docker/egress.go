@@ -266,6 +266,13 @@ func (p *Provider) startEgress(ctx context.Context, spec sandbox.Spec, name stri
 		SecurityOpt:    []string{"no-new-privileges"},
 		ReadonlyRootfs: true,
 		Resources:      container.Resources{NanoCPUs: 5e8, Memory: 128 << 20, MemorySwap: 128 << 20, PidsLimit: &pids},
+		// A container's namespace inherits the host's IPv4 forwarding (on
+		// where Docker runs): the proxy, on the sandbox's network and on the
+		// way out, would route a sandbox's packets (a route through it
+		// needs NET_ADMIN, crafted frames NET_RAW) past the allowlist
+		// wherever the host's firewall does not filter bridged frames.
+		// IPv6 forwarding starts off in a new namespace.
+		Sysctls: map[string]string{"net.ipv4.ip_forward": "0"},
 		// A line per request: bounded, as a compose service's log is.
 		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "1m", "max-file": "1"}},
 	}, &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{n.Name: {}}}, nil, name+"-egress")

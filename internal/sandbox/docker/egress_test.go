@@ -317,3 +317,118 @@ func TestEgressProbeLearnsTheHostsAddresses(t *testing.T) {
 	}
 	r.P.opts.InContainer = false
 }
+
+// TestEgressProxyRoutesNothing: the proxy's container is on the sandbox's
+// network and on the way out, and a container's network namespace
+// inherits the host's IPv4 forwarding (on where Docker runs). A sandbox
+// that may change its routes (a task's cap_add: NET_ADMIN; NET_RAW, which
+// crafts frames to the proxy's MAC, is as good) routes through the proxy
+// to whatever is on the way out, bypassing the allowlist: the proxy's
+// namespace forwards no packets. The upstream routes its answers back
+// through the proxy too, so a forwarding proxy would carry a whole TCP
+// exchange; the control shows the upstream answers on its own network.
+func TestEgressProxyRoutesNothing(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds a static helper")
+	}
+	bin := buildEgressd(t)
+	r := newRun(t, func(o *Options) { o.EgressBinary = bin })
+	ctx := context.Background()
+	out, err := r.P.createNetwork(ctx, dockerName(r.ID, "upstreams"), true, true, "upstreams", "test-upstreams")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.P.removeNetwork(context.Background(), out.ID) })
+	sp := spec(t, "route")
+	sp.Network = NetworkAllowlist
+	sp.AllowedHosts = []string{"good.upstream.test"}
+	sp.CapAdd = []string{"NET_ADMIN"}
+	prepare(t, r, &sp)
+	r.P.opts.EgressNetwork = out.Name
+	sb := mustCreate(t, r, sp)
+	if r.P.egressRef != "" {
+		rememberImage(r.P.egressRef)
+	}
+	pins, err := r.P.cli.ContainerInspect(ctx, sb.egress.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sins, err := r.P.cli.ContainerInspect(ctx, sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxyOut := pins.NetworkSettings.Networks[out.Name]
+	sbEgress := sins.NetworkSettings.Networks[sb.egress.net.Name]
+	if proxyOut == nil || proxyOut.IPAddress == "" || sbEgress == nil || sbEgress.IPAddress == "" {
+		t.Fatalf("addresses: proxy %v, sandbox %v", pins.NetworkSettings.Networks, sins.NetworkSettings.Networks)
+	}
+	// The upstream answers the sandbox through the proxy (the test's own
+	// container, given NET_ADMIN for this route alone).
+	upR := mustCreate(t, r, func() sandbox.Spec {
+		s := spec(t, "up-router")
+		s.CapAdd = []string{"NET_ADMIN", "NET_BIND_SERVICE"}
+		return s
+	}())
+	if err := r.P.cli.NetworkDisconnect(ctx, r.P.netGW.ID, upR.ID(), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.P.cli.NetworkConnect(ctx, out.ID, upR.ID(), &network.EndpointSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	uins, err := r.P.cli.ContainerInspect(ctx, upR.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	upIP := uins.NetworkSettings.Networks[out.Name].IPAddress
+	if res := mustExec(t, upR, `mkdir -p www && echo from-up > www/index.html && httpd -p 80 -h "$PWD/www" && ip route add `+sbEgress.IPAddress+`/32 via `+proxyOut.IPAddress); res.ExitCode != 0 {
+		t.Fatalf("upstream: %+v", res)
+	}
+	waitListening(t, upR, 80)
+	if got := httpGet(t, upR, upIP, 80); !strings.Contains(got, "from-up") {
+		t.Fatalf("control: the upstream does not answer on its network: %q", got)
+	}
+	// The hostile agent: a route to the upstream through its proxy.
+	if res := mustExec(t, sb, `ip route add `+upIP+`/32 via `+sb.egress.addr.String()); res.ExitCode != 0 {
+		t.Fatalf("sandbox route: %+v", res)
+	}
+	if got := httpGet(t, sb, upIP, 80); got != "" {
+		t.Fatalf("the sandbox reached a host on the proxy's way out by routing through the proxy: %q", got)
+	}
+	// Where the host's firewall filters bridged frames (br_netfilter with
+	// Docker's rules, as on most daemons) that route is dropped on the host;
+	// where it does not, the proxy's own namespace is the last word: it
+	// forwards nothing, IPv4 or IPv6.
+	// (ip_forward, then every interface's IPv4 and IPv6 forwarding: the
+	// way out is connected after the container is created.)
+	got := inNetns(t, r, sb.egress.id, `cat /proc/sys/net/ipv4/ip_forward /proc/sys/net/ipv4/conf/*/forwarding /proc/sys/net/ipv6/conf/*/forwarding`)
+	if f := strings.Fields(got); len(f) < 7 || strings.Trim(strings.Join(f, ""), "0") != "" {
+		t.Fatalf("the proxy's network namespace forwards packets (ip_forward, ipv4 conf/*, ipv6 conf/*): %q", got)
+	}
+}
+
+// inNetns runs shell in a busybox container in the network namespace of
+// container id and returns its output.
+func inNetns(t *testing.T, r *testRun, id, shell string) string {
+	t.Helper()
+	ctx := context.Background()
+	resp, err := r.P.cli.ContainerCreate(ctx, &container.Config{Image: testImage(t), Cmd: []string{"/bin/sh", "-c", shell}, Entrypoint: []string{}, Labels: r.P.labels("netns", "test-netns", nil)},
+		&container.HostConfig{NetworkMode: container.NetworkMode("container:" + id), CapDrop: []string{"ALL"}}, nil, nil, dockerName(r.ID, "netns", randomID(3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.P.removeContainer(context.Background(), resp.ID) })
+	if err := r.P.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	okC, errC := r.P.cli.ContainerWait(ctx, resp.ID, container.WaitConditionNotRunning)
+	select {
+	case w := <-okC:
+		if w.StatusCode != 0 {
+			t.Fatalf("%q in %s's namespace exited %d: %s", shell, id, w.StatusCode, r.P.containerLogs(ctx, resp.ID))
+		}
+	case err := <-errC:
+		t.Fatal(err)
+	}
+	return r.P.containerLogs(ctx, resp.ID)
+}
