@@ -20,7 +20,7 @@ LEFTOVERS := $(shell mktemp -u /tmp/steward-leftovers.XXXXXXXX)
 # The supervisor (issue 26 item 6) under the race detector too, but for its
 # Docker tests, which wait on the daemon and the race step would only slow.
 RACE_RUN_SKIP ?= Docker
-RACE_PKGS ?= ./internal/attempt/... ./internal/worker/... ./internal/tend/... ./internal/eventlog/... ./internal/account/... ./internal/testlock/... ./internal/sched/... ./internal/ramp/... ./internal/shard/... ./internal/plan/... ./internal/record/... ./internal/gateway/... ./internal/evalset/...
+RACE_PKGS ?= ./internal/attempt/... ./internal/egress/... ./internal/worker/... ./internal/tend/... ./internal/eventlog/... ./internal/account/... ./internal/testlock/... ./internal/sched/... ./internal/ramp/... ./internal/shard/... ./internal/plan/... ./internal/record/... ./internal/gateway/... ./internal/evalset/...
 
 .PHONY: build test bench lint quickstart clean release-dry-run
 
