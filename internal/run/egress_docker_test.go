@@ -67,14 +67,7 @@ func TestHarborAllowlistRunsThroughTheEgressProxy(t *testing.T) {
 	ds := harborDataset(t, t.TempDir(), map[string]map[string]string{
 		"allow-file": {"instruction.md": "Say hello.\n", "tests/test.sh": string(test), "task.toml": allow},
 	})
-	fixtures, _ := filepath.Glob(filepath.Join(ds, "*", "task.toml"))
-	for _, f := range fixtures {
-		if d := filepath.Dir(f); filepath.Base(d) != "allow-file" {
-			if err := os.RemoveAll(d); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	keepTasks(t, ds, "allow-file")
 	dir := t.TempDir()
 	path := write(t, dir, "steward.yaml", `
 model: {upstream: mock, name: mock-model}

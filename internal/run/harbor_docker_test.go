@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,6 +23,19 @@ import (
 // its own; TestMain removes the image). extra adds tasks: name -> file ->
 // content. All the fixtures' environments are the same, so one image is
 // built for them all.
+// keepTasks removes every task of the Harbor dataset ds but keep's.
+func keepTasks(t *testing.T, ds string, keep ...string) {
+	t.Helper()
+	fixtures, _ := filepath.Glob(filepath.Join(ds, "*", "task.toml"))
+	for _, f := range fixtures {
+		if d := filepath.Dir(f); !slices.Contains(keep, filepath.Base(d)) {
+			if err := os.RemoveAll(d); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 func harborDataset(t *testing.T, dir string, extra map[string]map[string]string) string {
 	t.Helper()
 	bb, err := exec.LookPath("busybox")
@@ -189,11 +203,7 @@ func TestHarborBackgroundProcesses(t *testing.T) {
 			"tests/test.sh": strings.Replace(string(test), "#!/bin/sh\n", "#!/bin/sh\nif ps | grep -v grep | grep -q \"sleep 600\"; then echo 0 > /logs/verifier/reward.txt; exit 0; fi\n", 1),
 		},
 	})
-	for _, d := range []string{"reward-json", "system-state", "timeout", "write-file"} {
-		if err := os.RemoveAll(filepath.Join(ds, d)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	keepTasks(t, ds, "background-server", "server-past-deadline")
 	for _, workers := range []bool{false, true} {
 		rep, stderr := harborLaunch(t, ds, "oracle", workers)
 		if got := statuses(rep); got != "background-server:p server-past-deadline:p" {
@@ -323,11 +333,7 @@ func TestHarborNetworkModesReachTheGateway(t *testing.T) {
 		"public-file": {"instruction.md": "Say hello.\n", "tests/test.sh": string(test),
 			"task.toml": strings.Replace(string(toml), `network_mode = "no-network"`, `network_mode = "public"`, 1)},
 	})
-	for _, other := range []string{"background-server", "reward-json", "system-state", "timeout"} {
-		if err := os.RemoveAll(filepath.Join(ds, other)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	keepTasks(t, ds, "public-file", "write-file")
 	dir := t.TempDir()
 	path := write(t, dir, "steward.yaml", `
 model: {upstream: mock, name: mock-model}
