@@ -20,6 +20,39 @@ const bigScorer = `n=$(wc -c < "$STEWARD_ANSWER_FILE"); ` +
 	`test "$(cat "$STEWARD_TARGET_FILE")" = "$STEWARD_TARGET" && grep -q "$STEWARD_TARGET" "$STEWARD_TARGETS_FILE" && ` +
 	`test "$(cat "$STEWARD_INPUT_FILE")" = "$STEWARD_INPUT"`
 
+// bigValuesSandbox is the sandbox: setting of a big-values test on prov
+// (docker: testdata's busybox image with dockerfile's lines added) and the
+// providers it runs on.
+func bigValuesSandbox(t *testing.T, dir, prov, dockerfile string) (string, ProviderFactory) {
+	t.Helper()
+	if prov != "docker" {
+		return "{provider: local}\n    exclusive: false", sandbox.Factory{}
+	}
+	needDocker(t)
+	busyboxImage(t, dir)
+	if dockerfile != "" {
+		b, err := os.ReadFile(filepath.Join(dir, "image", "Dockerfile"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(dir, "image"), "Dockerfile", string(b)+dockerfile)
+		if sum, err := sbdocker.ContextHash(filepath.Join(dir, "image")); err == nil {
+			builtImages.Store(sum, true)
+		}
+	}
+	return "{provider: docker, build: image, memory: 128m}", dockerFactory{t}
+}
+
+// allPassed fails t for every attempt of l that did not pass.
+func allPassed(t *testing.T, l launched) {
+	t.Helper()
+	for _, a := range l.rep.Attempts {
+		if a.Status != status.Passed {
+			t.Errorf("%s: %s (%s)\n%s", a.Sample, a.Status, a.Reason, a.Log)
+		}
+	}
+}
+
 // TestBigAnswerReachesTheScorer: a 300 000-byte answer (past Linux's 128 KiB
 // limit on one environment string, which made the scorer's exec fail with
 // "argument list too long") reaches the scorer in STEWARD_ANSWER_FILE; a
@@ -28,14 +61,7 @@ func TestBigAnswerReachesTheScorer(t *testing.T) {
 	for _, prov := range []string{"docker", "local"} {
 		t.Run(prov, func(t *testing.T) {
 			dir := t.TempDir()
-			sb := "{provider: local}\n    exclusive: false"
-			var factory ProviderFactory = sandbox.Factory{}
-			if prov == "docker" {
-				needDocker(t)
-				busyboxImage(t, dir)
-				sb = "{provider: docker, build: image, memory: 128m}"
-				factory = dockerFactory{t}
-			}
+			sb, factory := bigValuesSandbox(t, dir, prov, "")
 			path := write(t, dir, "steward.yaml", `
 tasks:
   - name: big
@@ -47,11 +73,7 @@ tasks:
       - {id: small, input: "write 42", target: "42"}
 `)
 			l := launchSet(t, path, func(o *Options) { o.Providers = factory })
-			for _, a := range l.rep.Attempts {
-				if a.Status != status.Passed {
-					t.Errorf("%s: %s (%s)\n%s", a.Sample, a.Status, a.Reason, a.Log)
-				}
-			}
+			allPassed(t, l)
 		})
 	}
 }
@@ -77,24 +99,7 @@ func TestBigInputReachesTheAgent(t *testing.T) {
 	for _, prov := range []string{"docker", "local"} {
 		t.Run(prov, func(t *testing.T) {
 			dir := t.TempDir()
-			sb := "{provider: local}\n    exclusive: false"
-			var factory ProviderFactory = sandbox.Factory{}
-			if prov == "docker" {
-				needDocker(t)
-				busyboxImage(t, dir)
-				df := filepath.Join(dir, "image", "Dockerfile")
-				b, err := os.ReadFile(df)
-				if err != nil {
-					t.Fatal(err)
-				}
-				// The same image, run as nobody.
-				write(t, filepath.Join(dir, "image"), "Dockerfile", string(b)+"USER 65534\n")
-				if sum, err := sbdocker.ContextHash(filepath.Join(dir, "image")); err == nil {
-					builtImages.Store(sum, true)
-				}
-				sb = "{provider: docker, build: image, memory: 128m}"
-				factory = dockerFactory{t}
-			}
+			sb, factory := bigValuesSandbox(t, dir, prov, "USER 65534\n") // docker: the same image, run as nobody
 			big := strings.Repeat("b", 200000)
 			path := write(t, dir, "steward.yaml", `
 tasks:
@@ -110,11 +115,7 @@ tasks:
 			if len(l.rep.Attempts) != 2 {
 				t.Fatalf("%d attempts\n%s", len(l.rep.Attempts), l.stderr)
 			}
-			for _, a := range l.rep.Attempts {
-				if a.Status != status.Passed {
-					t.Errorf("%s: %s (%s)\n%s", a.Sample, a.Status, a.Reason, a.Log)
-				}
-			}
+			allPassed(t, l)
 		})
 	}
 }

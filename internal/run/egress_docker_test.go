@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/steward-evals/steward/internal/evalset"
 	"github.com/steward-evals/steward/internal/sandbox"
 	"github.com/steward-evals/steward/internal/sandbox/docker"
 )
@@ -58,14 +57,8 @@ func rememberEgressImage(t *testing.T, exe string) {
 func TestHarborAllowlistRunsThroughTheEgressProxy(t *testing.T) {
 	t.Parallel()
 	needDocker(t)
-	toml, err := os.ReadFile("../../testdata/harbor/write-file/task.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	test, _ := os.ReadFile("../../testdata/harbor/write-file/tests/test.sh")
-	allow := strings.Replace(string(toml), `network_mode = "no-network"`, "network_mode = \"allowlist\"\nallowed_hosts = [\"good.upstream.test\"]", 1)
 	ds := harborDataset(t, t.TempDir(), map[string]map[string]string{
-		"allow-file": {"instruction.md": "Say hello.\n", "tests/test.sh": string(test), "task.toml": allow},
+		"allow-file": writeFileWithNetwork(t, "network_mode = \"allowlist\"\nallowed_hosts = [\"good.upstream.test\"]"),
 	})
 	keepTasks(t, ds, "allow-file")
 	dir := t.TempDir()
@@ -77,22 +70,14 @@ tasks:
     agent: '"$STEWARD_BIN" agent chat > /logs/agent/answer.txt && echo hello > /app/hello.txt; echo "$HTTP_PROXY" > /logs/agent/proxy.txt; wget -q -O- http://denied.upstream.test/ > /logs/agent/denied.txt 2>&1; echo "exit $?" >> /logs/agent/denied.txt'
     tasks_from: {harbor: `+ds+`}
 `)
-	es, err := evalset.Load(path, evalset.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	exe := buildSteward(t)
-	var stderr bytes.Buffer
-	res, err := Launch(context.Background(), Options{EvalSet: es, Providers: egressFactory{exe: exe}, Stderr: &syncWriter{w: &stderr}, Exe: exe})
-	if err != nil {
-		t.Fatalf("launch: %v\n%s", err, stderr.String())
-	}
-	runID := res.Report.RunIDs[0]
+	l := launchSet(t, path, func(o *Options) { o.Providers, o.Exe = egressFactory{exe: exe}, exe })
+	runID := l.rep.RunIDs[0]
 	rememberEgressImage(t, exe)
-	if got := statuses(res.Report); got != "allow-file:p" {
-		t.Fatalf("statuses %s\n%s\n%+v", got, stderr.String(), res.Report.Attempts)
+	if got := statuses(l.rep); got != "allow-file:p" {
+		t.Fatalf("statuses %s\n%s\n%+v", got, l.stderr, l.rep.Attempts)
 	}
-	r := rowOf(t, res.Report, "allow-file")
+	r := rowOf(t, l.rep, "allow-file")
 	if r.InputTokens == 0 {
 		t.Errorf("the gateway counted no tokens: %+v", r)
 	}

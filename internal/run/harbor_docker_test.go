@@ -23,6 +23,23 @@ import (
 // its own; TestMain removes the image). extra adds tasks: name -> file ->
 // content. All the fixtures' environments are the same, so one image is
 // built for them all.
+// writeFileWithNetwork is testdata/harbor's write-file task with its
+// network_mode line replaced by mode: the files of a dataset task for
+// harborDataset.
+func writeFileWithNetwork(t *testing.T, mode string) map[string]string {
+	t.Helper()
+	toml, err := os.ReadFile("../../testdata/harbor/write-file/task.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	test, err := os.ReadFile("../../testdata/harbor/write-file/tests/test.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{"instruction.md": "Say hello.\n", "tests/test.sh": string(test),
+		"task.toml": strings.Replace(string(toml), `network_mode = "no-network"`, mode, 1)}
+}
+
 // keepTasks removes every task of the Harbor dataset ds but keep's.
 func keepTasks(t *testing.T, ds string, keep ...string) {
 	t.Helper()
@@ -324,14 +341,8 @@ func TestHarborVerifierContract(t *testing.T) {
 func TestHarborNetworkModesReachTheGateway(t *testing.T) {
 	t.Parallel()
 	needDocker(t)
-	toml, err := os.ReadFile("../../testdata/harbor/write-file/task.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	test, _ := os.ReadFile("../../testdata/harbor/write-file/tests/test.sh")
 	ds := harborDataset(t, t.TempDir(), map[string]map[string]string{
-		"public-file": {"instruction.md": "Say hello.\n", "tests/test.sh": string(test),
-			"task.toml": strings.Replace(string(toml), `network_mode = "no-network"`, `network_mode = "public"`, 1)},
+		"public-file": writeFileWithNetwork(t, `network_mode = "public"`),
 	})
 	keepTasks(t, ds, "public-file", "write-file")
 	dir := t.TempDir()
@@ -343,26 +354,18 @@ tasks:
     agent: 'hostname -i > /logs/agent/ip.txt; "$STEWARD_BIN" agent chat > /logs/agent/answer.txt && echo hello > /app/hello.txt'
     tasks_from: {harbor: `+ds+`}
 `)
-	es, err := evalset.Load(path, evalset.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	res, err := Launch(context.Background(), Options{EvalSet: es, Providers: dockerFactory{t}, Stderr: &syncWriter{w: &stderr}, Exe: buildSteward(t)})
-	if err != nil {
-		t.Fatalf("launch: %v\n%s", err, stderr.String())
-	}
-	if got := statuses(res.Report); got != "public-file:p write-file:p" {
-		t.Fatalf("statuses %s\n%s\n%+v", got, stderr.String(), res.Report.Attempts)
+	l := launchSet(t, path, func(o *Options) { o.Providers, o.Exe = dockerFactory{t}, buildSteward(t) })
+	if got := statuses(l.rep); got != "public-file:p write-file:p" {
+		t.Fatalf("statuses %s\n%s\n%+v", got, l.stderr, l.rep.Attempts)
 	}
 	// Each sandbox was on its mode's network: its address is in the subnet
 	// of the run's internal (no-network) or outbound (public) network.
 	nets := map[string]string{}
-	for _, m := range regexp.MustCompile(`created network \S+ \((internal|outbound), gateway (\d+\.\d+\.\d+)\.\d+\)`).FindAllStringSubmatch(stderr.String(), -1) {
+	for _, m := range regexp.MustCompile(`created network \S+ \((internal|outbound), gateway (\d+\.\d+\.\d+)\.\d+\)`).FindAllStringSubmatch(l.stderr, -1) {
 		nets[m[1]] = m[2] + "."
 	}
 	for s, kind := range map[string]string{"public-file": "outbound", "write-file": "internal"} {
-		r := rowOf(t, res.Report, s)
+		r := rowOf(t, l.rep, s)
 		if r.InputTokens == 0 {
 			t.Errorf("%s: the gateway counted no tokens: %+v", s, r)
 		}
@@ -375,7 +378,7 @@ tasks:
 			}
 		}
 		if nets[kind] == "" || !strings.HasPrefix(ip, nets[kind]) {
-			t.Errorf("%s: sandbox address %q is not on the run's %s network (%v)\n%s", s, ip, kind, nets, stderr.String())
+			t.Errorf("%s: sandbox address %q is not on the run's %s network (%v)\n%s", s, ip, kind, nets, l.stderr)
 		}
 	}
 }

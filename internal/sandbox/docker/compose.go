@@ -352,15 +352,16 @@ func (p *Provider) composeDown(ctx context.Context, services []string, n *runNet
 	return errors.Join(errs...)
 }
 
-// removeLeftoverComposeNets removes this run's compose networks that no
-// Close removed (Finalize).
-func (p *Provider) removeLeftoverComposeNets(ctx context.Context) error {
+// removeLeftoverNets removes this run's networks of one role (a compose
+// project's, an egress proxy's) that no Close removed (Finalize; their
+// containers went with the run's).
+func (p *Provider) removeLeftoverNets(ctx context.Context, role string) error {
 	f := runFilter(p.opts.RunID)
 	f.Add("label", LabelLock+"="+p.lock)
-	f.Add("label", labelRole+"="+roleComposeNet)
+	f.Add("label", labelRole+"="+role)
 	nets, err := p.cli.NetworkList(ctx, network.ListOptions{Filters: f})
 	if err != nil {
-		return fmt.Errorf("list leftover compose networks: %w", err)
+		return fmt.Errorf("list leftover %s networks: %w", strings.TrimPrefix(role, "network-"), err)
 	}
 	var errs []error
 	for _, n := range nets {

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
 
@@ -360,25 +359,6 @@ func (p *Provider) stopEgress(ctx context.Context, eg *egressProxy) error {
 	}
 	if eg.net != nil {
 		if err := p.removeNetwork(ctx, eg.net.ID); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// removeLeftoverEgressNets removes this run's egress networks that no
-// Close removed (Finalize; their proxies went with the run's containers).
-func (p *Provider) removeLeftoverEgressNets(ctx context.Context) error {
-	f := runFilter(p.opts.RunID)
-	f.Add("label", LabelLock+"="+p.lock)
-	f.Add("label", labelRole+"="+roleEgressNet)
-	nets, err := p.cli.NetworkList(ctx, network.ListOptions{Filters: f})
-	if err != nil {
-		return fmt.Errorf("list leftover egress networks: %w", err)
-	}
-	var errs []error
-	for _, n := range nets {
-		if err := p.removeNetwork(ctx, n.ID); err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, err)
 		}
 	}

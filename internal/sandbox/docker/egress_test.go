@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -50,6 +49,29 @@ func buildEgressd(t *testing.T) string {
 
 // upstreamServer is a sandbox moved onto net with alias, serving "from-NAME"
 // over HTTP on ports 80 and 443 (busybox httpd).
+// egressRun is a run whose provider starts egress proxies from a freshly
+// built static helper (skipped under -short, which builds nothing).
+func egressRun(t *testing.T) *testRun {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds a static helper")
+	}
+	bin := buildEgressd(t)
+	return newRun(t, func(o *Options) { o.EgressBinary = bin })
+}
+
+// upstreamNetwork is an internal network of the test's own for its
+// upstreams (the proxies' way out in these tests), removed at cleanup.
+func upstreamNetwork(t *testing.T, r *testRun) *runNet {
+	t.Helper()
+	out, err := r.P.createNetwork(context.Background(), dockerName(r.ID, "upstreams"), true, true, "upstreams", "test-upstreams")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.P.removeNetwork(context.Background(), out.ID) })
+	return out
+}
+
 func upstreamServer(t *testing.T, r *testRun, n *runNet, name, alias string) (sandbox.Sandbox, string) {
 	t.Helper()
 	ctx := context.Background()
@@ -105,17 +127,9 @@ func countRole(t *testing.T, r *testRun, role string) (int, int) {
 // here, STEWARD_EGRESS_NETWORK), so nothing leaves the machine.
 func TestEgressAllowlist(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("builds a static helper")
-	}
-	bin := buildEgressd(t)
-	r := newRun(t, func(o *Options) { o.EgressBinary = bin })
+	r := egressRun(t)
 	ctx := context.Background()
-	out, err := r.P.createNetwork(ctx, dockerName(r.ID, "upstreams"), true, true, "upstreams", "test-upstreams")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.P.removeNetwork(context.Background(), out.ID) })
+	out := upstreamNetwork(t, r)
 
 	sp := spec(t, "allow")
 	sp.Network = NetworkAllowlist
@@ -125,16 +139,7 @@ func TestEgressAllowlist(t *testing.T) {
 	if r.P.egressRef != "" {
 		rememberImage(r.P.egressRef)
 	}
-	g, err := r.P.Gateway(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", g.Listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveHello(t, ln, "gw")
-	gwPort := ln.Addr().(*net.TCPAddr).Port
+	g, gwPort := helloGateway(t, r, "gw")
 
 	good, goodIP := upstreamServer(t, r, out, "good", "good.upstream.test")
 	upstreamServer(t, r, out, "denied", "denied.upstream.test")
@@ -290,11 +295,7 @@ func TestEgressOptions(t *testing.T) {
 // and leaves no container.
 func TestEgressProbeLearnsTheHostsAddresses(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("builds a static helper")
-	}
-	bin := buildEgressd(t)
-	r := newRun(t, func(o *Options) { o.EgressBinary = bin })
+	r := egressRun(t)
 	ctx := context.Background()
 	if _, err := r.P.egressImage(ctx); err != nil {
 		t.Fatal(err)
@@ -329,17 +330,9 @@ func TestEgressProbeLearnsTheHostsAddresses(t *testing.T) {
 // exchange; the control shows the upstream answers on its own network.
 func TestEgressProxyRoutesNothing(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("builds a static helper")
-	}
-	bin := buildEgressd(t)
-	r := newRun(t, func(o *Options) { o.EgressBinary = bin })
+	r := egressRun(t)
 	ctx := context.Background()
-	out, err := r.P.createNetwork(ctx, dockerName(r.ID, "upstreams"), true, true, "upstreams", "test-upstreams")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.P.removeNetwork(context.Background(), out.ID) })
+	out := upstreamNetwork(t, r)
 	sp := spec(t, "route")
 	sp.Network = NetworkAllowlist
 	sp.AllowedHosts = []string{"good.upstream.test"}

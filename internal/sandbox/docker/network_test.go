@@ -21,6 +21,22 @@ import (
 )
 
 // serveHello answers every connection on ln with a line.
+// helloGateway listens where the run's gateway would and answers every
+// connection with line: the run's gateway address and the port.
+func helloGateway(t *testing.T, r *testRun, line string) (sandbox.GatewayAddr, int) {
+	t.Helper()
+	g, err := r.P.Gateway(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", g.Listen)
+	if err != nil {
+		t.Fatalf("listen on the gateway address %s: %v", g.Listen, err)
+	}
+	serveHello(t, ln, line)
+	return g, ln.Addr().(*net.TCPAddr).Port
+}
+
 func serveHello(t *testing.T, ln net.Listener, line string) {
 	t.Cleanup(func() { ln.Close() })
 	go func() {
@@ -92,20 +108,10 @@ func TestNetworkIsolation(t *testing.T) {
 	r := newRun(t, nil)
 	a, b := spec(t, "net-a"), spec(t, "net-b")
 	prepare(t, r, &a, &b)
-	ctx := context.Background()
-	g, err := r.P.Gateway(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, port := helloGateway(t, r, "from-gateway")
 	if h, _, _ := net.SplitHostPort(g.Listen); h != g.Host {
 		t.Fatalf("gateway %+v", g)
 	}
-	ln, err := net.Listen("tcp", g.Listen)
-	if err != nil {
-		t.Fatalf("listen on the gateway address %s: %v", g.Listen, err)
-	}
-	serveHello(t, ln, "from-gateway")
-	port := ln.Addr().(*net.TCPAddr).Port
 
 	sa := mustCreate(t, r, a)
 	sb := mustCreate(t, r, b)
@@ -190,16 +196,7 @@ func TestNetworkModes(t *testing.T) {
 	iso.Network, br.Network = NetworkIsolated, NetworkBridge
 	prepare(t, r, &iso, &br)
 	ctx := context.Background()
-	g, err := r.P.Gateway(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", g.Listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveHello(t, ln, "gw")
-	port := ln.Addr().(*net.TCPAddr).Port
+	g, port := helloGateway(t, r, "gw")
 
 	s1 := mustCreate(t, r, iso)
 	s2 := mustCreate(t, r, iso)

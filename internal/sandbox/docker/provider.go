@@ -510,11 +510,10 @@ func (p *Provider) Finalize(ctx context.Context) error {
 	} else {
 		errs = append(errs, fmt.Errorf("list leftover sandboxes: %w", err))
 	}
-	if err := p.removeLeftoverComposeNets(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	if err := p.removeLeftoverEgressNets(ctx); err != nil {
-		errs = append(errs, err)
+	for _, role := range []string{roleComposeNet, roleEgressNet} {
+		if err := p.removeLeftoverNets(ctx, role); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, n := range nets {
 		if n == nil {
