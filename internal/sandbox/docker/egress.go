@@ -288,7 +288,7 @@ func (p *Provider) startEgress(ctx context.Context, spec sandbox.Spec, name stri
 	if err := p.cli.ContainerStart(ctx, eg.id, container.StartOptions{}); err != nil {
 		return fail(sandbox.InfraError(fmt.Errorf("start egress proxy for task %s: %w", spec.Task, err)))
 	}
-	if err := p.waitLogLine(ctx, eg.id, "egress proxy"); err != nil {
+	if err := p.waitLogLine(ctx, eg.id, "egress proxy", 30*time.Second); err != nil {
 		return fail(fmt.Errorf("egress proxy for task %s: %w", spec.Task, err))
 	}
 	ins, err := p.cli.ContainerInspect(ctx, eg.id)
@@ -304,31 +304,6 @@ func (p *Provider) startEgress(ctx context.Context, spec sandbox.Spec, name stri
 		return fail(sandbox.InfraError(fmt.Errorf("egress proxy for task %s has no address on its network", spec.Task)))
 	}
 	return eg, nil
-}
-
-// waitLogLine waits until container id has logged (its first line says it
-// listens) or has exited.
-func (p *Provider) waitLogLine(ctx context.Context, id, what string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for wait := 20 * time.Millisecond; time.Now().Before(deadline); wait = min(2*wait, 300*time.Millisecond) {
-		ins, err := p.cli.ContainerInspect(ctx, id)
-		if err != nil {
-			return sandbox.InfraError(err)
-		}
-		logs := p.containerLogs(ctx, id)
-		if ins.State != nil && !ins.State.Running {
-			return fmt.Errorf("exited %d: %s", ins.State.ExitCode, strings.TrimSpace(logs))
-		}
-		if strings.Contains(logs, what) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-	}
-	return sandbox.InfraError(errors.New("did not start listening"))
 }
 
 // proxyEnv are the variables a sandbox reaches the proxy with: the

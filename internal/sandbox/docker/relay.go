@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -190,24 +191,37 @@ func (p *Provider) runRelay(ctx context.Context, img string, cmd []string) (stri
 		return "", sandbox.InfraError(fmt.Errorf("start relay container: %w", err))
 	}
 	// Wait until it listens (it logs its first line) or exits (port taken).
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		ins, err := p.cli.ContainerInspect(ctx, resp.ID)
-		if err != nil {
-			break
-		}
-		if ins.State != nil && !ins.State.Running {
-			logs := p.containerLogs(ctx, resp.ID)
-			_ = p.removeContainer(context.WithoutCancel(ctx), resp.ID)
-			return "", fmt.Errorf("relay exited %d: %s", ins.State.ExitCode, logs)
-		}
-		if logs := p.containerLogs(ctx, resp.ID); len(logs) > 0 {
-			return resp.ID, nil
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := p.waitLogLine(ctx, resp.ID, "relay ", 15*time.Second); err != nil {
+		_ = p.removeContainer(context.WithoutCancel(ctx), resp.ID)
+		return "", fmt.Errorf("relay: %w", err)
 	}
-	_ = p.removeContainer(context.WithoutCancel(ctx), resp.ID)
-	return "", errors.New("relay did not start listening")
+	return resp.ID, nil
+}
+
+// waitLogLine waits, up to within, until a helper container (the relay,
+// an egress proxy) has logged what (its first line says it listens) or
+// has exited.
+func (p *Provider) waitLogLine(ctx context.Context, id, what string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for wait := 20 * time.Millisecond; time.Now().Before(deadline); wait = min(2*wait, 300*time.Millisecond) {
+		ins, err := p.cli.ContainerInspect(ctx, id)
+		if err != nil {
+			return sandbox.InfraError(err)
+		}
+		logs := p.containerLogs(ctx, id)
+		if ins.State != nil && !ins.State.Running {
+			return fmt.Errorf("exited %d: %s", ins.State.ExitCode, strings.TrimSpace(logs))
+		}
+		if strings.Contains(logs, what) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	return sandbox.InfraError(errors.New("did not start listening"))
 }
 
 func (p *Provider) containerLogs(ctx context.Context, id string) string {
