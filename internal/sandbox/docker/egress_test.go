@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -302,16 +303,39 @@ func TestEgressProbeLearnsTheHostsAddresses(t *testing.T) {
 	}
 	rememberImage(r.P.egressRef)
 	r.P.opts.InContainer = true // the probe path; this test runs on the host, so it must see the host's addresses
+	// Tests running beside this one add and remove Docker bridges, so the
+	// host's addresses are read before and after the probe: it must find
+	// every address that was there throughout, and none that never was.
+	before, err := egress.ProbeAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
 	got, err := r.P.egressDeny(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := egress.ProbeAddrs()
+	after, err := egress.ProbeAddrs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(want) == 0 || strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Fatalf("probe found %q, this process sees %q", got, want)
+	found := map[string]bool{}
+	for _, a := range got {
+		found[a] = true
+		if !slices.Contains(before, a) && !slices.Contains(after, a) {
+			t.Errorf("probe found %s, which this process never saw (%q, then %q)", a, before, after)
+		}
+	}
+	throughout := 0
+	for _, a := range before {
+		if slices.Contains(after, a) {
+			throughout++
+			if !found[a] {
+				t.Errorf("probe missed %s (it found %q, this process saw %q, then %q)", a, got, before, after)
+			}
+		}
+	}
+	if throughout == 0 {
+		t.Fatalf("this process sees no address of its own: %q, then %q", before, after)
 	}
 	if c, _ := countRun(t, r.P.cli, r.ID); c != 0 {
 		t.Fatalf("the probe left %d containers", c)
