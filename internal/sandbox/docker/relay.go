@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -157,6 +158,9 @@ func (p *Provider) relayImage(ctx context.Context, bin string) (string, error) {
 		return "", fmt.Errorf("build relay image: %w", err)
 	}
 	defer os.RemoveAll(dir)
+	if err := staticBinary(bin); err != nil {
+		return "", fmt.Errorf("build relay image: %w", err)
+	}
 	data, err := os.ReadFile(bin)
 	if err != nil {
 		return "", fmt.Errorf("build relay image: %w", err)
@@ -233,4 +237,23 @@ func (p *Provider) containerLogs(ctx context.Context, id string) string {
 	out, errb := sandbox.NewCapped(4096), sandbox.NewCapped(4096)
 	_, _ = stdcopyDemux(out, errb, rc)
 	return out.String() + errb.String()
+}
+
+// staticBinary refuses an ELF executable that names a program interpreter
+// (a dynamically linked one, as `go build` makes with cgo on): in an image
+// FROM scratch it cannot start, and Docker reports only "exec /steward
+// failed: No such file or directory". A file that is not ELF is left to
+// the build and the container to judge.
+func staticBinary(bin string) error {
+	f, err := elf.Open(bin)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked: its helper containers (the egress proxy of a network allowlist, the gateway relay) run it in an image FROM scratch; build steward with CGO_ENABLED=0 (make build, or CGO_ENABLED=0 go build ./cmd/steward)", bin)
+		}
+	}
+	return nil
 }
