@@ -3,6 +3,7 @@ package connbench
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,6 +55,9 @@ func sharedScenario(c sharedCell, p gateway.Policy) (connsim.Shared, time.Durati
 		Latency: c.latency, Jitter: 0.2, Interval: time.Second, RPM: rpmLimit, TokensPerCall: tokensPerCall,
 		Duration: dur, CallsPerSample: 10, Policy: p, Seed: 1,
 	}}
+	if n, _ := strconv.Atoi(os.Getenv("SHAREDBENCH_SEED")); n > 0 {
+		s.Seed = uint64(n)
+	}
 	if c.tpm {
 		s.RPM, s.TPM, s.TokenJitter = tpmRPM, tpmLimit, 0.5
 	}
@@ -110,7 +114,7 @@ func BenchmarkSharedKey(b *testing.B) {
 				ran = true
 				if os.Getenv("SHAREDBENCH_DEBUG") != "" {
 					for _, pt := range r.Series {
-						fmt.Fprintf(os.Stderr, "%s %s t=%s adm=%d 429=%d inflight=%d conn=%d bucket=%.1f\n", c, name, pt.T, pt.Admitted, pt.RateLimited, pt.InFlight, pt.ConnLimit, pt.BucketRequests)
+						fmt.Fprintf(os.Stderr, "%s %s t=%s adm=%d 429=%d inflight=%d conn=%d bucket=%.1f paces=%.1f\n", c, name, pt.T, pt.Admitted, pt.RateLimited, pt.InFlight, pt.ConnLimit, pt.BucketRequests, pt.Paces)
 					}
 				}
 			})
@@ -137,7 +141,11 @@ func sharedSeeds(n int) {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "| invocations | latency | bound by | previous rule | key share | key-share runs meeting the target |\n|---|---|---|---|---|---|\n")
 	meetAll, runs := 0, 0
+	only := regexp.MustCompile(os.Getenv("SHAREDBENCH_ONLY"))
 	for _, c := range sharedCells() {
+		if !only.MatchString(c.String()) {
+			continue
+		}
 		var worst [2]connsim.SharedSummary
 		meet := 0
 		for k, p := range []gateway.Policy{previousPolicy(), gateway.StewardPolicy()} {
@@ -151,6 +159,9 @@ func sharedSeeds(n int) {
 				worst[k].FailedSamples = max(worst[k].FailedSamples, got.FailedSamples)
 				if k == 1 && got.Goodput >= 0.9 && got.Share429 <= 0.01 {
 					meet++
+				}
+				if k == 1 && os.Getenv("SHAREDBENCH_VERBOSE") != "" {
+					fmt.Printf("%s seed %d: %s\n", c, seed, sharedEntry(got))
 				}
 			}
 		}

@@ -596,7 +596,7 @@ func (c *Controller) Done(t *Ticket, o Outcome, info RateInfo) {
 			}
 		}
 	}
-	if o == OutcomeError || o == OutcomeOK || c.share.haveAnchor {
+	if o == OutcomeError || ((o == OutcomeOK || c.share.haveAnchor) && !c.share.longProbe) {
 		c.share.heard = true
 	}
 	switch o {

@@ -208,6 +208,11 @@ type keyShare struct {
 	// second, from probeNext on, not the connection limit's worth at once.
 	heard     bool
 	probeNext time.Time
+	// longProbe: the first answer came more than a span after its request
+	// (slow calls), so its reading is stale: the probe goes on until a
+	// reading a span later tells what the key did while it probed, and the
+	// pace starts from that (probeStart).
+	longProbe bool
 	// paceSince is when the first reading set the pace (the answer's
 	// arrival): readings of requests sent before it say nothing of what
 	// that pace does to the key.
@@ -220,6 +225,10 @@ type keyShare struct {
 	updates int
 	// last is what the last update measured.
 	lastRho, lastOwn float64
+	// ownShare is this gateway's share of the key's use (u ÷ ρ) at the
+	// last update that read ρ exactly (a bucket below its top, no 429):
+	// 0 before one did.
+	ownShare float64
 }
 
 // startFrac is the pace at the first reading, a share of the lone
@@ -331,12 +340,21 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	}
 	if !s.haveAnchor {
 		s.anchor, s.haveAnchor = r, true
+		if !rateLimited && in.now.Sub(at) > shareSpan {
+			// A slow call: this reading is a latency old, from before the
+			// probe's own requests reached the key. Probe on.
+			s.longProbe = true
+			return false
+		}
 		s.frac, s.slow = s.startFrac(r, in), true
 		s.paceSince = in.now
 		if s.paceSince.Before(at) {
 			s.paceSince = at
 		}
 		return true
+	}
+	if s.longProbe {
+		return s.probeStart(at, r, b, rateLimited, in)
 	}
 	span := max(shareSpan, in.latency/2)
 	if rateLimited {
@@ -370,42 +388,7 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	}
 	ownFrom := math.Max(float64(count(s.sends, from, at)-count(s.refused, from, at)), 0)
 	sentN := float64(count(s.sends, from, at))
-	// The key's use of each bucket (ρ, a share of its refill), this
-	// gateway's (u, the same), and whether the bucket is at its top. The
-	// bucket this gateway uses most binds; a bucket at its top reads ρ
-	// high, so ρ is read from the others.
-	rho, ownU, atTop, have := 0.0, 0.0, false, false
-	topU := -1.0 // the most-used bucket at its top: its u
-	for k := range b {
-		if !r.ok[k] {
-			continue
-		}
-		refill := b[k].Limit / 60 // a second, in requests
-		if k == 1 {
-			if in.tokensPerReq <= 0 {
-				continue
-			}
-			refill /= in.tokensPerReq
-		}
-		u := own / dt.Seconds() / refill
-		if r.f[k] >= shareAtTop {
-			topU = math.Max(topU, u)
-			continue
-		}
-		if !s.anchor.ok[k] || s.ivl[k] <= 0 {
-			continue
-		}
-		if x := 1 - (r.f[k]-s.anchor.f[k])*s.ivl[k]/dt.Seconds(); !have || x > rho {
-			rho, ownU, have = x, u, true
-		}
-	}
-	if topU >= 0 && (!have || topU > ownU) {
-		// A bucket this gateway uses more is at its top.
-		atTop = true
-		if !have || rho <= in.full/in.rate {
-			rho, ownU, have = 1, topU, true
-		}
-	}
+	rho, ownU, atTop, have := s.measure(r, b, own/dt.Seconds(), dt, in)
 	s.anchor = r
 	s.trim(max(shareSpan, in.latency/2))
 	if !have {
@@ -468,12 +451,118 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	default:
 		// At the bucket's top the refill it cannot hold is lost, so ρ
 		// reads high and says nothing of the room: probe, 5 % a second.
-		s.pace = math.Max(s.pace, ownRate)*(1+shareProbe*sec*slowdown*math.Pow(shareProbeAccel, float64(min(s.topRun, shareProbeRuns)))) + add
+		s.pace = math.Max(s.pace, ownRate)*(1+shareProbe*sec*slowdown*s.probeScale()*math.Pow(shareProbeAccel, float64(min(s.topRun, shareProbeRuns)))) + add
 		s.topRun++
 	}
 	s.pace = math.Min(math.Max(s.pace, shareFloor*in.rate), in.full)
 	s.frac = s.pace / in.full
 	s.updates++
 	s.lastRho, s.lastOwn = rho, ownU
+	if !atTop && !rateLimited && rho > 0 {
+		s.ownShare = ownU / rho
+	}
 	return s.pace != before
+}
+
+// probeScale scales the probe at the bucket's top by this gateway's share
+// of the key: every gateway's probe is its share of the key's, so the
+// key's total climbs by the same whatever their number (eight gateways
+// at an eighth each climb as one), and a gateway left with most of a key
+// whose other users ended climbs into their room as fast as the key may.
+func (s *keyShare) probeScale() float64 {
+	if s.ownShare <= 0 {
+		return 1
+	}
+	return math.Min(math.Max(shareScaleK*s.ownShare, shareScaleMin), shareScaleMax)
+}
+
+var shareScaleK, shareScaleMin, shareScaleMax = 4.0, 0.25, 2.0
+
+var expStartGuess = true
+
+// measure reads the key's use of each bucket between the anchor and r, dt
+// apart (ρ, a share of its refill), this gateway's (u, the same, from own
+// requests a second got through), and whether the bucket is at its top.
+// The bucket this gateway uses most binds; a bucket at its top reads ρ
+// high, so ρ is read from the others.
+func (s *keyShare) measure(r shareReading, b [2]Bucket, own float64, dt time.Duration, in shareInput) (rho, ownU float64, atTop, have bool) {
+	topU := -1.0 // the most-used bucket at its top: its u
+	for k := range b {
+		if !r.ok[k] {
+			continue
+		}
+		refill := b[k].Limit / 60 // a second, in requests
+		if k == 1 {
+			if in.tokensPerReq <= 0 {
+				continue
+			}
+			refill /= in.tokensPerReq
+		}
+		u := own / refill
+		if r.f[k] >= shareAtTop {
+			topU = math.Max(topU, u)
+			continue
+		}
+		if !s.anchor.ok[k] || s.ivl[k] <= 0 {
+			continue
+		}
+		if x := 1 - (r.f[k]-s.anchor.f[k])*s.ivl[k]/dt.Seconds(); !have || x > rho {
+			rho, ownU, have = x, u, true
+		}
+	}
+	if topU >= 0 && (!have || topU > ownU) {
+		// A bucket this gateway uses more is at its top.
+		atTop = true
+		if !have || rho <= in.full/in.rate {
+			rho, ownU, have = 1, topU, true
+		}
+	}
+	return rho, ownU, atTop, have
+}
+
+// probeStart ends a long probe (slow calls): from the first reading to
+// this one, at least a span later (or a 429), what the key used while this
+// gateway probed says where its pace starts. Alone: the lone pace. At the
+// bucket's top: half of it (room of unknown size, as at a fresh start).
+// Otherwise the probe's admitted rate is its pace so far, and it takes the
+// step every gateway of the key takes: up into the room, down by the
+// proportional cut when the key is over (the probe itself may be what
+// tipped it). Then the slow start goes on as after any first reading.
+func (s *keyShare) probeStart(at time.Time, r shareReading, b [2]Bucket, rateLimited bool, in shareInput) bool {
+	span := max(shareSpan, in.now.Sub(at)/2)
+	dt := at.Sub(s.anchor.at)
+	if !rateLimited && dt < span {
+		return false
+	}
+	s.longProbe, s.slow = false, true
+	s.paceSince = in.now
+	from := s.anchor.at
+	sec := math.Max(dt.Seconds(), shareSpan429.Seconds())
+	admitted := math.Max(float64(count(s.sends, from, at)-count(s.refused, from, at)), 0)
+	own := admitted / sec
+	rho, ownU, atTop, have := s.measure(r, b, own, dt, in)
+	s.anchor = r
+	tau := in.full / in.rate
+	switch {
+	case rateLimited:
+		s.pace = math.Max(own*(1-shareGain*(1-tau*shareSlack)), shareFloor*in.rate)
+	case have && ownU >= shareAlone*rho:
+		s.pace, s.frac, s.slow = in.full, 0, false
+		s.updates++
+		s.lastRho, s.lastOwn = rho, ownU
+		return true
+	case atTop || !have:
+		s.pace = shareStart * in.full
+	default:
+		tau *= shareSlack
+		s.pace = own * (1 + shareGain*math.Min(tau/rho-1, 1))
+		if expStartGuess {
+			s.pace = math.Max(s.pace, s.startFrac(r, in)*in.full)
+		}
+	}
+	s.pace = math.Min(math.Max(s.pace, shareFloor*in.rate), in.full)
+	s.frac = s.pace / in.full
+	s.updates++
+	s.lastRho, s.lastOwn = rho, ownU
+	return true
 }

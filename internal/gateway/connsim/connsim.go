@@ -74,6 +74,9 @@ type Point struct {
 	// BucketRequests and BucketTokens are what the provider's buckets held
 	// at the end of the step.
 	BucketRequests, BucketTokens float64
+	// Paces is each gateway's pace (requests a second) at the end of the
+	// step, in a shared-key run (RunShared): what SHAREDBENCH_DEBUG shows.
+	Paces []float64
 }
 
 // Result is what a run did.

@@ -293,6 +293,8 @@ func RunShared(s Shared) SharedResult {
 			cur.LimitRate = limitRate(lim, tokens)
 			cur.RPM, cur.TPM = lim.Limits()
 			for _, g := range gws {
+				pace, _, _ := g.ctl.SharePace()
+				cur.Paces = append(cur.Paces, pace)
 				cur.InFlight += g.inflight
 				cur.ConnLimit += g.ctl.Limit()
 			}
