@@ -213,6 +213,10 @@ type keyShare struct {
 	// reading a span later tells what the key did while it probed, and the
 	// pace starts from that (probeStart).
 	longProbe bool
+	lpLow     bool
+	lpPaused  bool
+	peak      [2]float64
+	lastAnchorF [2]float64
 	// paceSince is when the first reading set the pace (the answer's
 	// arrival): readings of requests sent before it say nothing of what
 	// that pace does to the key.
@@ -252,10 +256,19 @@ func (s *keyShare) probe(now time.Time) (bool, time.Duration) {
 	if s.heard {
 		return true, 0
 	}
+	if s.longProbe && s.lpPaused {
+		return false, shareProbeGap
+	}
 	if now.Before(s.probeNext) {
 		return false, s.probeNext.Sub(now)
 	}
-	s.probeNext = now.Add(shareProbeGap)
+	if s.longProbe && s.lpLow {
+		s.probeNext = now.Add(time.Duration(kLPGapLow * float64(time.Second)))
+	} else if s.longProbe {
+		s.probeNext = now.Add(time.Duration(kLPGap * float64(time.Second)))
+	} else {
+		s.probeNext = now.Add(shareProbeGap)
+	}
 	return true, 0
 }
 
@@ -338,12 +351,18 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	if !r.ok[0] && !r.ok[1] {
 		return false
 	}
+	for k := range r.f {
+		if r.ok[k] {
+			s.peak[k] = math.Max(s.peak[k], r.f[k])
+		}
+	}
 	if !s.haveAnchor {
 		s.anchor, s.haveAnchor = r, true
-		if !rateLimited && in.now.Sub(at) > shareSpan {
+		if kJ2 != 0 && !rateLimited && in.now.Sub(at) > shareSpan && s.startFrac(r, in) < kJ2F {
 			// A slow call: this reading is a latency old, from before the
 			// probe's own requests reached the key. Probe on.
 			s.longProbe = true
+			s.lpLow = s.startFrac(r, in) < kLPLowF
 			return false
 		}
 		s.frac, s.slow = s.startFrac(r, in), true
@@ -388,8 +407,10 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	}
 	ownFrom := math.Max(float64(count(s.sends, from, at)-count(s.refused, from, at)), 0)
 	sentN := float64(count(s.sends, from, at))
+	s.lastAnchorF = s.anchor.f
 	rho, ownU, atTop, have := s.measure(r, b, own/dt.Seconds(), dt, in)
 	s.anchor = r
+	s.peak = r.f
 	s.trim(max(shareSpan, in.latency/2))
 	if !have {
 		return false
@@ -403,7 +424,10 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	}
 	tau := in.full / in.rate
 	before := s.pace
-	if ownU >= shareAlone*rho && !rateLimited {
+	if kDebug > 1 {
+		println("upd", at.Format("15:04:05.0"), "rho", int(rho*1000), "ownU", int(ownU*1000), "top", atTop, "429", rateLimited, "pace", int(s.pace*10), "own", int(ownRate*10), "slow", s.slow, "pb", waited || sentRate >= 0.85*s.pace)
+	}
+	if ownU >= kAlone*rho && !rateLimited {
 		// Alone on the key (what it used is what the key used): the lone
 		// gateway's pace.
 		s.pace, s.frac, s.slow, s.over = in.full, 0, false, false
@@ -413,7 +437,12 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	}
 	// Others use the key too: leave them room for jitter and for the
 	// burst a gateway that joins sends before it knows the rate.
-	tau *= shareSlack
+	slowdown := math.Min(1, shareDelay.Seconds()/(in.latency+span).Seconds())
+	if slowdown < 1 {
+		tau *= kSlackSlow
+	} else {
+		tau *= kSlack
+	}
 	paceBound := waited || sentRate >= 0.85*s.pace
 	// The additive climb, the same for every gateway of the key: what
 	// makes shares fair over time.
@@ -422,8 +451,10 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	// call's latency and a span); at slower calls the readings that
 	// answer a climb come later, so it is slower in proportion: the same
 	// climb per round of feedback.
-	slowdown := math.Min(1, shareDelay.Seconds()/(in.latency+span).Seconds())
 	add := shareAdditive * in.rate * sec * slowdown
+	if slowdown < 1 {
+		add *= kAddSlow
+	}
 	s.over = false
 	if !atTop {
 		s.topRun = 0
@@ -432,6 +463,9 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	case s.slow && (rho <= tau || atTop) && !rateLimited:
 		s.pace = 2 * math.Max(s.pace, ownRate)
 	case rho > tau && !atTop:
+		if kDebug != 0 {
+			println("over", at.Format("15:04:05.0"), "anchorf", s.lastAnchorF[0], s.lastAnchorF[1], "f", r.f[0], r.f[1], "rho", rho, "ownU", ownU, "pace", s.pace, "own", ownRate, "429", rateLimited)
+		}
 		// Over: to what the provider admitted from this gateway, scaled.
 		// Over the lone target too (not just the shared slack): pushback.
 		s.slow, s.over = false, rho > tau/shareSlack
@@ -447,12 +481,31 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	case rho <= tau:
 		// Room, and ρ is exact (or, at the top, an upper bound): the
 		// proportional step up, at most ×1.5.
-		s.pace = math.Max(s.pace, ownRate) + ownRate*shareGain*math.Min(tau/rho-1, 1) + add
+		inc := ownRate * shareGain * math.Min(tau/rho-1, 1)
+		if kRoomEq > 0 && slowdown < 1 {
+			inc = (1-kRoomEq)*inc + kRoomEq*0.25*shareGain*(tau-rho)*in.rate
+		}
+		s.pace = math.Max(s.pace, ownRate) + inc + add
 	default:
 		// At the bucket's top the refill it cannot hold is lost, so ρ
 		// reads high and says nothing of the room: probe, 5 % a second.
-		s.pace = math.Max(s.pace, ownRate)*(1+shareProbe*sec*slowdown*s.probeScale()*math.Pow(shareProbeAccel, float64(min(s.topRun, shareProbeRuns)))) + add
+		sc := 1.0
+		if kSSlow == 0 || slowdown < 1 {
+			sc = s.probeScale()
+		}
+		s.pace = math.Max(s.pace, ownRate)*(1+shareProbe*sec*slowdown*sc*math.Pow(kAccel, math.Min(float64(s.topRun), kRuns))) + add
 		s.topRun++
+	}
+	if kFairCut > 0 && (kSSlow == 0 || slowdown < 1) {
+		x := s.ownShare
+		if !atTop && !rateLimited && rho > 0 {
+			x = ownU / rho
+		} else if kFairAll == 0 || (kFairAll == 2 && atTop) {
+			x = 0
+		}
+		if x > 0.5 {
+			s.pace *= 1 - kFairCut*(x-0.5)
+		}
 	}
 	s.pace = math.Min(math.Max(s.pace, shareFloor*in.rate), in.full)
 	s.frac = s.pace / in.full
@@ -470,7 +523,7 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 // at an eighth each climb as one), and a gateway left with most of a key
 // whose other users ended climbs into their room as fast as the key may.
 func (s *keyShare) probeScale() float64 {
-	if s.ownShare <= 0 {
+	if s.ownShare <= 0 || kS == 0 {
 		return 1
 	}
 	return math.Min(math.Max(shareScaleK*s.ownShare, shareScaleMin), shareScaleMax)
@@ -499,7 +552,11 @@ func (s *keyShare) measure(r shareReading, b [2]Bucket, own float64, dt time.Dur
 			refill /= in.tokensPerReq
 		}
 		u := own / refill
-		if r.f[k] >= shareAtTop {
+		top := r.f[k] >= shareAtTop
+		if kTopPeak > 0 {
+			top = r.f[k] >= kTopPeak || s.peak[k] >= kTopPeak || s.ivl[k] <= 0 || (r.f[k] >= shareAtTop && !s.anchor.ok[k])
+		}
+		if top {
 			topU = math.Max(topU, u)
 			continue
 		}
@@ -531,6 +588,10 @@ func (s *keyShare) measure(r shareReading, b [2]Bucket, own float64, dt time.Dur
 func (s *keyShare) probeStart(at time.Time, r shareReading, b [2]Bucket, rateLimited bool, in shareInput) bool {
 	span := max(shareSpan, in.now.Sub(at)/2)
 	dt := at.Sub(s.anchor.at)
+	if rateLimited && kLP429 != 0 {
+		s.lpPaused = true
+		return false
+	}
 	if !rateLimited && dt < span {
 		return false
 	}
@@ -542,25 +603,40 @@ func (s *keyShare) probeStart(at time.Time, r shareReading, b [2]Bucket, rateLim
 	own := admitted / sec
 	rho, ownU, atTop, have := s.measure(r, b, own, dt, in)
 	s.anchor = r
+	s.peak = r.f
 	tau := in.full / in.rate
 	switch {
 	case rateLimited:
 		s.pace = math.Max(own*(1-shareGain*(1-tau*shareSlack)), shareFloor*in.rate)
-	case have && ownU >= shareAlone*rho:
+	case have && ownU >= kAlone*rho:
 		s.pace, s.frac, s.slow = in.full, 0, false
 		s.updates++
 		s.lastRho, s.lastOwn = rho, ownU
 		return true
 	case atTop || !have:
-		s.pace = shareStart * in.full
+		s.pace = kTopStart * in.full
 	default:
-		tau *= shareSlack
+		tau *= kSlackSlow
 		s.pace = own * (1 + shareGain*math.Min(tau/rho-1, 1))
+		switch kStartMode {
+		case 1:
+			s.pace = s.startFrac(r, in) * in.full
+		case 2:
+			// half of what the others leave, floored at the probe's rate
+			others := math.Max(rho-ownU, 0)
+			s.pace = math.Max(own, 0.5*math.Max(tau-others, 0)*in.rate)
+		case 3:
+			others := math.Max(rho-ownU, 0)
+			s.pace = math.Max(own, math.Max(tau-others, 0)*in.rate)
+		}
 		if expStartGuess {
 			s.pace = math.Max(s.pace, s.startFrac(r, in)*in.full)
 		}
 	}
 	s.pace = math.Min(math.Max(s.pace, shareFloor*in.rate), in.full)
+	if kDebug != 0 {
+		println("probeStart", at.Format("15:04:05.0"), "429", rateLimited, "top", atTop, "have", have, "rho", rho, "ownU", ownU, "own", own, "pace", s.pace, "frac", s.pace/in.full)
+	}
 	s.frac = s.pace / in.full
 	s.updates++
 	s.lastRho, s.lastOwn = rho, ownU
