@@ -215,6 +215,8 @@ type keyShare struct {
 	longProbe bool
 	lpLow     bool
 	lpPaused  bool
+	topSince  time.Time
+	topRun2   int
 	peak      [2]float64
 	lastAnchorF [2]float64
 	// paceSince is when the first reading set the pace (the answer's
@@ -417,6 +419,7 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	}
 	sec := dt.Seconds()
 	ownRate, sentRate := ownFrom/at.Sub(from).Seconds(), sentN/at.Sub(from).Seconds()
+	wasAlone := s.frac <= 0 && s.updates > 0
 	if s.frac <= 0 {
 		s.pace = in.full
 	} else {
@@ -458,6 +461,10 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	s.over = false
 	if !atTop {
 		s.topRun = 0
+		s.topSince = time.Time{}
+		s.topRun2 = 0
+	} else if s.topSince.IsZero() {
+		s.topSince = at
 	}
 	switch {
 	case s.slow && (rho <= tau || atTop) && !rateLimited:
@@ -493,8 +500,24 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 		if kSSlow == 0 || slowdown < 1 {
 			sc = s.probeScale()
 		}
-		s.pace = math.Max(s.pace, ownRate)*(1+shareProbe*sec*slowdown*sc*math.Pow(kAccel, math.Min(float64(s.topRun), kRuns))) + add
+		acc := math.Pow(kAccel, math.Min(float64(s.topRun), kRuns))
+		if kAccelWait > 0 && slowdown < 1 {
+			if at.Sub(s.topSince) >= time.Duration(kAccelWait*float64(in.latency+span)) {
+				acc = math.Pow(kAccel2, math.Min(float64(s.topRun2+1), kRuns2))
+				sc = math.Max(sc, 1)
+				s.topRun2++
+			} else {
+				acc = math.Pow(kAccel, math.Min(float64(s.topRun), kRuns))
+			}
+		}
+		if kTopHold > 0 && slowdown < 1 && s.ownShare > kTopHold {
+			sc = 0
+		}
+		s.pace = math.Max(s.pace, ownRate)*(1+shareProbe*sec*slowdown*sc*acc) + add
 		s.topRun++
+	}
+	if wasAlone && kHalve > 0 && (kSSlow == 0 || slowdown < 1) {
+		s.pace = math.Min(s.pace, kHalve*in.full)
 	}
 	if kFairCut > 0 && (kSSlow == 0 || slowdown < 1) {
 		x := s.ownShare
@@ -526,7 +549,11 @@ func (s *keyShare) probeScale() float64 {
 	if s.ownShare <= 0 || kS == 0 {
 		return 1
 	}
-	return math.Min(math.Max(shareScaleK*s.ownShare, shareScaleMin), shareScaleMax)
+	x := s.ownShare
+	if kSFair != 0 {
+		x = math.Min(x, 1-x)
+	}
+	return math.Min(math.Max(shareScaleK*x, shareScaleMin), shareScaleMax)
 }
 
 var shareScaleK, shareScaleMin, shareScaleMax = 4.0, 0.25, 2.0
@@ -630,7 +657,7 @@ func (s *keyShare) probeStart(at time.Time, r shareReading, b [2]Bucket, rateLim
 			s.pace = math.Max(own, math.Max(tau-others, 0)*in.rate)
 		}
 		if expStartGuess {
-			s.pace = math.Max(s.pace, s.startFrac(r, in)*in.full)
+			s.pace = math.Max(s.pace, kA*s.startFrac(r, in)*in.full)
 		}
 	}
 	s.pace = math.Min(math.Max(s.pace, shareFloor*in.rate), in.full)

@@ -17,7 +17,7 @@ func knob(name string, def float64) float64 {
 }
 
 var (
-	kAlone     = knob("ALONE", 0.95)
+	kAlone     = knob("ALONE", 0.9)
 	kS         = knob("S", 1)     // probeScale on
 	kSSlow     = knob("SSLOW", 1) // probeScale only at slow calls
 	kJ2        = knob("J2", 1)
@@ -35,8 +35,14 @@ var (
 	kLPGapLow  = knob("LPGAPLOW", 0.25)
 	kLPLowF    = knob("LPLOWF", 0.5)
 	kDebug     = knob("DEBUG", 0)
+	kTokSlow   = knob("TOKSLOW", 8)
+	kTopHold   = knob("TOPHOLD", 0.65)
+	kAccel2    = knob("ACCEL2", 2)
+	kRuns2     = knob("RUNS2", 4)
+	kHalve     = knob("HALVE", 0)
+	kSFair     = knob("SFAIR", 0)
 	kTopPeak   = knob("TOPPEAK", 0)
-	kFairAll   = knob("FAIRALL", 1)
+	kFairAll   = knob("FAIRALL", 2)
 	kLP429     = knob("LP429", 0)
 	kRoomEq    = knob("ROOMEQ", 0)
 	kJ2F       = knob("J2F", 2) // >0: extra cut weight for a gateway above its fair-ish share
