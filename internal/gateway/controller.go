@@ -194,7 +194,6 @@ type Controller struct {
 	rpmLimit       float64
 	tpmLimit       float64
 	tokensPerReq   float64 // EWMA
-	tokensSlow     float64 // EWMA, slower: the key share's own use of a tokens bucket
 	// limitsFrom is when the request whose headers set rpmLimit and
 	// tpmLimit was sent: an answer to an older request (sent before the
 	// provider changed its limit) does not undo what a newer one said.
@@ -574,11 +573,6 @@ func (c *Controller) Done(t *Ticket, o Outcome, info RateInfo) {
 		} else {
 			c.tokensPerReq = (c.tokensPerReq*7 + float64(info.Tokens)) / 8
 		}
-		if c.tokensSlow == 0 {
-			c.tokensSlow = float64(info.Tokens)
-		} else {
-			c.tokensSlow = (c.tokensSlow*(kTokSlow-1) + float64(info.Tokens)) / kTokSlow
-		}
 	}
 	if c.p.Little && c.p.Pace && c.p.Fixed == 0 && !c.pacing {
 		if rate, _ := c.announcedRate(); rate > 0 {
@@ -595,7 +589,7 @@ func (c *Controller) Done(t *Ticket, o Outcome, info RateInfo) {
 		}
 		if rate, complete := c.announcedRate(); rate > 0 && complete {
 			from := c.paceRate()
-			if c.share.reading(t.start, info.Buckets, o == OutcomeRateLimited, shareInput{full: c.fullPace(), rate: rate, tokensPerReq: c.tokensSlow, latency: c.latency, now: now}) {
+			if c.share.reading(t.start, info.Buckets, o == OutcomeRateLimited, shareInput{full: c.fullPace(), rate: rate, tokensPerReq: c.tokensPerReq, latency: c.latency, now: now}) {
 				if to := c.paceRate(); math.Abs(to-from) >= 0.1*from {
 					c.record(c.limitLocked(), fmt.Sprintf("pacing share of the key (%.0f %% of its rate)", 100*to/rate))
 				}

@@ -31,7 +31,7 @@ import (
 //     span that was not refused. What it got through, which the steps
 //     below scale, is measured from when its pace began if that is later,
 //     and after a 429 over a whole span back (not the quarter second).
-//   - Alone (its own use is at least 0.8 of the key's, and the reading is
+//   - Alone (its own use is at least 0.9 of the key's, and the reading is
 //     not a 429: at an empty bucket ρ reads no more than 1 whatever the
 //     demand, so the biggest user would read alone and every other yield):
 //     the lone gateway's pace, 97 % of the rate plus what a long bucket has
@@ -63,11 +63,31 @@ import (
 //     so that a climb is the same per round of feedback: the readings that
 //     answer it come a latency later, and climbing on all the while
 //     overshoots into 429s.
+//   - Shares at slow calls (the same slowdown): the top probe is scaled
+//     by the gateway's share of the key (× 4 u/ρ, within ¼–2), so that
+//     eight gateways climb together no faster than two; at faster calls
+//     it is not (scaled, a gateway squeezed small climbs too slowly when
+//     the others end). The proportional steps keep shares as they are and
+//     the additive one moves them too little at this feedback delay, so
+//     a gateway with more than half of the key's use (u/ρ, or after a
+//     429 the last exact one) yields the excess, its pace × (1 − (u/ρ −
+//     ½)), and at the top one with more than 0.65 of it does not probe:
+//     the room goes to the smaller ones. Otherwise a gateway that joined
+//     a key another filled stays small, and when the big one ends it must
+//     climb the whole key back by probing.
 //   - Joining (before its first answer): the gateway knows nothing of the
 //     key, so it probes with four requests a second instead of the
 //     connection limit's worth at once; the first answer (a 429 too, which
 //     comes back at once) ends the probe, and so does an answer with no
 //     buckets (the provider tells none: nothing to wait for).
+//   - Joining at slow calls (the first answer more than a span after its
+//     request, from a bucket that then held less than that latency of
+//     refill): that reading is from before the probe reached the key and
+//     others may have emptied the bucket since, so the probe goes on until
+//     a reading a span later; the pace then starts at half of what the
+//     others (ρ − u over the probe) leave of the target, or at the probe's
+//     own rate when that is more (the key over: the others cut too); alone,
+//     the lone pace; at the top, half of it (probeStart).
 //   - Slow start: from its first answer a gateway paces at half the lone
 //     pace, or, when the emptiest bucket is less full than that, at that
 //     fraction of it (the fair guess: what the others leave of the key;
@@ -157,7 +177,7 @@ const (
 	shareSpan429    = 250 * time.Millisecond // … when the newer reading is a 429
 	shareGain       = 0.5                    // β
 	shareAdditive   = 0.005                  // additive climb, a share of the key's rate a second
-	shareAlone      = 0.8                    // a gateway with less of the key's use than this shares it
+	shareAlone      = 0.9                    // a gateway with less of the key's use than this shares it
 	shareSlack      = 0.94                   // … and aims at this much of the lone gateway's target
 	shareProbe      = 0.05                   // climb at the bucket's top, a share of the pace a second
 	shareAtTop      = 0.85                   // a bucket this full is "at its top": ρ reads high
@@ -167,6 +187,11 @@ const (
 	shareDelay      = 4 * time.Second        // climbs are per second up to this feedback delay
 	shareProbeAccel = 1.5                    // each update in a row at the top probes this much faster …
 	shareProbeRuns  = 4                      // … up to this many times
+	shareFair       = 0.5                    // at slow calls, a gateway with more of the key's use than this yields
+	shareTopHold    = 0.65                   // … and with more than this, does not probe at the top
+	shareScaleK     = 4.0                    // at slow calls the top probe is × this × the own share …
+	shareScaleMin   = 0.25                   // … at least this …
+	shareScaleMax   = 2.0                    // … and at most this
 )
 
 type shareReading struct {
@@ -213,12 +238,6 @@ type keyShare struct {
 	// reading a span later tells what the key did while it probed, and the
 	// pace starts from that (probeStart).
 	longProbe bool
-	lpLow     bool
-	lpPaused  bool
-	topSince  time.Time
-	topRun2   int
-	peak      [2]float64
-	lastAnchorF [2]float64
 	// paceSince is when the first reading set the pace (the answer's
 	// arrival): readings of requests sent before it say nothing of what
 	// that pace does to the key.
@@ -235,6 +254,30 @@ type keyShare struct {
 	// last update that read ρ exactly (a bucket below its top, no 429):
 	// 0 before one did.
 	ownShare float64
+}
+
+// heldFor is how long the emptiest bucket of r would last at the key's
+// rate with no refill: its level × its interval (from the reset time, as
+// learned or as this reading tells it); 0 when no interval is known.
+func (s *keyShare) heldFor(r shareReading, b [2]Bucket) time.Duration {
+	held := math.Inf(1)
+	for k := range r.f {
+		if !r.ok[k] {
+			continue
+		}
+		iv := s.ivl[k]
+		if iv <= 0 && r.f[k] < 1 && b[k].Reset > 0 {
+			iv = b[k].Reset.Seconds() / (1 - r.f[k])
+		}
+		if iv <= 0 {
+			return 0
+		}
+		held = math.Min(held, r.f[k]*iv)
+	}
+	if math.IsInf(held, 1) {
+		return 0
+	}
+	return time.Duration(held * float64(time.Second))
 }
 
 // startFrac is the pace at the first reading, a share of the lone
@@ -258,19 +301,10 @@ func (s *keyShare) probe(now time.Time) (bool, time.Duration) {
 	if s.heard {
 		return true, 0
 	}
-	if s.longProbe && s.lpPaused {
-		return false, shareProbeGap
-	}
 	if now.Before(s.probeNext) {
 		return false, s.probeNext.Sub(now)
 	}
-	if s.longProbe && s.lpLow {
-		s.probeNext = now.Add(time.Duration(kLPGapLow * float64(time.Second)))
-	} else if s.longProbe {
-		s.probeNext = now.Add(time.Duration(kLPGap * float64(time.Second)))
-	} else {
-		s.probeNext = now.Add(shareProbeGap)
-	}
+	s.probeNext = now.Add(shareProbeGap)
 	return true, 0
 }
 
@@ -353,18 +387,14 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	if !r.ok[0] && !r.ok[1] {
 		return false
 	}
-	for k := range r.f {
-		if r.ok[k] {
-			s.peak[k] = math.Max(s.peak[k], r.f[k])
-		}
-	}
 	if !s.haveAnchor {
 		s.anchor, s.haveAnchor = r, true
-		if kJ2 != 0 && !rateLimited && in.now.Sub(at) > shareSpan && s.startFrac(r, in) < kJ2F {
+		if !rateLimited && in.now.Sub(at) > shareSpan && s.heldFor(r, b) < in.now.Sub(at) {
 			// A slow call: this reading is a latency old, from before the
-			// probe's own requests reached the key. Probe on.
+			// probe's own requests reached the key, and the bucket held
+			// less than a latency of refill then (others may have emptied
+			// it since). Probe on.
 			s.longProbe = true
-			s.lpLow = s.startFrac(r, in) < kLPLowF
 			return false
 		}
 		s.frac, s.slow = s.startFrac(r, in), true
@@ -409,17 +439,14 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	}
 	ownFrom := math.Max(float64(count(s.sends, from, at)-count(s.refused, from, at)), 0)
 	sentN := float64(count(s.sends, from, at))
-	s.lastAnchorF = s.anchor.f
 	rho, ownU, atTop, have := s.measure(r, b, own/dt.Seconds(), dt, in)
 	s.anchor = r
-	s.peak = r.f
 	s.trim(max(shareSpan, in.latency/2))
 	if !have {
 		return false
 	}
 	sec := dt.Seconds()
 	ownRate, sentRate := ownFrom/at.Sub(from).Seconds(), sentN/at.Sub(from).Seconds()
-	wasAlone := s.frac <= 0 && s.updates > 0
 	if s.frac <= 0 {
 		s.pace = in.full
 	} else {
@@ -427,10 +454,7 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	}
 	tau := in.full / in.rate
 	before := s.pace
-	if kDebug > 1 {
-		println("upd", at.Format("15:04:05.0"), "rho", int(rho*1000), "ownU", int(ownU*1000), "top", atTop, "429", rateLimited, "pace", int(s.pace*10), "own", int(ownRate*10), "slow", s.slow, "pb", waited || sentRate >= 0.85*s.pace)
-	}
-	if ownU >= kAlone*rho && !rateLimited {
+	if ownU >= shareAlone*rho && !rateLimited {
 		// Alone on the key (what it used is what the key used): the lone
 		// gateway's pace.
 		s.pace, s.frac, s.slow, s.over = in.full, 0, false, false
@@ -440,12 +464,7 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	}
 	// Others use the key too: leave them room for jitter and for the
 	// burst a gateway that joins sends before it knows the rate.
-	slowdown := math.Min(1, shareDelay.Seconds()/(in.latency+span).Seconds())
-	if slowdown < 1 {
-		tau *= kSlackSlow
-	} else {
-		tau *= kSlack
-	}
+	tau *= shareSlack
 	paceBound := waited || sentRate >= 0.85*s.pace
 	// The additive climb, the same for every gateway of the key: what
 	// makes shares fair over time.
@@ -454,25 +473,16 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	// call's latency and a span); at slower calls the readings that
 	// answer a climb come later, so it is slower in proportion: the same
 	// climb per round of feedback.
+	slowdown := math.Min(1, shareDelay.Seconds()/(in.latency+span).Seconds())
 	add := shareAdditive * in.rate * sec * slowdown
-	if slowdown < 1 {
-		add *= kAddSlow
-	}
 	s.over = false
 	if !atTop {
 		s.topRun = 0
-		s.topSince = time.Time{}
-		s.topRun2 = 0
-	} else if s.topSince.IsZero() {
-		s.topSince = at
 	}
 	switch {
 	case s.slow && (rho <= tau || atTop) && !rateLimited:
 		s.pace = 2 * math.Max(s.pace, ownRate)
 	case rho > tau && !atTop:
-		if kDebug != 0 {
-			println("over", at.Format("15:04:05.0"), "anchorf", s.lastAnchorF[0], s.lastAnchorF[1], "f", r.f[0], r.f[1], "rho", rho, "ownU", ownU, "pace", s.pace, "own", ownRate, "429", rateLimited)
-		}
 		// Over: to what the provider admitted from this gateway, scaled.
 		// Over the lone target too (not just the shared slack): pushback.
 		s.slow, s.over = false, rho > tau/shareSlack
@@ -488,46 +498,36 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	case rho <= tau:
 		// Room, and ρ is exact (or, at the top, an upper bound): the
 		// proportional step up, at most ×1.5.
-		inc := ownRate * shareGain * math.Min(tau/rho-1, 1)
-		if kRoomEq > 0 && slowdown < 1 {
-			inc = (1-kRoomEq)*inc + kRoomEq*0.25*shareGain*(tau-rho)*in.rate
-		}
-		s.pace = math.Max(s.pace, ownRate) + inc + add
+		s.pace = math.Max(s.pace, ownRate) + ownRate*shareGain*math.Min(tau/rho-1, 1) + add
 	default:
 		// At the bucket's top the refill it cannot hold is lost, so ρ
 		// reads high and says nothing of the room: probe, 5 % a second.
-		sc := 1.0
-		if kSSlow == 0 || slowdown < 1 {
-			sc = s.probeScale()
+		scale := 1.0
+		if slowdown < 1 {
+			scale = s.probeScale()
 		}
-		acc := math.Pow(kAccel, math.Min(float64(s.topRun), kRuns))
-		if kAccelWait > 0 && slowdown < 1 {
-			if at.Sub(s.topSince) >= time.Duration(kAccelWait*float64(in.latency+span)) {
-				acc = math.Pow(kAccel2, math.Min(float64(s.topRun2+1), kRuns2))
-				sc = math.Max(sc, 1)
-				s.topRun2++
-			} else {
-				acc = math.Pow(kAccel, math.Min(float64(s.topRun), kRuns))
-			}
-		}
-		if kTopHold > 0 && slowdown < 1 && s.ownShare > kTopHold {
-			sc = 0
-		}
-		s.pace = math.Max(s.pace, ownRate)*(1+shareProbe*sec*slowdown*sc*acc) + add
+		s.pace = math.Max(s.pace, ownRate)*(1+shareProbe*sec*slowdown*scale*math.Pow(shareProbeAccel, float64(min(s.topRun, shareProbeRuns)))) + add
 		s.topRun++
 	}
-	if wasAlone && kHalve > 0 && (kSSlow == 0 || slowdown < 1) {
-		s.pace = math.Min(s.pace, kHalve*in.full)
-	}
-	if kFairCut > 0 && (kSSlow == 0 || slowdown < 1) {
-		x := s.ownShare
-		if !atTop && !rateLimited && rho > 0 {
+	if slowdown < 1 {
+		// Slow calls: a gateway with more than half of the key's use
+		// yields the excess over half, in proportion (× (1 − (x − ½))):
+		// the proportional steps keep shares as they are, and the
+		// additive one equalises them too slowly at this feedback delay,
+		// so without this a gateway that joined a key another filled
+		// stays small, and when the big one ends it must climb the whole
+		// key back by probing. x is read from this update when ρ is exact,
+		// else (a 429's reading) the last exact one; at the top it is not
+		// cut (the probe is held instead: probeScale).
+		x := 0.0
+		switch {
+		case !atTop && !rateLimited && rho > 0:
 			x = ownU / rho
-		} else if kFairAll == 0 || (kFairAll == 2 && atTop) {
-			x = 0
+		case rateLimited && !atTop:
+			x = s.ownShare
 		}
-		if x > 0.5 {
-			s.pace *= 1 - kFairCut*(x-0.5)
+		if x > shareFair {
+			s.pace *= 1 - (x - shareFair)
 		}
 	}
 	s.pace = math.Min(math.Max(s.pace, shareFloor*in.rate), in.full)
@@ -545,20 +545,19 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 // key's total climbs by the same whatever their number (eight gateways
 // at an eighth each climb as one), and a gateway left with most of a key
 // whose other users ended climbs into their room as fast as the key may.
+//
+// A gateway with more than shareTopHold of the key does not probe at all:
+// it is above its fair share whatever the number of gateways, and a probe
+// scaled by its large share would take the room from the small ones.
 func (s *keyShare) probeScale() float64 {
-	if s.ownShare <= 0 || kS == 0 {
+	if s.ownShare <= 0 {
 		return 1
 	}
-	x := s.ownShare
-	if kSFair != 0 {
-		x = math.Min(x, 1-x)
+	if s.ownShare > shareTopHold {
+		return 0
 	}
-	return math.Min(math.Max(shareScaleK*x, shareScaleMin), shareScaleMax)
+	return math.Min(math.Max(shareScaleK*s.ownShare, shareScaleMin), shareScaleMax)
 }
-
-var shareScaleK, shareScaleMin, shareScaleMax = 4.0, 0.25, 2.0
-
-var expStartGuess = true
 
 // measure reads the key's use of each bucket between the anchor and r, dt
 // apart (ρ, a share of its refill), this gateway's (u, the same, from own
@@ -579,11 +578,7 @@ func (s *keyShare) measure(r shareReading, b [2]Bucket, own float64, dt time.Dur
 			refill /= in.tokensPerReq
 		}
 		u := own / refill
-		top := r.f[k] >= shareAtTop
-		if kTopPeak > 0 {
-			top = r.f[k] >= kTopPeak || s.peak[k] >= kTopPeak || s.ivl[k] <= 0 || (r.f[k] >= shareAtTop && !s.anchor.ok[k])
-		}
-		if top {
+		if r.f[k] >= shareAtTop {
 			topU = math.Max(topU, u)
 			continue
 		}
@@ -608,17 +603,14 @@ func (s *keyShare) measure(r shareReading, b [2]Bucket, own float64, dt time.Dur
 // this one, at least a span later (or a 429), what the key used while this
 // gateway probed says where its pace starts. Alone: the lone pace. At the
 // bucket's top: half of it (room of unknown size, as at a fresh start).
-// Otherwise the probe's admitted rate is its pace so far, and it takes the
-// step every gateway of the key takes: up into the room, down by the
-// proportional cut when the key is over (the probe itself may be what
-// tipped it). Then the slow start goes on as after any first reading.
+// After a 429: the probe's admitted rate, cut. Otherwise half of what the
+// others leave of the target, or the probe's admitted rate if more (not
+// the old fair guess from the bucket's level: with eight gateways that
+// started joiners at up to half the key, into 429s). Then the slow start
+// goes on as after any first reading.
 func (s *keyShare) probeStart(at time.Time, r shareReading, b [2]Bucket, rateLimited bool, in shareInput) bool {
 	span := max(shareSpan, in.now.Sub(at)/2)
 	dt := at.Sub(s.anchor.at)
-	if rateLimited && kLP429 != 0 {
-		s.lpPaused = true
-		return false
-	}
 	if !rateLimited && dt < span {
 		return false
 	}
@@ -630,40 +622,26 @@ func (s *keyShare) probeStart(at time.Time, r shareReading, b [2]Bucket, rateLim
 	own := admitted / sec
 	rho, ownU, atTop, have := s.measure(r, b, own, dt, in)
 	s.anchor = r
-	s.peak = r.f
 	tau := in.full / in.rate
 	switch {
 	case rateLimited:
 		s.pace = math.Max(own*(1-shareGain*(1-tau*shareSlack)), shareFloor*in.rate)
-	case have && ownU >= kAlone*rho:
+	case have && ownU >= shareAlone*rho:
 		s.pace, s.frac, s.slow = in.full, 0, false
 		s.updates++
 		s.lastRho, s.lastOwn = rho, ownU
 		return true
 	case atTop || !have:
-		s.pace = kTopStart * in.full
+		s.pace = shareStart * in.full
 	default:
-		tau *= kSlackSlow
-		s.pace = own * (1 + shareGain*math.Min(tau/rho-1, 1))
-		switch kStartMode {
-		case 1:
-			s.pace = s.startFrac(r, in) * in.full
-		case 2:
-			// half of what the others leave, floored at the probe's rate
-			others := math.Max(rho-ownU, 0)
-			s.pace = math.Max(own, 0.5*math.Max(tau-others, 0)*in.rate)
-		case 3:
-			others := math.Max(rho-ownU, 0)
-			s.pace = math.Max(own, math.Max(tau-others, 0)*in.rate)
-		}
-		if expStartGuess {
-			s.pace = math.Max(s.pace, kA*s.startFrac(r, in)*in.full)
-		}
+		// Half of what the others leave of the target (ρ − u is their
+		// use), or the probe's rate if that is more: over the target, the
+		// probe's rate (the others cut too); with room, a step into it
+		// that a second joiner's step cannot double into an overshoot.
+		others := math.Max(rho-ownU, 0)
+		s.pace = math.Max(own, 0.5*math.Max(tau*shareSlack-others, 0)*in.rate)
 	}
 	s.pace = math.Min(math.Max(s.pace, shareFloor*in.rate), in.full)
-	if kDebug != 0 {
-		println("probeStart", at.Format("15:04:05.0"), "429", rateLimited, "top", atTop, "have", have, "rho", rho, "ownU", ownU, "own", own, "pace", s.pace, "frac", s.pace/in.full)
-	}
 	s.frac = s.pace / in.full
 	s.updates++
 	s.lastRho, s.lastOwn = rho, ownU

@@ -206,11 +206,14 @@ func TestKeyShareProbe(t *testing.T) {
 	if w := c.Window(); !w.Saturated {
 		t.Fatal("a window in which the probe held requests back is not saturated (the gateway's bound)")
 	}
+	var last *Ticket
+	probes := []*Ticket{first}
 	for i := 1; i < 20; i++ {
 		clk.Advance(shareProbeGap)
-		if tk, _ := c.TryAcquire(); tk == nil {
+		if last, _ = c.TryAcquire(); last == nil {
 			t.Fatalf("probe %d, %v after the first, refused", i+1, time.Duration(i)*shareProbeGap)
 		}
+		probes = append(probes, last)
 		if tk, _ := c.TryAcquire(); tk != nil {
 			t.Fatalf("two requests in quarter second %d before any answer", i)
 		}
@@ -220,8 +223,14 @@ func TestKeyShareProbe(t *testing.T) {
 	if tk, _ := c.TryAcquire(); tk != nil || c.InFlight() != 20 {
 		t.Fatalf("%d in flight after 5 s without an answer; want the limit's 20", c.InFlight())
 	}
-	// The first answer, 5 s after it was sent: the bucket 90 % full.
-	c.Done(first, OutcomeOK, RateInfo{Fraction: 0.9, Remaining: 1080, RequestsPerMinute: 1200, Buckets: bucket1s(0.9), RequestsBank: -1, TokensBank: -1})
+	// The first answer, to the last probe (sent a quarter second before):
+	// the bucket 90 % full. The answers to the other probes come with it
+	// (readings of requests sent before the pace began: no update).
+	info := RateInfo{Fraction: 0.9, Remaining: 1080, RequestsPerMinute: 1200, Buckets: bucket1s(0.9), RequestsBank: -1, TokensBank: -1}
+	c.Done(last, OutcomeOK, info)
+	for _, p := range probes[:len(probes)-1] {
+		c.Done(p, OutcomeOK, info)
+	}
 	if pace, _, _ := c.SharePace(); math.Abs(pace-0.5*0.97*20) > 1e-9 {
 		t.Fatalf("pace after the first answer %.3f, want half the lone pace (9.7)", pace)
 	}
@@ -237,6 +246,24 @@ func TestKeyShareProbe(t *testing.T) {
 	}
 	if n < 9 || n > 11 {
 		t.Fatalf("%d admitted in the second after the first answer, want the pace's 9.7", n)
+	}
+
+	// A slow call: the first answer comes 5 s after its request, a
+	// reading from before the probes reached the key (and of a bucket that
+	// held a second of refill then): the probe goes on, four a second.
+	c = NewController(StewardPolicy(), clk)
+	first, _ = c.TryAcquire()
+	for i := 1; i < 20; i++ {
+		clk.Advance(shareProbeGap)
+		c.TryAcquire()
+	}
+	clk.Advance(shareProbeGap)
+	c.Done(first, OutcomeOK, RateInfo{Fraction: 0.9, Remaining: 1080, RequestsPerMinute: 1200, Buckets: bucket1s(0.9), RequestsBank: -1, TokensBank: -1})
+	if tk, _ := c.TryAcquire(); tk == nil {
+		t.Fatal("after a slow first answer, the next probe was refused")
+	}
+	if tk, wait := c.TryAcquire(); tk != nil || wait != shareProbeGap {
+		t.Fatalf("after a slow first answer: a second request at once admitted %v, wait %v; want the probe's %v", tk != nil, wait, shareProbeGap)
 	}
 
 	// A provider that tells no buckets: the first answer ends the probe.
@@ -289,7 +316,11 @@ func TestKeyShareFirstUpdate(t *testing.T) {
 	s.sent(t0)
 	first := in
 	first.latency, first.now = 0, t0.Add(10*time.Second) // the first answer comes 10 s later
-	s.reading(t0, bucket1s(0.5), false, first)
+	// … from a bucket of a minute's refill, half full: it cannot have
+	// emptied in the 10 s since, so the reading sets the pace (a bucket
+	// of less than a latency's refill makes the probe go on: the long
+	// probe, TestKeyShareLongProbe).
+	s.reading(t0, [2]Bucket{{Limit: 1200, Remaining: 600, Reset: 30 * time.Second, OK: true}}, false, first)
 	if s.frac != 0.5 || !s.paceSince.Equal(t0.Add(10*time.Second)) {
 		t.Fatalf("first reading: start %.3f, pace since %s", s.frac, s.paceSince.Sub(t0))
 	}
@@ -400,5 +431,87 @@ func TestKeyShareTopProbe(t *testing.T) {
 	s.reading(a.Add(5*time.Second), bucket1s(0.5), false, in)
 	if s.topRun != 0 {
 		t.Fatalf("top run %d after the bucket left its top", s.topRun)
+	}
+}
+
+// bucket10s is a requests bucket of 10 s of refill (200 at 20 a second),
+// f full: a span's drift reads a wider range of ρ than a 1 s bucket's.
+func bucket10s(f float64) [2]Bucket {
+	return [2]Bucket{{Limit: 1200, Remaining: f * 1200, Reset: time.Duration((1 - f) * float64(10*time.Second)), OK: true}}
+}
+
+// At slow calls the first answer is a latency old and the bucket held less
+// than a latency of refill then: the gateway probes on (four a second)
+// until a reading a span later, and starts from what the key did while it
+// probed: half of what the others leave of the target when that is more
+// than the probe's rate, else the probe's rate (the key over: the others
+// cut too).
+func TestKeyShareLongProbe(t *testing.T) {
+	t0 := testEpoch
+	tau := shareIn.full / shareIn.rate * shareSlack
+	for _, tc := range []struct {
+		f0, f1 float64
+		want   float64
+	}{
+		{0.3, 0.5, 0.5 * (tau - (0.6 - 0.2)) * 20}, // ρ 0.6, the probe's 0.2 of it
+		{0.5, 0.3, 4}, // ρ 1.4: over
+	} {
+		var s keyShare
+		for k := 0; k < 60; k++ {
+			s.sent(t0.Add(time.Duration(k) * shareProbeGap))
+		}
+		in := shareIn
+		in.latency, in.now = 10*time.Second, t0.Add(10*time.Second)
+		if s.reading(t0, bucket10s(tc.f0), false, in) || !s.longProbe || s.frac != 0 {
+			t.Fatalf("a slow first answer (bucket %.1f of 10 s) set the pace %.3f, long probe %v", tc.f0, s.frac, s.longProbe)
+		}
+		in.now = t0.Add(12 * time.Second)
+		if s.reading(t0.Add(2*time.Second), bucket10s(tc.f0), false, in) || !s.longProbe {
+			t.Fatal("a reading less than a span (half the latency) after the first ended the long probe")
+		}
+		in.now = t0.Add(15 * time.Second)
+		s.reading(t0.Add(5*time.Second), bucket10s(tc.f1), false, in)
+		if got := s.frac * in.full; s.longProbe || math.Abs(got-tc.want) > 1e-9 {
+			t.Fatalf("bucket %.1f → %.1f: start %.4f (long probe %v), want %.4f", tc.f0, tc.f1, got, s.longProbe, tc.want)
+		}
+	}
+}
+
+// At slow calls a gateway with more than half of the key's use yields the
+// excess (× (1 − (x − ½))), and at the bucket's top one with more than
+// shareTopHold of it holds its pace instead of probing; a smaller one
+// probes, scaled by its share.
+func TestKeyShareSlowCallsFair(t *testing.T) {
+	t0 := testEpoch
+	in := shareIn
+	in.latency = 10 * time.Second
+	slow := 4.0 / 15
+	add := shareAdditive * in.rate * 5 * slow
+	tau := in.full / in.rate * shareSlack
+	send := func(s *keyShare) {
+		for i := 1; i <= 50; i++ {
+			s.sent(t0.Add(time.Duration(i) * 100 * time.Millisecond))
+		}
+		s.held(t0.Add(time.Second))
+	}
+	// Room (ρ 0.6), this gateway 10 a second of it (x = 0.5/0.6).
+	s := keyShare{frac: 0.6, anchor: shareReading{at: t0, f: [2]float64{0.3}, ok: [2]bool{true}}, haveAnchor: true, ivl: [2]float64{10}}
+	send(&s)
+	s.reading(t0.Add(5*time.Second), bucket10s(0.5), false, in)
+	x := 0.5 / 0.6
+	want := (0.6*in.full + 10*shareGain*(tau/0.6-1) + add) * (1 - (x - shareFair))
+	if got := s.frac * in.full; math.Abs(got-want) > 1e-9 {
+		t.Fatalf("room, own share %.2f: pace %.4f, want %.4f", x, got, want)
+	}
+	// At the top: a gateway with 0.7 of the key holds, one with 0.3
+	// probes at 4 × 0.3 of the probe.
+	for _, tc := range []struct{ share, scale float64 }{{0.7, 0}, {0.3, 1.2}} {
+		s := keyShare{frac: 0.6, anchor: shareReading{at: t0, f: [2]float64{0.95}, ok: [2]bool{true}}, haveAnchor: true, ivl: [2]float64{1}, ownShare: tc.share}
+		send(&s)
+		s.reading(t0.Add(5*time.Second), bucket1s(0.95), false, in)
+		want := 0.6*in.full*(1+shareProbe*5*slow*tc.scale) + add
+		if got := s.frac * in.full; math.Abs(got-want) > 1e-9 {
+			t.Fatalf("at the top, own share %.1f: pace %.4f, want %.4f", tc.share, got, want)
+		}
 	}
 }
