@@ -170,26 +170,33 @@ func BenchmarkSingleRunner(b *testing.B) {
 		if !ran {
 			continue
 		}
-		ahead := 0
-		for i := range all[0] {
-			if all[0][i].ratio < all[1][i].ratio {
-				ahead++
+		ahead := func(k int) int {
+			n := 0
+			for i := range all[k] {
+				if all[k][i].ratio < all[1][i].ratio {
+					n++
+				}
 			}
+			return n
 		}
-		mark := fmt.Sprintf("%d of %d", ahead, len(all[0]))
-		if ahead < len(all[0]) {
+		mark := fmt.Sprintf("%d of %d", ahead(0), len(all[0]))
+		if ahead(0) < len(all[0]) {
 			mark = "**" + mark + "**"
 		}
 		fmt.Fprintf(&sb, "| %s | %s | %d × %d | %.0f s | %s | %s | %s |\n", c.latency, kindName(c.tpm), c.samples, c.calls,
 			singleIdeal(c).Seconds(), singleEntry(singleStats(all[0])), singleEntry(singleStats(all[1])), mark)
 		m := func(k int) string {
 			st := singleStats(all[k])
-			return fmt.Sprintf("%.3f× · %.1f %%", st.median.ratio, 100*st.median.share429)
+			out := fmt.Sprintf("%.3f× · %.1f %%", st.median.ratio, 100*st.median.share429)
+			if k != 1 {
+				out += fmt.Sprintf(" · ahead on %d", ahead(k))
+			}
+			return out
 		}
 		fmt.Fprintf(&pb, "| %s | %s | %s | %s | %s | %s |\n", c.latency, kindName(c.tpm), m(0), m(2), m(3), m(1))
 	}
 	fmt.Printf("\nA single runner against the Inspect-style peer (simulated), seeds 1–%d: makespan ÷ ideal, worst · median; 429 share, worst · median; on how many seeds Steward finished first\n\n%s", n, sb.String())
-	fmt.Printf("\nWhat Steward's margin is made of (simulated, the median of seeds 1–%d): makespan ÷ ideal · 429 share\n\n%s", n, pb.String())
+	fmt.Printf("\nWhat Steward's margin is made of (simulated, the median of seeds 1–%d): makespan ÷ ideal · 429 share · on how many seeds it finished before the Inspect-style peer\n\n%s", n, pb.String())
 	if os.Getenv("SINGLEBENCH_TRACE") != "" {
 		singleTrace()
 	}
@@ -237,7 +244,7 @@ func singleTrace() {
 		for _, peer := range []singlePeer{peerSteward, peerInspect} {
 			name := peer.String()
 			o, r := runSingle(c, peer, 1, func(at time.Duration, d ramp.Decision) {
-				fmt.Fprintf(os.Stderr, "%s %s tend t=%s: %s\n", c, name, at.Round(10*time.Millisecond), d.Reason)
+				fmt.Fprintf(os.Stderr, "%s %s tend t=%s: %s (%s)\n", c, name, at.Round(10*time.Millisecond), d.Reason, d.Tasks[0].Reason)
 			})
 			for _, p := range r.Series {
 				fmt.Fprintf(os.Stderr, "%s %s t=%s adm=%d 429=%d running=%d samples=%d inflight=%d conn=%d bucket=%.1f\n",
