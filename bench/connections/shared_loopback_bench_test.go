@@ -30,6 +30,10 @@ type realShared struct {
 	// stagger between starts; the first invocation stops at stopFirst
 	// (0: never); the run lasts dur (work == 0).
 	stagger, stopFirst, dur time.Duration
+	// followLimit: samples at once follow each gateway's connection limit
+	// (the Inspect-style peer: Inspect's samples follow its connections)
+	// instead of samples; work > 0 and no stagger or stop.
+	followLimit bool
 }
 
 type realSharedOut struct {
@@ -84,6 +88,56 @@ func runRealShared(r realShared, p gateway.Policy, tokens int) (realSharedOut, e
 		var left atomic.Int64
 		left.Store(int64(r.work))
 		start := time.Duration(i) * r.stagger
+		// sample runs one sample's calls one after another.
+		sample := func(tok string) {
+			for c := 0; c < r.calls && ictx.Err() == nil; c++ {
+				req, _ := http.NewRequestWithContext(ictx, http.MethodPost, url, bytes.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+tok)
+				resp, err := client.Do(req)
+				if err != nil {
+					break
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					calls.Add(1)
+				}
+			}
+			lastDone.Store(int64(time.Since(begin)))
+		}
+		if r.followLimit {
+			// A sample starts whenever fewer run than the connection limit
+			// (looked at when one ends, and every 20 ms as the limit moves).
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ended := make(chan struct{}, r.work)
+				tick := time.NewTicker(20 * time.Millisecond)
+				defer tick.Stop()
+				running, started := 0, 0
+				for started < r.work || running > 0 {
+					for started < r.work && running < g.Controller().Limit() {
+						tok := g.Issue(fmt.Sprintf("inv%d-s%d", i, started), nil)
+						started++
+						running++
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							sample(tok)
+							ended <- struct{}{}
+						}()
+					}
+					select {
+					case <-ended:
+						running--
+					case <-tick.C:
+					case <-ictx.Done():
+						return
+					}
+				}
+			}()
+			continue
+		}
 		for k := 0; k < r.samples; k++ {
 			// One token per sample, as each attempt has its own.
 			tok := g.Issue(fmt.Sprintf("inv%d-s%d", i, k), nil)
@@ -99,20 +153,7 @@ func runRealShared(r realShared, p gateway.Policy, tokens int) (realSharedOut, e
 					if r.work > 0 && left.Add(-1) < 0 {
 						return
 					}
-					for c := 0; c < r.calls && ictx.Err() == nil; c++ {
-						req, _ := http.NewRequestWithContext(ictx, http.MethodPost, url, bytes.NewReader(body))
-						req.Header.Set("Authorization", "Bearer "+tok)
-						resp, err := client.Do(req)
-						if err != nil {
-							break
-						}
-						_, _ = io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-						if resp.StatusCode == http.StatusOK {
-							calls.Add(1)
-						}
-					}
-					lastDone.Store(int64(time.Since(begin)))
+					sample(tok)
 				}
 			}()
 		}
@@ -203,7 +244,8 @@ func realSharedCells() []realShared {
 // pacing rule and the key-share rule side by side (each with its own
 // provider), and the issue's makespan case: 4 invocations × 100 samples ×
 // 3 calls of 1 s, and one invocation of 400 samples × 3 calls of 1.5 s,
-// and of 0.3 s (ideal: calls ÷ 20 a second).
+// and of 0.3 s (ideal: calls ÷ 20 a second), where the Inspect-style peer
+// runs beside the two rules.
 func BenchmarkSharedKeyLoopback(b *testing.B) {
 	tokens := tokensPerRealCall(b)
 	var sb strings.Builder
@@ -247,7 +289,7 @@ func BenchmarkSharedKeyLoopback(b *testing.B) {
 	}
 	fmt.Printf("\nOne key, many invocations (real time, loopback): goodput ÷ limit · 429 share (refused of requests)\n\n%s", sb.String())
 	var mb strings.Builder
-	mb.WriteString("| workload | ideal | previous rule | key share |\n|---|---|---|---|\n")
+	mb.WriteString("| workload | ideal | previous rule | key share | Inspect-style |\n|---|---|---|---|---|\n")
 	for _, m := range []struct {
 		name string
 		r    realShared
@@ -256,21 +298,62 @@ func BenchmarkSharedKeyLoopback(b *testing.B) {
 		{"x1/1.5s/400x3", realShared{n: 1, latency: 1500 * time.Millisecond, samples: 50, calls: 3, work: 400}},
 		{"x1/0.3s/400x3", realShared{n: 1, latency: 300 * time.Millisecond, samples: 50, calls: 3, work: 400}},
 	} {
-		var got [2]realSharedOut
+		var got [3]realSharedOut
 		ran := false
 		b.Run("makespan/"+m.name, func(b *testing.B) {
-			got = both(m.r)
+			got = [3]realSharedOut{}
+			runs := []func() realSharedOut{}
+			for _, p := range pols {
+				runs = append(runs, func() realSharedOut {
+					o, err := runRealShared(m.r, p, tokens)
+					if err != nil {
+						b.Error(err)
+					}
+					return o
+				})
+			}
+			if m.r.n == 1 {
+				// The Inspect-style peer: its controller, its samples
+				// following its connections (up to its maximum of 100).
+				ri := m.r
+				ri.samples, ri.followLimit = 100, true
+				runs = append(runs, func() realSharedOut {
+					o, err := runRealShared(ri, inspectPolicy(), tokens)
+					if err != nil {
+						b.Error(err)
+					}
+					return o
+				})
+			}
+			// Side by side, each with its own provider.
+			var wg sync.WaitGroup
+			for k, run := range runs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					got[k] = run()
+				}()
+			}
+			wg.Wait()
 			ran = true
 			ideal := time.Duration(float64(m.r.n*m.r.work*m.r.calls) / 20 * float64(time.Second))
 			b.ReportMetric(got[1].makespan.Seconds()/ideal.Seconds(), "makespan/ideal")
 			b.ReportMetric(100*got[1].share429, "429-%")
+			if m.r.n == 1 {
+				b.ReportMetric(got[2].makespan.Seconds()/ideal.Seconds(), "inspect-makespan/ideal")
+				b.ReportMetric(100*got[2].share429, "inspect-429-%")
+			}
 		})
 		if ran {
 			ideal := time.Duration(float64(m.r.n*m.r.work*m.r.calls) / 20 * float64(time.Second))
 			e := func(o realSharedOut) string {
 				return fmt.Sprintf("%.1f s (%.2f×) · %.1f %% 429s (%d of %d)", o.makespan.Seconds(), o.makespan.Seconds()/ideal.Seconds(), 100*o.share429, o.refused, o.requests)
 			}
-			fmt.Fprintf(&mb, "| %s | %.0f s | %s | %s |\n", m.name, ideal.Seconds(), e(got[0]), e(got[1]))
+			in := "–"
+			if m.r.n == 1 {
+				in = e(got[2])
+			}
+			fmt.Fprintf(&mb, "| %s | %.0f s | %s | %s | %s |\n", m.name, ideal.Seconds(), e(got[0]), e(got[1]), in)
 		}
 	}
 	fmt.Printf("\nMakespan against the provider-bound ideal (calls ÷ 20 a second), real time on loopback\n\n%s", mb.String())

@@ -71,6 +71,9 @@ type Point struct {
 	RPM, TPM  int
 	// InFlight and ConnLimit at the end of the step.
 	InFlight, ConnLimit int
+	// Running samples and the samples at once allowed at the end of the
+	// step, summed over the runners (RunShared only).
+	Running, Setpoint int
 	// BucketRequests and BucketTokens are what the provider's buckets held
 	// at the end of the step.
 	BucketRequests, BucketTokens float64

@@ -22,6 +22,35 @@ type Runner struct {
 	// Samples run at once (its setpoint); Work > 0 is how many samples it
 	// has in all (it ends when they are done), 0: as many as there is time.
 	Samples, Work int
+	// FollowLimit: the samples at once follow the gateway's connection
+	// limit instead of Samples (Inspect's samples follow its connections).
+	FollowLimit bool
+	// Tend, if set, is called when the runner starts and then after each
+	// delay it returns (0 or less: never again). It sees the runner's
+	// gateway and what happened since the last call, and may move the
+	// samples at once (a ramp's setpoint) and the controller's ceiling.
+	Tend func(*Tending) time.Duration
+}
+
+// Tending is what a runner's Tend sees and moves.
+type Tending struct {
+	// Now is the simulated clock's time, At the time since the run's start.
+	Now time.Time
+	At  time.Duration
+	// Controller is the runner's gateway controller (Window, SetCeiling,
+	// Clamp, as the tend loop calls them on a gateway).
+	Controller *gateway.Controller
+	// Samples is the runner's samples at once; Tend may change it. Running
+	// samples are never stopped: a lower value only holds new ones back.
+	Samples int
+	// Since the last call: Saturated, the samples at once were all running
+	// while samples waited to start (what the scheduler reports); Requests,
+	// the calls that reached the gateway, and Retries, the 429s it retried
+	// (the gateway's window counters); Errored, the samples that failed.
+	Saturated                  bool
+	Requests, Retries, Errored int
+	// Running samples now, and samples not yet started (-1: unlimited).
+	Running, Left int
 }
 
 // Shared is a run of several gateways on one key: the scenario's
@@ -30,6 +59,14 @@ type Runner struct {
 type Shared struct {
 	Scenario
 	Runners []Runner
+	// EndWhenDone ends the run when every runner finished its Work (all
+	// must have some) rather than at Duration.
+	EndWhenDone bool
+	// KeepCost: a retry costs the tokens its call drew on its first try
+	// (the same request sent again). Off, every try draws anew, as the
+	// shared-key figures were measured; then a call refused for its size
+	// tends to come back smaller, which favours a rule with many 429s.
+	KeepCost bool
 }
 
 // RunnerResult is what one runner did.
@@ -56,6 +93,10 @@ type sgw struct {
 	started  int // samples started
 	running  int
 	inflight int
+	samples  int // samples at once now (Runner.Samples, or as Tend set it)
+	// Since the last tend (Tending).
+	sat                        bool
+	requests, retries, errored int
 }
 
 type scall struct {
@@ -68,6 +109,7 @@ type scall struct {
 	ticket  *gateway.Ticket
 	info    gateway.RateInfo
 	started time.Time
+	cost    float64 // tokens drawn on the first try (KeepCost)
 }
 
 const (
@@ -77,6 +119,7 @@ const (
 	evsStart
 	evsStop
 	evsStep
+	evsTend
 )
 
 type sevent struct {
@@ -146,7 +189,7 @@ func RunShared(s Shared) SharedResult {
 		heap.Push(&q, sevent{at: at, seq: seq, kind: kind, gw: gw, c: c})
 	}
 	for i, r := range s.Runners {
-		gws[i] = &sgw{ctl: gateway.NewController(s.Policy, clk)}
+		gws[i] = &sgw{ctl: gateway.NewController(s.Policy, clk), samples: r.Samples}
 		if s.Ceiling > 0 {
 			gws[i].ctl.SetCeiling(s.Ceiling)
 		}
@@ -174,10 +217,18 @@ func RunShared(s Shared) SharedResult {
 	// fill starts samples on gateway i up to its setpoint and its work.
 	fill := func(i int) {
 		g, r := gws[i], s.Runners[i]
-		for g.active && g.running < r.Samples && (r.Work == 0 || g.started < r.Work) {
+		target := g.samples
+		if r.FollowLimit {
+			target = g.ctl.Limit()
+		}
+		for g.active && g.running < target && (r.Work == 0 || g.started < r.Work) {
 			g.started++
 			g.running++
+			g.requests++
 			push(clk.Now(), evsArrive, i, &scall{gw: i, left: s.CallsPerSample, started: clk.Now()})
+		}
+		if g.active && g.running >= target && (r.Work == 0 || g.started < r.Work) {
+			g.sat = true
 		}
 	}
 	finishSample := func(i int, failed bool) {
@@ -188,6 +239,7 @@ func RunShared(s Shared) SharedResult {
 		if failed {
 			out.Runners[i].FailedSamples++
 			out.Result.FailedSamples++
+			g.errored++
 		}
 		r := s.Runners[i]
 		if r.Work > 0 && g.started >= r.Work && g.running == 0 {
@@ -203,6 +255,7 @@ func RunShared(s Shared) SharedResult {
 		}
 		c.left--
 		if c.left > 0 && !c.failed && gws[c.gw].active {
+			gws[c.gw].requests++
 			push(clk.Now(), evsArrive, c.gw, &scall{gw: c.gw, left: c.left, failed: false, started: clk.Now()})
 			return
 		}
@@ -229,6 +282,12 @@ func RunShared(s Shared) SharedResult {
 			out.Requests++
 			out.Runners[i].Requests++
 			n := cost()
+			if s.KeepCost {
+				if c.cost == 0 {
+					c.cost = n
+				}
+				n = c.cost
+			}
 			d := lim.Admit(clk.Now(), n)
 			h := http.Header{}
 			d.Header(h, mockmodel.OpenAI)
@@ -255,6 +314,7 @@ func RunShared(s Shared) SharedResult {
 			c.tries++
 			c.waited += w
 			c.prev = t
+			g.retries++
 			push(clk.Now().Add(w), evsArrive, i, c)
 		}
 	}
@@ -269,6 +329,23 @@ func RunShared(s Shared) SharedResult {
 		switch e.kind {
 		case evsStart:
 			g.active = true
+			if s.Runners[e.gw].Tend != nil {
+				push(clk.Now(), evsTend, e.gw, nil)
+			} else {
+				fill(e.gw)
+			}
+		case evsTend:
+			r := s.Runners[e.gw]
+			v := &Tending{Now: clk.Now(), At: clk.Now().Sub(start), Controller: g.ctl, Samples: g.samples,
+				Saturated: g.sat, Requests: g.requests, Retries: g.retries, Errored: g.errored, Running: g.running, Left: -1}
+			if r.Work > 0 {
+				v.Left = r.Work - g.started
+			}
+			g.sat, g.requests, g.retries, g.errored = false, 0, 0, 0
+			if d := r.Tend(v); d > 0 {
+				push(clk.Now().Add(d), evsTend, e.gw, nil)
+			}
+			g.samples = v.Samples
 			fill(e.gw)
 		case evsStop:
 			// The shard ends: what waits at its gateway goes with it.
@@ -287,16 +364,25 @@ func RunShared(s Shared) SharedResult {
 			g.inflight--
 			g.ctl.Done(e.c.ticket, gateway.OutcomeOK, e.c.info)
 			next(e.c, true)
+			if s.Runners[e.gw].FollowLimit {
+				fill(e.gw) // the limit may have grown
+			}
 		case evsWake:
 		case evsStep:
 			cur.T = clk.Now().Sub(start)
 			cur.LimitRate = limitRate(lim, tokens)
 			cur.RPM, cur.TPM = lim.Limits()
-			for _, g := range gws {
+			for i, g := range gws {
 				pace, _, _ := g.ctl.SharePace()
 				cur.Paces = append(cur.Paces, pace)
 				cur.InFlight += g.inflight
 				cur.ConnLimit += g.ctl.Limit()
+				cur.Running += g.running
+				if s.Runners[i].FollowLimit {
+					cur.Setpoint += g.ctl.Limit()
+				} else {
+					cur.Setpoint += g.samples
+				}
 			}
 			out.PeakInFlight = max(out.PeakInFlight, cur.InFlight)
 			cur.BucketRequests, cur.BucketTokens = lim.Level(clk.Now())
@@ -306,8 +392,21 @@ func RunShared(s Shared) SharedResult {
 			continue
 		}
 		drain(e.gw)
+		if s.EndWhenDone && allDone(s.Runners, out.Runners) {
+			break
+		}
 	}
 	return out
+}
+
+// allDone reports whether every runner has work and finished it.
+func allDone(rs []Runner, out []RunnerResult) bool {
+	for i, r := range rs {
+		if r.Work == 0 || out[i].Finished == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // SharedSummary is what the shared-key benchmark reports for one run.
