@@ -204,10 +204,15 @@ type Controller struct {
 	// held at the newest answer (-1: unknown, or a short interval).
 	bankReq, bankTok float64
 	lastRecover      time.Time
-	lastRateLimited  time.Time
-	episodes         int
-	win              controllerWindow
-	history          []LimitChange
+	// boost is what a lone gateway adds to its pace, a share of the rate,
+	// while its buckets read full (loneTop): from 0 up to lonePace −
+	// PaceFactor; boostAt when it last moved.
+	boost           float64
+	boostAt         time.Time
+	lastRateLimited time.Time
+	episodes        int
+	win             controllerWindow
+	history         []LimitChange
 	// waiters queue for admission in arrival order; only the head tries.
 	waiters *list.List
 	// share is this gateway's share of the key (Policy.ShareKey).
@@ -436,6 +441,9 @@ func (c *Controller) paceRate() float64 {
 	if c.p.ShareKey && c.share.frac > 0 {
 		p *= c.share.frac
 	}
+	if rate, _ := c.announcedRate(); c.boost > 0 && c.share.lone() {
+		p += c.boost * rate
+	}
 	return p
 }
 
@@ -589,12 +597,15 @@ func (c *Controller) Done(t *Ticket, o Outcome, info RateInfo) {
 		}
 		if rate, complete := c.announcedRate(); rate > 0 && complete {
 			from := c.paceRate()
-			if c.share.reading(t.start, info.Buckets, o == OutcomeRateLimited, shareInput{full: c.fullPace(), rate: rate, tokensPerReq: c.tokensPerReq, latency: c.latency, now: now}) {
+			if c.share.reading(t.start, info.Buckets, o == OutcomeRateLimited, shareInput{full: c.fullPace(), rate: rate, tokensPerReq: c.tokensPerReq, tokens: float64(info.Tokens), latency: c.latency, now: now}) {
 				if to := c.paceRate(); math.Abs(to-from) >= 0.1*from {
 					c.record(c.limitLocked(), fmt.Sprintf("pacing share of the key (%.0f %% of its rate)", 100*to/rate))
 				}
 			}
 		}
+	}
+	if c.p.ShareKey {
+		c.loneTop(now, o, info)
 	}
 	if o == OutcomeError || ((o == OutcomeOK || c.share.haveAnchor) && !c.share.longProbe) {
 		c.share.heard = true
@@ -925,4 +936,34 @@ func (c *Controller) Episodes() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.episodes
+}
+
+// lonePace is the most a lone gateway paces at, a share of the rate:
+// above PaceFactor only while its buckets read full and tidy (loneTop).
+const lonePace = 0.995
+
+// loneTop moves the lone gateway's boost on an answer. A gateway alone on
+// the key paces at PaceFactor of the rate, which keeps the bucket full and
+// lets the rest of its refill go unused. While the answers find every
+// bucket at its top and tidy (nobody else took from it just before: see
+// keyShare.tidy), the pace climbs toward lonePace, 1 % of the rate a
+// second. A bucket below its top (the key used up to its refill, by this
+// gateway's jitter or by someone else), a reading that is not tidy, a 429
+// or a share of the key ends the boost at once.
+func (c *Controller) loneTop(now time.Time, o Outcome, info RateInfo) {
+	if o == OutcomeError {
+		return
+	}
+	full := o == OutcomeOK && c.share.heard && c.share.lone() && c.share.lastTidy > 0 && c.paceFactor >= c.p.PaceFactor
+	for k := range info.Buckets {
+		if full && info.Buckets[k].OK && info.Buckets[k].fraction() < shareAtTop {
+			full = false
+		}
+	}
+	if !full {
+		c.boost = 0
+	} else if !c.boostAt.IsZero() {
+		c.boost = math.Min(c.boost+0.01*now.Sub(c.boostAt).Seconds(), math.Max(lonePace-c.p.PaceFactor, 0))
+	}
+	c.boostAt = now
 }

@@ -122,6 +122,9 @@ type Bucket struct {
 	Reset            time.Duration
 	// OK: all three were read.
 	OK bool
+	// Coarse: the reset came as a time of day to the second (Anthropic's
+	// format), too coarse to tell a request's worth of the bucket (tidy).
+	Coarse bool
 }
 
 // fraction is how full the bucket is (0–1).
@@ -156,14 +159,15 @@ func parseBuckets(h http.Header, now time.Time) [2]Bucket {
 				continue
 			}
 			var reset time.Duration
+			coarse := false
 			if d, err := time.ParseDuration(ts); err == nil {
 				reset = d
 			} else if t, err := time.Parse(time.RFC3339, ts); err == nil {
-				reset = max(t.Sub(now), 0)
+				reset, coarse = max(t.Sub(now), 0), t.Nanosecond() == 0
 			} else {
 				continue
 			}
-			out[k] = Bucket{Limit: l, Remaining: math.Min(r, l), Reset: reset, OK: true}
+			out[k] = Bucket{Limit: l, Remaining: math.Min(r, l), Reset: reset, OK: true, Coarse: coarse}
 			break
 		}
 	}
@@ -175,6 +179,7 @@ const (
 	shareStart      = 0.5                    // the pace at the first answer, a share of the lone gateway's
 	shareSpan       = 2 * time.Second        // least span between readings for an update
 	shareSpan429    = 250 * time.Millisecond // … when the newer reading is a 429
+	shareSlowSpan   = 500 * time.Millisecond // … in the slow start (or half a call's latency if longer)
 	shareGain       = 0.5                    // β
 	shareAdditive   = 0.005                  // additive climb, a share of the key's rate a second
 	shareAlone      = 0.9                    // a gateway with less of the key's use than this shares it
@@ -246,6 +251,9 @@ type keyShare struct {
 	// top and probed: each probes faster (a shard that ended leaves room
 	// that stays).
 	topRun int
+	// lastTidy is the last answer's tidy reading (1 tidy, -1 not, 0 cannot
+	// tell; see tidy).
+	lastTidy int
 	// updates counts the updates (for tests and history).
 	updates int
 	// last is what the last update measured.
@@ -363,6 +371,9 @@ type shareInput struct {
 	// tokensPerReq is what a request costs against the tokens bucket (0:
 	// unknown).
 	tokensPerReq float64
+	// tokens is what this answer's request cost against the tokens bucket
+	// (its usage; 0: unknown).
+	tokens float64
 	// latency is the smoothed call latency.
 	latency time.Duration
 	// now is when the answer arrived (0: its send time).
@@ -387,6 +398,10 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	if !r.ok[0] && !r.ok[1] {
 		return false
 	}
+	s.lastTidy = 0
+	if !rateLimited {
+		s.lastTidy = s.tidy(at, b, in)
+	}
 	if !s.haveAnchor {
 		s.anchor, s.haveAnchor = r, true
 		if !rateLimited && in.now.Sub(at) > shareSpan && s.heldFor(r, b) < in.now.Sub(at) {
@@ -398,6 +413,13 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 			return false
 		}
 		s.frac, s.slow = s.startFrac(r, in), true
+		if s.lastTidy < 0 {
+			// Someone else took from the bucket just before this
+			// request: the key is in use, and the fair guess may be far
+			// more than the others leave. Start at the probe's rate; the
+			// slow start finds the room.
+			s.frac = math.Min(s.frac, math.Max(float64(time.Second/shareProbeGap), shareFloor*in.rate)/in.full)
+		}
 		s.paceSince = in.now
 		if s.paceSince.Before(at) {
 			s.paceSince = at
@@ -410,6 +432,8 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	span := max(shareSpan, in.latency/2)
 	if rateLimited {
 		span = shareSpan429
+	} else if s.slow {
+		span = max(shareSlowSpan, in.latency/2)
 	}
 	dt := at.Sub(s.anchor.at)
 	if dt < span {
@@ -646,4 +670,79 @@ func (s *keyShare) probeStart(at time.Time, r shareReading, b [2]Bucket, rateLim
 	s.updates++
 	s.lastRho, s.lastOwn = rho, ownU
 	return true
+}
+
+// lone: the gateway paces at the lone gateway's pace: alone on the key,
+// or no reading has set a share yet.
+func (s *keyShare) lone() bool { return s.frac <= 0 }
+
+// Tidy readings.
+const (
+	// shareTidySlack is what a tidy reading may be short of full beyond
+	// this gateway's own requests, in requests: the reset's rounding (to
+	// the millisecond) and timing.
+	shareTidySlack = 0.1
+	// shareTidyNear: a bucket short of full by more than this many
+	// requests beyond this gateway's own is not near its top, and tidy
+	// cannot tell.
+	shareTidyNear = 3
+)
+
+// tidy tells whether the key's buckets, as this gateway's request at at
+// found them, held anything but this gateway's own recent requests: 1 if
+// not (tidy), -1 if they did, 0 if it cannot tell (no reset finer than a
+// second). The reset is how long a bucket takes to refill; times its rate,
+// how much it is short of full. A request's worth refills in a request's
+// cost ÷ the rate, so this gateway's own requests account for what they
+// have not refilled yet (each of its requests of the last request's worth
+// of time, this one included; in the tokens bucket this request at its
+// usage, earlier ones at the average). Anything more is someone else's,
+// taken just before. At a bucket's top the drift of its level says
+// nothing of who uses the key (the refill it cannot hold is lost); this
+// does: a gateway alone on the key reads tidy every time, and another
+// user's requests make a share of the readings untidy, about their rate ×
+// the time a request's worth takes to refill.
+func (s *keyShare) tidy(at time.Time, b [2]Bucket, in shareInput) int {
+	v := 0
+	if req := b[0]; req.OK && !req.Coarse && req.Limit > 0 {
+		rate := req.Limit / 60
+		own := 0.0
+		from := at.Add(-time.Duration(float64(time.Second) / rate))
+		i := sort.Search(len(s.sends), func(i int) bool { return s.sends[i].After(from) })
+		for _, t := range s.sends[i:] {
+			if t.After(at) {
+				break
+			}
+			own += 1 - at.Sub(t).Seconds()*rate
+		}
+		switch short := req.Reset.Seconds() * rate; {
+		case short > own+shareTidyNear:
+			// Far from full: the bucket has been short for a while (this
+			// gateway's own use too), so nothing tells who took it.
+			return 0
+		case short > own+shareTidySlack:
+			return -1
+		}
+		v = 1
+	}
+	if tok := b[1]; tok.OK && !tok.Coarse && tok.Limit > 0 && in.tokensPerReq > 0 && in.tokens > 0 {
+		rate := tok.Limit / 60 // tokens a second
+		own := in.tokens
+		from := at.Add(-time.Duration(float64(time.Second) * in.tokensPerReq / rate))
+		i := sort.Search(len(s.sends), func(i int) bool { return s.sends[i].After(from) })
+		for _, t := range s.sends[i:] {
+			if !t.Before(at) {
+				break
+			}
+			own += math.Max(in.tokensPerReq-at.Sub(t).Seconds()*rate, 0)
+		}
+		switch short := tok.Reset.Seconds() * rate; {
+		case short > own+shareTidyNear*in.tokensPerReq:
+			return 0
+		case short > own+0.5*in.tokensPerReq:
+			return -1
+		}
+		v = 1
+	}
+	return v
 }

@@ -10,9 +10,18 @@ import (
 )
 
 // bucket1s is a reading of a 1 200 RPM bucket enforced per second (20
-// requests): f full, with the reset the provider sends for it.
+// requests): f full, with the reset the provider sends for it, marked
+// coarse: these tests set levels, not who took them, so the reading cannot
+// tell whether the bucket held others' requests (tidy; tidyBucket can).
 func bucket1s(f float64) [2]Bucket {
-	return [2]Bucket{{Limit: 1200, Remaining: f * 1200, Reset: time.Duration((1 - f) * float64(time.Second)), OK: true}}
+	return [2]Bucket{{Limit: 1200, Remaining: f * 1200, Reset: time.Duration((1 - f) * float64(time.Second)), OK: true, Coarse: true}}
+}
+
+// tidyBucket is a reading of the same bucket short of full by short
+// requests, its reset to the millisecond as OpenAI's headers give it.
+func tidyBucket(short float64) [2]Bucket {
+	reset := time.Duration(math.Ceil(short/20*1000)) * time.Millisecond
+	return [2]Bucket{{Limit: 1200, Remaining: (20 - short) * 60, Reset: reset, OK: true}}
 }
 
 // shareStep is one update of the table: this gateway sent sent requests
@@ -117,6 +126,21 @@ func TestKeyShareSpan(t *testing.T) {
 		s.sent(testEpoch.Add(time.Duration(i+1) * 10 * time.Millisecond))
 	}
 	s.held(testEpoch.Add(50 * time.Millisecond))
+	// In the slow start a span is half a second (or half a call's
+	// latency): a joining gateway learns what its pace does soon.
+	if s.reading(testEpoch.Add(400*time.Millisecond), bucket1s(0.5), false, shareIn); s.updates != 0 {
+		t.Fatal("in the slow start, an answer 400 ms after the anchor updated (span 500 ms)")
+	}
+	if s.reading(testEpoch.Add(600*time.Millisecond), bucket1s(0.5), false, shareIn); s.updates != 1 {
+		t.Fatal("in the slow start, an answer 600 ms after the anchor did not update (span 500 ms)")
+	}
+	s = keyShare{}
+	s.reading(testEpoch, bucket1s(0.5), false, shareIn)
+	s.slow = false
+	for i := 0; i < 10; i++ {
+		s.sent(testEpoch.Add(time.Duration(i+1) * 10 * time.Millisecond))
+	}
+	s.held(testEpoch.Add(50 * time.Millisecond))
 	if s.reading(testEpoch.Add(time.Second), bucket1s(0.5), false, shareIn); s.updates != 0 {
 		t.Fatal("an answer 1 s after the anchor updated (span 2 s)")
 	}
@@ -139,7 +163,7 @@ func TestParseBuckets(t *testing.T) {
 	h.Set("x-ratelimit-remaining-tokens", "9000")
 	h.Set("x-ratelimit-reset-tokens", "54s")
 	b := parseBuckets(h, now)
-	if !b[0].OK || b[0].fraction() != 0.5 || b[0].interval() != 1 || !b[1].OK || math.Abs(b[1].interval()-60) > 1e-9 {
+	if !b[0].OK || b[0].fraction() != 0.5 || b[0].interval() != 1 || !b[1].OK || math.Abs(b[1].interval()-60) > 1e-9 || b[0].Coarse || b[1].Coarse {
 		t.Fatalf("openai buckets %+v (interval %v, %v)", b, b[0].interval(), b[1].interval())
 	}
 	a := http.Header{}
@@ -147,8 +171,12 @@ func TestParseBuckets(t *testing.T) {
 	a.Set("anthropic-ratelimit-requests-remaining", "25")
 	a.Set("anthropic-ratelimit-requests-reset", now.Add(30*time.Second).Format(time.RFC3339))
 	b = parseBuckets(a, now)
-	if !b[0].OK || b[0].Reset != 30*time.Second || b[0].interval() != 60 || b[1].OK {
-		t.Fatalf("anthropic buckets %+v", b)
+	if !b[0].OK || b[0].Reset != 30*time.Second || b[0].interval() != 60 || b[1].OK || !b[0].Coarse {
+		t.Fatalf("anthropic buckets %+v (a reset to the second is coarse: tidy cannot tell)", b)
+	}
+	a.Set("anthropic-ratelimit-requests-reset", now.Add(30*time.Second+250*time.Millisecond).Format(time.RFC3339Nano))
+	if b = parseBuckets(a, now); b[0].Coarse {
+		t.Fatalf("a reset with fractions of a second read as coarse: %+v", b)
 	}
 	// Full: the reset's rounding would dominate, so no interval.
 	h.Set("x-ratelimit-remaining-requests", "1200")

@@ -1,0 +1,145 @@
+package gateway
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/steward-evals/steward/internal/clock"
+)
+
+// A reading is tidy when what the bucket is short of full is this
+// gateway's own requests, still refilling (each a request's worth, back in
+// 1/rate: 50 ms at 20 a second), and no more.
+func TestKeyShareTidy(t *testing.T) {
+	at := testEpoch.Add(time.Second)
+	for _, tc := range []struct {
+		name  string
+		own   []time.Duration // this gateway's sends, before at (0: this request)
+		short float64         // requests the bucket is short of full
+		want  int
+	}{
+		{"this request only", []time.Duration{0}, 1, 1},
+		{"and its request of 20 ms before (0.6 left)", []time.Duration{0, 20 * time.Millisecond}, 1.6, 1},
+		{"and its request of 60 ms before (refilled)", []time.Duration{0, 60 * time.Millisecond}, 1, 1},
+		{"someone else's request 10 ms before (0.8 left)", []time.Duration{0}, 1.8, -1},
+		{"someone else's, 47 ms before (0.06 left: within the reset's rounding)", []time.Duration{0}, 1.06, 1},
+		{"two others'", []time.Duration{0, 20 * time.Millisecond}, 3, -1},
+		{"far from full (5 short): nothing tells who took it", []time.Duration{0}, 5, 0},
+	} {
+		var s keyShare
+		for i := len(tc.own) - 1; i >= 0; i-- {
+			s.sent(at.Add(-tc.own[i]))
+		}
+		if got := s.tidy(at, tidyBucket(tc.short), shareIn); got != tc.want {
+			t.Errorf("%s: tidy %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	// A reset to the second (Anthropic's) cannot tell.
+	var s keyShare
+	s.sent(at)
+	b := tidyBucket(1)
+	b[0].Coarse = true
+	if got := s.tidy(at, b, shareIn); got != 0 {
+		t.Errorf("a coarse reset: tidy %d, want 0", got)
+	}
+	// The tokens bucket (20 000 a second, 1 000 a request on average):
+	// this request's usage, an earlier one at the average still
+	// refilling, and half a request's slack for the others'.
+	in := shareIn
+	in.tokensPerReq, in.tokens = 1000, 1500
+	tok := func(short float64) [2]Bucket {
+		b := tidyBucket(0)
+		b[0].Reset = 0
+		b[1] = Bucket{Limit: 1_200_000, Remaining: 1_200_000 - short*60, Reset: time.Duration(math.Ceil(short/20)) * time.Millisecond, OK: true}
+		return b
+	}
+	s = keyShare{}
+	s.sent(at.Add(-25 * time.Millisecond)) // 1 000 − 500 = 500 tokens left of it
+	s.sent(at)
+	for _, tc := range []struct {
+		short float64
+		want  int
+	}{{2000, 1}, {2400, 1}, {2600, -1}, {3000, -1}} {
+		if got := s.tidy(at, tok(tc.short), in); got != tc.want {
+			t.Errorf("tokens bucket short %.0f (own 2 000): tidy %d, want %d", tc.short, got, tc.want)
+		}
+	}
+}
+
+// A joining gateway whose first answer found someone else's requests in
+// the bucket starts at the probe's rate (the slow start finds the room),
+// not at the fair guess, which a key others fill at 91 % cannot hold; a
+// tidy first answer (a key nobody else uses) starts at half the lone
+// pace as before.
+func TestKeyShareCleanStart(t *testing.T) {
+	at := testEpoch
+	var s keyShare
+	s.sent(at)
+	s.reading(at, tidyBucket(1), false, shareIn)
+	if s.frac != shareStart {
+		t.Errorf("tidy first reading: start %.4f of the lone pace, want %.2f", s.frac, shareStart)
+	}
+	s = keyShare{}
+	s.sent(at)
+	s.reading(at, tidyBucket(3), false, shareIn)
+	if want := 4 / shareIn.full; math.Abs(s.frac-want) > 1e-12 {
+		t.Errorf("untidy first reading: start %.4f of the lone pace, want the probe's 4 a second (%.4f)", s.frac, want)
+	}
+}
+
+// A lone gateway whose answers find the bucket at its top and tidy climbs
+// from 97 % of the rate toward 99.5 %, 1 % of the rate a second, and falls
+// back at once when a reading is below the top or untidy.
+func TestLonePaceClimbsAtTheTop(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	c := NewController(StewardPolicy(), clk)
+	info := func(b [2]Bucket) RateInfo {
+		return RateInfo{Fraction: b[0].fraction(), Remaining: int64(b[0].Remaining), RequestsPerMinute: 1200, Buckets: b, RequestsBank: -1, TokensBank: -1}
+	}
+	tk, _ := c.TryAcquire()
+	clk.Advance(100 * time.Millisecond)
+	c.Done(tk, OutcomeOK, info(bucket1s(0.5)))
+	// Alone (as the key share's update would find it); the readings below
+	// come from requests sent before the share's pace began, so they move
+	// only the boost.
+	c.mu.Lock()
+	c.share.frac, c.share.slow, c.share.paceSince = 0, false, testEpoch.Add(time.Hour)
+	c.mu.Unlock()
+	pace := func() float64 { p, _, _ := c.SharePace(); return p }
+	if p := pace(); math.Abs(p-0.97*20) > 1e-9 {
+		t.Fatalf("lone pace %.3f, want 97 %% of the rate (19.4)", p)
+	}
+	answer := func(short float64) {
+		tk, _ := c.TryAcquire()
+		for tk == nil {
+			clk.Advance(10 * time.Millisecond)
+			tk, _ = c.TryAcquire()
+		}
+		clk.Advance(100 * time.Millisecond)
+		c.Done(tk, OutcomeOK, info(tidyBucket(short)))
+	}
+	for i := 0; i < 10; i++ {
+		answer(1)
+	}
+	if p := pace(); p <= 0.97*20 || p > lonePace*20+1e-9 {
+		t.Fatalf("after ten tidy readings at the top, pace %.3f: want above 19.4, at most 19.9", p)
+	}
+	for clk.Now().Before(testEpoch.Add(5 * time.Second)) {
+		answer(1)
+	}
+	if p := pace(); math.Abs(p-lonePace*20) > 1e-9 {
+		t.Fatalf("after 5 s of tidy readings at the top, pace %.3f, want 99.5 %% of the rate (19.9)", p)
+	}
+	answer(2) // someone else's request
+	if p := pace(); math.Abs(p-0.97*20) > 1e-9 {
+		t.Fatalf("after an untidy reading, pace %.3f, want 19.4", p)
+	}
+	for clk.Now().Before(testEpoch.Add(10 * time.Second)) {
+		answer(1)
+	}
+	answer(5) // the bucket 75 % full: below its top
+	if p := pace(); math.Abs(p-0.97*20) > 1e-9 {
+		t.Fatalf("after a reading below the top, pace %.3f, want 19.4", p)
+	}
+}
