@@ -88,15 +88,23 @@ import (
 //     others (ρ − u over the probe) leave of the target, or at the probe's
 //     own rate when that is more (the key over: the others cut too); alone,
 //     the lone pace; at the top, half of it (probeStart).
+//   - Tidy readings: a reset in milliseconds times the rate is how far
+//     the bucket was short of full; near its top, beyond what this
+//     gateway's own requests of the last request's worth of refill still
+//     hold, that is someone else's requests (tidy).
 //   - Slow start: from its first answer a gateway paces at half the lone
 //     pace, or, when the emptiest bucket is less full than that, at that
 //     fraction of it (the fair guess: what the others leave of the key;
-//     after a 429, the floor), and doubles it at every update that finds
+//     after a 429, the floor), or at the probe's rate when the first
+//     reading was not tidy (the key in use: the fair guess may be more
+//     than the others leave), and doubles it at every update that finds
 //     room or the top, until one finds the key over (or it is alone, when
-//     it takes the lone pace at once). Readings of requests sent before
-//     the pace began (its probes) do not update it: the first update comes
-//     one span after the first answer (or a latency after it, when the
-//     latency is longer), from a reading of the pace itself.
+//     it takes the lone pace at once); in the slow start an update needs
+//     half a second between readings (or half a latency), not a span.
+//     Readings of requests sent before the pace began (its probes) do not
+//     update it: the first update comes from a reading of the pace itself.
+//   - A lone gateway whose answers find every bucket at its top and tidy
+//     paces up to 99.5 % of the rate (Controller.loneTop).
 //   - A gateway whose requests neither waited for the limit or the pace
 //     nor filled it (demand-bound) keeps its pace, but no more than a
 //     quarter above what it sent.
