@@ -115,24 +115,50 @@ var _ sandbox.Resumer = (*Sandbox)(nil)
 
 // killInside kills every process but init and the idle shell from inside,
 // and checks the daemon's process list until none is left (a few rounds).
+// A sandbox at its PID limit may not start the kill at all: runc's exec
+// needs a thread the full pids cgroup refuses (on some kernels every time),
+// so after a round that left processes the limit is raised by killSlots
+// for the rounds that follow and set back after them.
 func (s *Sandbox) killInside(ctx context.Context) error {
 	left := 0
+	_, _, pids := limitsOr(s.spec.CPUs, s.spec.Memory, s.spec.PIDs)
+	raised := false
 	for try := 0; try < 3; try++ {
 		_, _ = s.run(ctx, quiesceScript)
 		n, err := s.strays(ctx)
 		if err == nil && n == 0 {
+			if raised {
+				// Back to its limit; a sandbox that cannot be is not kept.
+				return s.setPIDs(context.WithoutCancel(ctx), pids)
+			}
 			return nil
 		}
 		left = n
 		if ctx.Err() != nil {
 			break
 		}
+		if !raised {
+			raised = s.setPIDs(ctx, pids+killSlots) == nil
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Duration(try+1) * 100 * time.Millisecond):
 		}
 	}
+	if raised {
+		_ = s.setPIDs(context.WithoutCancel(ctx), pids) // it is stopped next
+	}
 	return fmt.Errorf("%d processes left in sandbox %s after the kill", left, s.name)
+}
+
+// killSlots is how many processes above its PID limit a sandbox is given
+// while the kill runs in it (the kill's shell, its ps and its kills).
+const killSlots = 8
+
+// setPIDs sets the sandbox's PID limit.
+func (s *Sandbox) setPIDs(ctx context.Context, n int64) error {
+	_, err := s.p.cli.ContainerUpdate(ctx, s.id, container.UpdateConfig{Resources: container.Resources{PidsLimit: &n}})
+	return err
 }
 
 // quiesceScript is what quiesce runs inside; tests replace it to play an
