@@ -441,7 +441,8 @@ func (c *Controller) paceRate() float64 {
 	if c.p.ShareKey && c.share.frac > 0 {
 		p *= c.share.frac
 	}
-	if rate, _ := c.announcedRate(); c.boost > 0 && c.share.lone() {
+	if c.boost > 0 && c.share.lone() {
+		rate, _ := c.announcedRate()
 		p += c.boost * rate
 	}
 	return p

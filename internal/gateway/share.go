@@ -714,43 +714,46 @@ func (s *keyShare) tidy(at time.Time, b [2]Bucket, in shareInput) int {
 	v := 0
 	if req := b[0]; req.OK && !req.Coarse && req.Limit > 0 {
 		rate := req.Limit / 60
-		own := 0.0
-		from := at.Add(-time.Duration(float64(time.Second) / rate))
-		i := sort.Search(len(s.sends), func(i int) bool { return s.sends[i].After(from) })
-		for _, t := range s.sends[i:] {
-			if t.After(at) {
-				break
-			}
-			own += 1 - at.Sub(t).Seconds()*rate
+		own := s.stillHeld(at, 1, rate, true)
+		if v = tidyOf(req.Reset.Seconds()*rate, own, shareTidyNear, shareTidySlack); v <= 0 {
+			return v
 		}
-		switch short := req.Reset.Seconds() * rate; {
-		case short > own+shareTidyNear:
-			// Far from full: the bucket has been short for a while (this
-			// gateway's own use too), so nothing tells who took it.
-			return 0
-		case short > own+shareTidySlack:
-			return -1
-		}
-		v = 1
 	}
 	if tok := b[1]; tok.OK && !tok.Coarse && tok.Limit > 0 && in.tokensPerReq > 0 && in.tokens > 0 {
 		rate := tok.Limit / 60 // tokens a second
-		own := in.tokens
-		from := at.Add(-time.Duration(float64(time.Second) * in.tokensPerReq / rate))
-		i := sort.Search(len(s.sends), func(i int) bool { return s.sends[i].After(from) })
-		for _, t := range s.sends[i:] {
-			if !t.Before(at) {
-				break
-			}
-			own += math.Max(in.tokensPerReq-at.Sub(t).Seconds()*rate, 0)
-		}
-		switch short := tok.Reset.Seconds() * rate; {
-		case short > own+shareTidyNear*in.tokensPerReq:
-			return 0
-		case short > own+0.5*in.tokensPerReq:
-			return -1
-		}
-		v = 1
+		own := in.tokens + s.stillHeld(at, in.tokensPerReq, rate, false)
+		v = tidyOf(tok.Reset.Seconds()*rate, own, shareTidyNear*in.tokensPerReq, 0.5*in.tokensPerReq)
 	}
 	return v
+}
+
+// stillHeld is what this gateway's requests sent in the last cost ÷ rate
+// before at (at itself too when withAt) still hold of a bucket refilling
+// at rate, each having taken cost from it.
+func (s *keyShare) stillHeld(at time.Time, cost, rate float64, withAt bool) float64 {
+	from := at.Add(-time.Duration(float64(time.Second) * cost / rate))
+	i := sort.Search(len(s.sends), func(i int) bool { return s.sends[i].After(from) })
+	held := 0.0
+	for _, t := range s.sends[i:] {
+		if t.After(at) || !withAt && t.Equal(at) {
+			break
+		}
+		held += math.Max(cost-at.Sub(t).Seconds()*rate, 0)
+	}
+	return held
+}
+
+// tidyOf judges a bucket short of full by short, of which this gateway's
+// own requests hold own: 0 (cannot tell) when it is more than near beyond
+// them (far from full: it has been short for a while, this gateway's own
+// use too, so nothing tells who took it), -1 (not tidy) when more than
+// slack beyond them, 1 (tidy) otherwise.
+func tidyOf(short, own, near, slack float64) int {
+	switch {
+	case short > own+near:
+		return 0
+	case short > own+slack:
+		return -1
+	}
+	return 1
 }
