@@ -207,8 +207,17 @@ type Controller struct {
 	// boost is what a lone gateway adds to its pace, a share of the rate,
 	// while its buckets read full (loneTop): from 0 up to lonePace −
 	// PaceFactor; boostAt when it last moved.
-	boost           float64
-	boostAt         time.Time
+	boost   float64
+	boostAt time.Time
+	// hold: a lone gateway whose answers come within shareDelay holds its
+	// buckets a little under their top: it paces at lonePace of the rate
+	// plus holdExtra, requests a second (lone.go: loneHold).
+	hold      bool
+	holdExtra float64
+	// tidyRun counts the readings in a row since the first answer that
+	// found every bucket at its top and tidy; -1 once one did not
+	// (lone.go: tidyStart).
+	tidyRun         int
 	lastRateLimited time.Time
 	episodes        int
 	win             controllerWindow
@@ -441,6 +450,11 @@ func (c *Controller) paceRate() float64 {
 	if c.p.ShareKey && c.share.frac > 0 {
 		p *= c.share.frac
 	}
+	if c.hold && c.share.lone() && c.share.heard {
+		// Alone at fast calls: the buckets' level, not the boost.
+		rate, _ := c.announcedRate()
+		return lonePace*rate + c.holdExtra
+	}
 	if c.boost > 0 && c.share.lone() {
 		rate, _ := c.announcedRate()
 		p += c.boost * rate
@@ -606,7 +620,9 @@ func (c *Controller) Done(t *Ticket, o Outcome, info RateInfo) {
 		}
 	}
 	if c.p.ShareKey {
+		c.tidyStart(o, info)
 		c.loneTop(now, o, info)
+		c.loneHold(o, info)
 	}
 	if o == OutcomeError || ((o == OutcomeOK || c.share.haveAnchor) && !c.share.longProbe) {
 		c.share.heard = true
