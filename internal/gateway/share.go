@@ -205,6 +205,7 @@ const (
 	shareScaleK     = 4.0                    // at slow calls the top probe is × this × the own share …
 	shareScaleMin   = 0.25                   // … at least this …
 	shareScaleMax   = 2.0                    // … and at most this
+	shareTidyRun    = 20                     // this many tidy readings in a row, over a span: the others have left
 )
 
 type shareReading struct {
@@ -262,6 +263,11 @@ type keyShare struct {
 	// lastTidy is the last answer's tidy reading (1 tidy, -1 not, 0 cannot
 	// tell; see tidy).
 	lastTidy int
+	// tidyRun counts the answers in a row that read tidy, and tidyFrom is
+	// the earliest send time among them: a long run says the others have
+	// left the key (shareTidyRun).
+	tidyRun  int
+	tidyFrom time.Time
 	// updates counts the updates (for tests and history).
 	updates int
 	// last is what the last update measured.
@@ -410,6 +416,14 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	if !rateLimited {
 		s.lastTidy = s.tidy(at, b, in)
 	}
+	if s.lastTidy > 0 {
+		if s.tidyRun == 0 || at.Before(s.tidyFrom) {
+			s.tidyFrom = at
+		}
+		s.tidyRun++
+	} else {
+		s.tidyRun = 0
+	}
 	if !s.haveAnchor {
 		s.anchor, s.haveAnchor = r, true
 		if !rateLimited && in.now.Sub(at) > shareSpan && s.heldFor(r, b) < in.now.Sub(at) {
@@ -486,6 +500,21 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	}
 	tau := in.full / in.rate
 	before := s.pace
+	left := !rateLimited && !s.slow && !s.lone() && s.tidyRun >= shareTidyRun && at.Sub(s.tidyFrom) >= span
+	if left {
+		// The others have left: a share of the key, past the slow
+		// start, and every answer over a span (at least shareTidyRun of
+		// them) found the buckets near their top with nothing in them but
+		// this gateway's own requests. At the top ρ says nothing of the
+		// room, and probing it back a round of feedback at a time took
+		// 30–60 s at slow calls: take the lone pace at once. Readings of
+		// requests sent before it (at the old pace) do not update it.
+		ownU = rho
+		s.paceSince = in.now
+		if s.paceSince.Before(at) {
+			s.paceSince = at
+		}
+	}
 	if ownU >= shareAlone*rho && !rateLimited {
 		// Alone on the key (what it used is what the key used): the lone
 		// gateway's pace.
