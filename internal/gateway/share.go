@@ -105,6 +105,13 @@ import (
 //     update it: the first update comes from a reading of the pace itself.
 //   - A lone gateway whose answers find every bucket at its top and tidy
 //     paces up to 99.5 % of the rate (Controller.loneTop).
+//   - The others have left: a gateway holding a share (past its slow
+//     start) whose answers over a span, at least shareTidyRun of them in a
+//     row, all read tidy takes the lone pace at once instead of probing
+//     the top back; readings of requests sent before that do not update
+//     it. Another user's requests make about their rate ÷ the key's of the
+//     readings untidy, so a run that long is rare while anyone else sends
+//     more than a few per cent of the key.
 //   - A gateway whose requests neither waited for the limit or the pace
 //     nor filled it (demand-bound) keeps its pace, but no more than a
 //     quarter above what it sent.
