@@ -79,6 +79,41 @@ func crashProcs(runID string) []int {
 	return pids
 }
 
+// crashLiveSandboxes counts the running docker sandboxes of the trial in
+// dir (their lock lives in dir: other tests run docker tasks named boxed
+// meanwhile).
+func crashLiveSandboxes(dir string) (int, error) {
+	locks, err := exec.Command("docker", "ps", "--filter", "label="+sandbox.LabelTask+"=boxed",
+		"--format", `{{.Label "`+sbdocker.LabelLock+`"}}`).Output()
+	live := 0
+	for _, l := range strings.Fields(string(locks)) {
+		if strings.HasPrefix(l, dir+"/") {
+			live++
+		}
+	}
+	return live, err
+}
+
+// crashAwaitSandbox waits until the launch cmd in dir has a live docker
+// sandbox (polling the daemon; at most four minutes, the bound of a slow,
+// busy machine), failing the trial if the launch ends first or none starts.
+func crashAwaitSandbox(t *testing.T, dir string, cmd *exec.Cmd, out *bytes.Buffer) {
+	t.Helper()
+	bound := time.Now().Add(4 * time.Minute)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for range tick.C {
+		if n, err := crashLiveSandboxes(dir); err == nil && n > 0 {
+			return
+		}
+		if cmd.ProcessState != nil || !alive(cmd.Process.Pid) || time.Now().After(bound) {
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			_ = cmd.Wait()
+			t.Fatalf("the launch never had a live docker sandbox:\n%s", out.String())
+		}
+	}
+}
+
 // integrity runs SQLite's own check on the record file.
 func crashIntegrity(t *testing.T, recDir string) {
 	t.Helper()
@@ -161,8 +196,18 @@ func TestCrashSafety(t *testing.T) {
 	for trial := 0; trial < trials; trial++ {
 		useDocker := withDocker && trial%5 == 4
 		delay := time.Duration(rng.IntN(1500)) * time.Millisecond
+		// Docker trials alternate: a random moment from the launch (the
+		// first, third: often before any sandbox, on a slow machine while
+		// the network is made), and a random moment within 0.4 s of the
+		// trial's first live sandbox (the second, fourth), so a slow daemon
+		// cannot make every kill miss the sandboxes.
+		afterLive := false
 		if useDocker {
 			delay = time.Duration(1000+rng.IntN(4000)) * time.Millisecond
+			afterLive = (trial/5)%2 == 1
+			if afterLive {
+				delay = time.Duration(rng.IntN(400)) * time.Millisecond
+			}
 		}
 		t.Run(fmt.Sprintf("trial%02d", trial), func(t *testing.T) {
 			dir := t.TempDir()
@@ -177,19 +222,13 @@ func TestCrashSafety(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
+			if afterLive {
+				crashAwaitSandbox(t, dir, cmd, &first)
+			}
 			time.Sleep(delay) // a random kill point, not synchronisation
 			if useDocker {
 				dockerTrials++
-				// This trial's sandboxes only (their lock lives in dir):
-				// other tests run docker tasks named boxed meanwhile.
-				locks, err := exec.Command("docker", "ps", "--filter", "label="+sandbox.LabelTask+"=boxed",
-					"--format", `{{.Label "`+sbdocker.LabelLock+`"}}`).Output()
-				live := 0
-				for _, l := range strings.Fields(string(locks)) {
-					if strings.HasPrefix(l, dir+"/") {
-						live++
-					}
-				}
+				live, err := crashLiveSandboxes(dir)
 				if err == nil && live > 0 {
 					liveAtKill++
 					t.Logf("%d docker sandboxes were live at the kill", live)

@@ -56,7 +56,9 @@ func TestKilledDockerRunIsSwept(t *testing.T) {
 	}
 
 	// The daemon's own event stream says when a sandbox of the doomed run starts.
-	evCtx, evCancel := context.WithTimeout(ctx, time.Minute)
+	// (Four minutes bound it: on a slow machine busy with other packages'
+	// tests the build and network alone can take most of one.)
+	evCtx, evCancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer evCancel()
 	starts, evErrs := cli.Events(evCtx, events.ListOptions{Filters: filters.NewArgs(
 		filters.Arg("type", string(events.ContainerEventType)), filters.Arg("event", string(events.ActionStart)),

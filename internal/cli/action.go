@@ -50,7 +50,7 @@ func newAction(env Env) *cobra.Command {
 				}
 				f := launchFlags{concurrency: o.Concurrency, budget: o.BudgetUSD, rerun: o.Rerun, earlyExit: o.EarlyExit,
 					confirm: o.Confirm, confirmSamples: o.ConfirmSamples,
-					shard: o.Shard, title: o.Title, record: o.Record, samplesRamp: o.SamplesRamp, grace: 4 * time.Second}
+					shard: o.Shard, title: o.Title, record: o.Record, samplesRamp: o.SamplesRamp, grace: actionGrace}
 				changed := func(name string) bool {
 					switch name {
 					case "max-concurrency":
@@ -238,3 +238,11 @@ func modelSecrets(path string, env Env) []string {
 	}
 	return out
 }
+
+// actionGrace is how long running attempts may finish after the runner's
+// SIGINT. The runner sends SIGTERM 7.5 s after it; aborting the rest,
+// removing the sandboxes, network and relay, and posting the partial report
+// took 0.6–0.8 s on an idle daemon and 4.2 s on a daemon busy with other
+// jobs' containers (a 4 s grace then ran past the SIGTERM), so 2 s leaves
+// 5.5 s for that.
+const actionGrace = 2 * time.Second

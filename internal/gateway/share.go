@@ -105,6 +105,13 @@ import (
 //     update it: the first update comes from a reading of the pace itself.
 //   - A lone gateway whose answers find every bucket at its top and tidy
 //     paces up to 99.5 % of the rate (Controller.loneTop).
+//   - The others have left: a gateway holding a share (past its slow
+//     start) whose answers over a span, at least shareTidyRun of them in a
+//     row, all read tidy takes the lone pace at once instead of probing
+//     the top back; readings of requests sent before that do not update
+//     it. Another user's requests make about their rate ÷ the key's of the
+//     readings untidy, so a run that long is rare while anyone else sends
+//     more than a few per cent of the key.
 //   - A gateway whose requests neither waited for the limit or the pace
 //     nor filled it (demand-bound) keeps its pace, but no more than a
 //     quarter above what it sent.
@@ -205,6 +212,7 @@ const (
 	shareScaleK     = 4.0                    // at slow calls the top probe is × this × the own share …
 	shareScaleMin   = 0.25                   // … at least this …
 	shareScaleMax   = 2.0                    // … and at most this
+	shareTidyRun    = 20                     // this many tidy readings in a row, over a span: the others have left
 )
 
 type shareReading struct {
@@ -262,6 +270,11 @@ type keyShare struct {
 	// lastTidy is the last answer's tidy reading (1 tidy, -1 not, 0 cannot
 	// tell; see tidy).
 	lastTidy int
+	// tidyRun counts the answers in a row that read tidy, and tidyFrom is
+	// the earliest send time among them: a long run says the others have
+	// left the key (shareTidyRun).
+	tidyRun  int
+	tidyFrom time.Time
 	// updates counts the updates (for tests and history).
 	updates int
 	// last is what the last update measured.
@@ -410,6 +423,14 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	if !rateLimited {
 		s.lastTidy = s.tidy(at, b, in)
 	}
+	if s.lastTidy > 0 {
+		if s.tidyRun == 0 || at.Before(s.tidyFrom) {
+			s.tidyFrom = at
+		}
+		s.tidyRun++
+	} else {
+		s.tidyRun = 0
+	}
 	if !s.haveAnchor {
 		s.anchor, s.haveAnchor = r, true
 		if !rateLimited && in.now.Sub(at) > shareSpan && s.heldFor(r, b) < in.now.Sub(at) {
@@ -486,6 +507,21 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	}
 	tau := in.full / in.rate
 	before := s.pace
+	left := !rateLimited && !s.slow && !s.lone() && s.tidyRun >= shareTidyRun && at.Sub(s.tidyFrom) >= span
+	if left {
+		// The others have left: a share of the key, past the slow
+		// start, and every answer over a span (at least shareTidyRun of
+		// them) found the buckets near their top with nothing in them but
+		// this gateway's own requests. At the top ρ says nothing of the
+		// room, and probing it back a round of feedback at a time took
+		// 30–60 s at slow calls: take the lone pace at once. Readings of
+		// requests sent before it (at the old pace) do not update it.
+		ownU = rho
+		s.paceSince = in.now
+		if s.paceSince.Before(at) {
+			s.paceSince = at
+		}
+	}
 	if ownU >= shareAlone*rho && !rateLimited {
 		// Alone on the key (what it used is what the key used): the lone
 		// gateway's pace.

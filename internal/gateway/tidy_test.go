@@ -144,3 +144,44 @@ func TestLonePaceClimbsAtTheTop(t *testing.T) {
 		t.Fatalf("after a reading below the top, pace %.3f, want 19.4", p)
 	}
 }
+
+// A gateway holding a share of the key whose answers, over a span and at
+// least shareTidyRun of them in a row, all read tidy (the bucket at its
+// top with nothing in it but its own requests) takes the lone pace at
+// once: the others have left, and at slow calls probing the top back took
+// 30–60 s. One untidy reading (someone else's request) starts the run
+// over.
+func TestKeyShareOthersLeft(t *testing.T) {
+	t0 := testEpoch
+	in := shareIn
+	in.latency = 10 * time.Second
+	for _, tc := range []struct {
+		name    string
+		untidy  int // the reading that finds someone else's request (0: none)
+		wantSet bool
+	}{
+		{"every reading tidy", 0, true},
+		{"one untidy reading 4 s before the update", 30, false},
+	} {
+		s := keyShare{frac: 0.25, anchor: shareReading{at: t0, f: [2]float64{0.95}, ok: [2]bool{true}}, haveAnchor: true, ivl: [2]float64{1}}
+		// Five requests a second for 10 s, each answered a latency later
+		// with the bucket a request short (its own) or two (and another's).
+		for k := 1; k <= 50; k++ {
+			at := t0.Add(time.Duration(k) * 200 * time.Millisecond)
+			s.sent(at)
+			s.held(at)
+			short := 1.0
+			if k == tc.untidy {
+				short = 2
+			}
+			in.now = at.Add(in.latency)
+			s.reading(at, tidyBucket(short), false, in)
+		}
+		if lone := s.lone(); lone != tc.wantSet {
+			t.Errorf("%s: lone pace %v (pace %.3f of it), want %v", tc.name, lone, s.frac, tc.wantSet)
+		}
+		if tc.wantSet && !s.paceSince.Equal(t0.Add(10*time.Second+in.latency)) {
+			t.Errorf("%s: the lone pace began at %v, want the answer's arrival", tc.name, s.paceSince.Sub(t0))
+		}
+	}
+}
