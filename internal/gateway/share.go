@@ -112,6 +112,10 @@ import (
 //     it. Another user's requests make about their rate ÷ the key's of the
 //     readings untidy, so a run that long is rare while anyone else sends
 //     more than a few per cent of the key.
+//   - Alone by tokens stays alone: at slow calls a gateway alone at its
+//     last update whose own use is read from the tokens bucket (an
+//     estimate, ± 7 %) stays alone from shareStayAlone of the key's use
+//     (stayAlone).
 //   - A gateway whose requests neither waited for the limit or the pace
 //     nor filled it (demand-bound) keeps its pace, but no more than a
 //     quarter above what it sent.
