@@ -112,6 +112,10 @@ import (
 //     it. Another user's requests make about their rate ÷ the key's of the
 //     readings untidy, so a run that long is rare while anyone else sends
 //     more than a few per cent of the key.
+//   - Alone by tokens stays alone: at slow calls a gateway alone at its
+//     last update whose own use is read from the tokens bucket (an
+//     estimate, ± 7 %) stays alone from shareStayAlone of the key's use
+//     (stayAlone).
 //   - A gateway whose requests neither waited for the limit or the pace
 //     nor filled it (demand-bound) keeps its pace, but no more than a
 //     quarter above what it sent.
@@ -213,6 +217,7 @@ const (
 	shareScaleMin   = 0.25                   // … at least this …
 	shareScaleMax   = 2.0                    // … and at most this
 	shareTidyRun    = 20                     // this many tidy readings in a row, over a span: the others have left
+	shareStayAlone  = 0.8                    // at slow calls, a gateway alone by tokens stays alone from this much of the key's use
 )
 
 type shareReading struct {
@@ -492,7 +497,11 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	}
 	ownFrom := math.Max(float64(count(s.sends, from, at)-count(s.refused, from, at)), 0)
 	sentN := float64(count(s.sends, from, at))
-	rho, ownU, atTop, have := s.measure(r, b, own/dt.Seconds(), dt, in)
+	rho, ownU, atTop, have, byTokens := s.measure(r, b, own/dt.Seconds(), dt, in)
+	// Alone at the last update, at slow calls, with its own use read from
+	// the tokens bucket (an estimate): it stays alone from shareStayAlone
+	// of the key's use (stayAlone).
+	stay := s.stayAlone(rateLimited, byTokens, in.latency+span)
 	s.anchor = r
 	s.trim(max(shareSpan, in.latency/2))
 	if !have {
@@ -522,7 +531,11 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 			s.paceSince = at
 		}
 	}
-	if ownU >= shareAlone*rho && !rateLimited {
+	alone := shareAlone
+	if stay {
+		alone = shareStayAlone
+	}
+	if ownU >= alone*rho && !rateLimited {
 		// Alone on the key (what it used is what the key used): the lone
 		// gateway's pace.
 		s.pace, s.frac, s.slow, s.over = in.full, 0, false, false
@@ -608,6 +621,25 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	return s.pace != before
 }
 
+// stayAlone: a gateway alone at the last update (past its slow start)
+// stays alone on an answer that is not a 429 while its use reads at least
+// shareStayAlone of the key's, not shareAlone, when calls are slow (the
+// feedback takes longer than shareDelay) and its use was read from the
+// tokens bucket. There its use is own requests × the EWMA of the tokens
+// a request used (1/8 weighting: ± 7 % at ± 50 % token jitter), and ρ the
+// tokens the bucket actually lost, so a gateway alone on the key reads
+// 0.85–0.9 of it on some spans; read as shared, the key over and its
+// share more than half of it, it yielded to 0.6 of its pace for a round
+// of feedback (15 s at 10 s calls) with no one to take the room. A
+// gateway that joins makes itself known all the same: its probe (four
+// requests a second, a fifth of the key at 20 a second) puts the key
+// over, and 429s never read alone. Counted in requests, u is exact and
+// the threshold stays; at faster calls a wrong yield costs a second or
+// two and the threshold stays too.
+func (s *keyShare) stayAlone(rateLimited, byTokens bool, delay time.Duration) bool {
+	return s.lone() && s.updates > 0 && !s.slow && !rateLimited && byTokens && delay > shareDelay
+}
+
 // probeScale scales the probe at the bucket's top by this gateway's share
 // of the key: every gateway's probe is its share of the key's, so the
 // key's total climbs by the same whatever their number (eight gateways
@@ -631,9 +663,11 @@ func (s *keyShare) probeScale() float64 {
 // apart (ρ, a share of its refill), this gateway's (u, the same, from own
 // requests a second got through), and whether the bucket is at its top.
 // The bucket this gateway uses most binds; a bucket at its top reads ρ
-// high, so ρ is read from the others.
-func (s *keyShare) measure(r shareReading, b [2]Bucket, own float64, dt time.Duration, in shareInput) (rho, ownU float64, atTop, have bool) {
-	topU := -1.0 // the most-used bucket at its top: its u
+// high, so ρ is read from the others. byTokens: u was read from the
+// tokens bucket (own requests × the average tokens a request uses, an
+// estimate), not counted in requests.
+func (s *keyShare) measure(r shareReading, b [2]Bucket, own float64, dt time.Duration, in shareInput) (rho, ownU float64, atTop, have, byTokens bool) {
+	topU, topTokens := -1.0, false // the most-used bucket at its top: its u
 	for k := range b {
 		if !r.ok[k] {
 			continue
@@ -647,24 +681,26 @@ func (s *keyShare) measure(r shareReading, b [2]Bucket, own float64, dt time.Dur
 		}
 		u := own / refill
 		if r.f[k] >= shareAtTop {
-			topU = math.Max(topU, u)
+			if u > topU {
+				topU, topTokens = u, k == 1
+			}
 			continue
 		}
 		if !s.anchor.ok[k] || s.ivl[k] <= 0 {
 			continue
 		}
 		if x := 1 - (r.f[k]-s.anchor.f[k])*s.ivl[k]/dt.Seconds(); !have || x > rho {
-			rho, ownU, have = x, u, true
+			rho, ownU, have, byTokens = x, u, true, k == 1
 		}
 	}
 	if topU >= 0 && (!have || topU > ownU) {
 		// A bucket this gateway uses more is at its top.
 		atTop = true
 		if !have || rho <= in.full/in.rate {
-			rho, ownU, have = 1, topU, true
+			rho, ownU, have, byTokens = 1, topU, true, topTokens
 		}
 	}
-	return rho, ownU, atTop, have
+	return rho, ownU, atTop, have, byTokens
 }
 
 // probeStart ends a long probe (slow calls): from the first reading to
@@ -688,7 +724,7 @@ func (s *keyShare) probeStart(at time.Time, r shareReading, b [2]Bucket, rateLim
 	sec := math.Max(dt.Seconds(), shareSpan429.Seconds())
 	admitted := math.Max(float64(count(s.sends, from, at)-count(s.refused, from, at)), 0)
 	own := admitted / sec
-	rho, ownU, atTop, have := s.measure(r, b, own, dt, in)
+	rho, ownU, atTop, have, _ := s.measure(r, b, own, dt, in)
 	s.anchor = r
 	tau := in.full / in.rate
 	switch {

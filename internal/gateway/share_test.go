@@ -543,3 +543,51 @@ func TestKeyShareSlowCallsFair(t *testing.T) {
 		}
 	}
 }
+
+// A gateway alone on the key at slow calls, its own use read from the
+// tokens bucket (own requests × the average tokens a request uses, ± 7 %
+// on its own), stays alone on a span whose reading puts it at 0.85 of the
+// key's use; counted in requests, at faster calls, or on a 429 it does not
+// (stayAlone).
+func TestKeyShareStaysAloneByTokens(t *testing.T) {
+	t0 := testEpoch
+	// Requests: 3 600 a minute, near the top; tokens: 1 200 000 a minute
+	// held for a second, half full at both readings (ρ = 1).
+	tokens := func(f float64) [2]Bucket {
+		return [2]Bucket{
+			{Limit: 3600, Remaining: 0.97 * 3600, Reset: 20 * time.Millisecond, OK: true, Coarse: true},
+			{Limit: 1.2e6, Remaining: f * 1.2e6, Reset: time.Duration((1 - f) * float64(time.Second)), OK: true, Coarse: true},
+		}
+	}
+	requests := func(f float64) [2]Bucket { return bucket1s(f) }
+	for _, tc := range []struct {
+		name        string
+		b           func(float64) [2]Bucket
+		latency     time.Duration
+		rateLimited bool
+		alone       bool
+	}{
+		{"tokens, 10 s calls", tokens, 10 * time.Second, false, true},
+		{"requests, 10 s calls", requests, 10 * time.Second, false, false},
+		{"tokens, 1 s calls", tokens, time.Second, false, false},
+		{"tokens, 10 s calls, a 429", tokens, 10 * time.Second, true, false},
+	} {
+		in := shareIn
+		in.latency, in.tokensPerReq, in.now = tc.latency, 1000, t0.Add(5*time.Second+tc.latency)
+		// Alone at the last update (frac 0), its anchor at t0.
+		s := keyShare{anchor: shareReading{at: t0, f: [2]float64{0.5, 0.5}, ok: [2]bool{true, tc.b(0.5)[1].OK}}, haveAnchor: true, ivl: [2]float64{1, 1}, updates: 1}
+		// 17 a second got through over 5 s: 0.85 of the key's 20.
+		for i := 1; i <= 85; i++ {
+			s.sent(t0.Add(time.Duration(i) * 5 * time.Second / 86))
+		}
+		s.held(t0.Add(time.Second))
+		at := t0.Add(5 * time.Second)
+		if tc.rateLimited {
+			s.refuse(at)
+		}
+		s.reading(at, tc.b(0.5), tc.rateLimited, in)
+		if got := s.lone(); got != tc.alone {
+			t.Errorf("%s: alone %v (pace %.2f, ρ %.3f, own %.3f), want %v", tc.name, got, s.frac*in.full, s.lastRho, s.lastOwn, tc.alone)
+		}
+	}
+}
