@@ -214,6 +214,12 @@ type Controller struct {
 	// plus holdExtra, requests a second (lone.go: loneHold).
 	hold      bool
 	holdExtra float64
+	// bank: a gateway that started alone (the tidy start) holds its
+	// buckets at bankFloor of their capacity instead of near their top,
+	// spending what they held at the start; until a 429. bankCap is each
+	// bucket's capacity once learned (lone.go: bankWant).
+	bank    bool
+	bankCap [2]float64
 	// tidyRun counts the readings in a row since the first answer that
 	// found every bucket at its top and tidy; -1 once one did not
 	// (lone.go: tidyStart).

@@ -37,6 +37,19 @@ import "math"
 //     busy reads untidy most of the time (at its top, about 87 % of the
 //     readings when the other paces at 97 %; with the hold, every one),
 //     so four in a row hardly happen there (0.13⁴ ≈ 0.03 %).
+//   - The bank (bankWant). A gateway that started alone by the tidy start
+//     spends what its buckets held at the start, once: the hold aims at
+//     bankFloor of each bucket's capacity (at least bankFloorMin requests'
+//     worth) instead of two requests under its top, climbing to it at up to
+//     bankUp of the rate, and keeps it there: a bucket held at any level
+//     loses no refill, so the bank is spent once and for all. The capacity
+//     is learned from the first readings under the top (short ÷ (1 −
+//     fraction)). A 429, or a reading under half the floor (someone else
+//     takes from the key), ends it. A joiner's first reading then finds
+//     the bucket far below its top, which tidy cannot tell; a bucket that
+//     refills within a span yet is far below its top has been used lately,
+//     so the join starts at the probe's rate as on an untidy reading
+//     (share.go: usedLately).
 
 // Constants of the lone gateway's rules.
 const (
@@ -44,6 +57,9 @@ const (
 	holdShortTokens = 3.0 // … in the tokens bucket, in requests' worth of tokens
 	holdMax         = 0.1 // the hold moves the pace by at most this share of the rate
 	tidyStartRun    = 4   // tidy readings at the top in a row that start a gateway alone
+	bankFloor       = 0.2 // a gateway that started alone holds its buckets this full (the bank)
+	bankFloorMin    = 4.0 // … but never under this many requests (or requests' worth of tokens)
+	bankUp          = 0.5 // … spending it at up to this share of the rate on top of the pace
 )
 
 // loneHold sets the hold from an answer (see above).
@@ -77,11 +93,21 @@ func (c *Controller) loneHold(o Outcome, info RateInfo) {
 			short /= c.tokensPerReq
 			want = holdShortTokens
 		}
+		if c.bank {
+			want = math.Max(want, c.bankWant(k, b, short))
+		}
 		extra = math.Min(extra, (want-short)/horizon)
+	}
+	if o == OutcomeRateLimited {
+		c.bank = false
 	}
 	c.hold = on && !math.IsInf(extra, 1)
 	if c.hold {
-		c.holdExtra = math.Max(math.Min(extra, holdMax*rate), -holdMax*rate)
+		up := holdMax
+		if c.bank {
+			up = bankUp
+		}
+		c.holdExtra = math.Max(math.Min(extra, up*rate), -holdMax*rate)
 	}
 }
 
@@ -107,6 +133,30 @@ func (c *Controller) tidyStart(o Outcome, info RateInfo) {
 	if c.tidyRun >= tidyStartRun {
 		s.frac, s.slow, s.over = 0, false, false
 		s.updates++
+		c.bank = true
 		c.record(c.limitLocked(), "pacing alone (tidy start)")
 	}
+}
+
+// bankWant is how far under its top the bank holds bucket k (in requests,
+// or requests' worth of tokens, as short is): (1 − bankFloor) of its
+// capacity, leaving at least bankFloorMin; 0 while the capacity is not
+// known, and once a reading finds the bucket under half that floor (the
+// bank ends). A bucket's capacity is how far it is short of full over the share
+// of it that is empty (short ÷ (1 − fraction)): learned once the hold has
+// taken it a little under its top.
+func (c *Controller) bankWant(k int, b Bucket, short float64) float64 {
+	if f := b.fraction(); c.bankCap[k] <= 0 && short >= 1 && f < 0.95 {
+		c.bankCap[k] = short / (1 - f)
+	}
+	if c.bankCap[k] <= 0 {
+		return 0
+	}
+	if short > c.bankCap[k]-0.5*math.Max(bankFloor*c.bankCap[k], bankFloorMin) {
+		// Under half its floor: someone else takes from it. The bank
+		// ends; the hold takes the bucket back toward its top.
+		c.bank = false
+		return 0
+	}
+	return math.Max(math.Min((1-bankFloor)*c.bankCap[k], c.bankCap[k]-bankFloorMin), 0)
 }

@@ -139,3 +139,84 @@ func TestTidyStart(t *testing.T) {
 		}
 	}
 }
+
+// tidyStarted makes a controller that started alone by the tidy start:
+// its probe's four answers all found the bucket at its top and tidy. Its
+// latency is then taken as 100 ms (the hold's horizon 1 s).
+func tidyStarted(t *testing.T) (*Controller, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(testEpoch)
+	c := NewController(StewardPolicy(), clk)
+	var tks []*Ticket
+	for range tidyStartRun {
+		tk, wait := c.TryAcquire()
+		if tk == nil {
+			t.Fatalf("probe refused (wait %s)", wait)
+		}
+		tks = append(tks, tk)
+		clk.Advance(shareProbeGap)
+	}
+	for _, tk := range tks {
+		c.Done(tk, OutcomeOK, loneInfo(tidyBucket(1)))
+		clk.Advance(50 * time.Millisecond)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.bank || !c.share.lone() {
+		t.Fatalf("four tidy readings at the top: not started alone (bank %v, share %.2f)", c.bank, c.share.frac)
+	}
+	c.latency = 100 * time.Millisecond
+	return c, clk
+}
+
+// A gateway that started alone spends its buckets' bank once: the hold
+// aims at a fifth of the bucket (16 requests under the top of a bucket of
+// 20, learned from the first reading under the top), climbing to it at up
+// to half the rate above the pace, and keeps it there; a reading under
+// half that floor (someone else takes from the key) ends the bank, and
+// the hold goes back to two requests under the top. A gateway that did not
+// start alone holds two under the top.
+func TestLoneBank(t *testing.T) {
+	const lat = 100 * time.Millisecond
+	c, clk := tidyStarted(t)
+	pace := func() float64 { p, _, _ := c.SharePace(); return p }
+	for _, tc := range []struct {
+		short float64
+		want  float64
+		why   string
+	}{
+		{2, 29.9, "two under the top of a bucket of 20: 14 a second more (the bank), capped at half the rate"},
+		{10, 25.9, "ten under: six a second more"},
+		{16, 19.9, "at the floor: 99.5 % of the rate"},
+		{15, 20.9, "one above the floor: one a second more"},
+		{19, 17.9, "under half the floor: the bank ends, 10 % of the rate less"},
+		{2, 19.9, "the bank over: two under the top holds the pace"},
+	} {
+		loneAnswer(c, clk, lat, OutcomeOK, loneInfo(tidyBucket(tc.short)))
+		if p := pace(); math.Abs(p-tc.want) > 0.05 {
+			t.Errorf("bucket %.0f under its top: pace %.3f, want %.2f (%s)", tc.short, p, tc.want, tc.why)
+		}
+	}
+
+	// Not started alone (an untidy reading among the probe's): no bank.
+	c, clk = loneAt(t, lat)
+	for i := 0; i < 2; i++ {
+		loneAnswer(c, clk, lat, OutcomeOK, loneInfo(tidyBucket(2)))
+	}
+	if p := pace(); math.Abs(p-19.9) > 0.05 {
+		t.Errorf("not started alone, two under the top: pace %.3f, want 19.9 (no bank)", p)
+	}
+
+	// A 429 ends the bank.
+	c, clk = tidyStarted(t)
+	loneAnswer(c, clk, lat, OutcomeOK, loneInfo(tidyBucket(2)))
+	i := loneInfo(tidyBucket(20))
+	i.RetryAfter = 50 * time.Millisecond
+	loneAnswer(c, clk, 0, OutcomeRateLimited, i)
+	c.mu.Lock()
+	bank := c.bank
+	c.mu.Unlock()
+	if bank {
+		t.Errorf("after a 429 the bank goes on")
+	}
+}

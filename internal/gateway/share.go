@@ -96,7 +96,8 @@ import (
 //     pace, or, when the emptiest bucket is less full than that, at that
 //     fraction of it (the fair guess: what the others leave of the key;
 //     after a 429, the floor), or at the probe's rate when the first
-//     reading was not tidy (the key in use: the fair guess may be more
+//     reading was not tidy, or far below the top of a bucket that
+//     refills within a span (the key in use: the fair guess may be more
 //     than the others leave), and doubles it at every update that finds
 //     room or the top, until one finds the key over (or it is alone, when
 //     it takes the lone pace at once); in the slow start an update needs
@@ -447,10 +448,13 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 			return false
 		}
 		s.frac, s.slow = s.startFrac(r, in), true
-		if s.lastTidy < 0 {
+		if s.lastTidy < 0 || (s.lastTidy == 0 && !rateLimited && usedLately(b)) {
 			// Someone else took from the bucket just before this
-			// request: the key is in use, and the fair guess may be far
-			// more than the others leave. Start at the probe's rate; the
+			// request, or (cannot tell) the bucket was far below its
+			// top yet refills within a span: someone took from it
+			// lately (a lone gateway holds it low: lone.go, the bank).
+			// The key is in use, and the fair guess may be far more
+			// than the others leave. Start at the probe's rate; the
 			// slow start finds the room.
 			s.frac = math.Min(s.frac, math.Max(float64(time.Second/shareProbeGap), shareFloor*in.rate)/in.full)
 		}
@@ -828,4 +832,16 @@ func tidyOf(short, own, near, slack float64) int {
 		return -1
 	}
 	return 1
+}
+
+// usedLately: a bucket with a reset finer than a second refills within
+// shareSpan, so whatever it is short of full was taken within the last
+// span (a reading far below the top of such a bucket: the key is in use).
+func usedLately(b [2]Bucket) bool {
+	for _, x := range b {
+		if x.OK && !x.Coarse && x.Reset > 0 && x.Reset <= shareSpan {
+			return true
+		}
+	}
+	return false
 }

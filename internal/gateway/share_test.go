@@ -591,3 +591,28 @@ func TestKeyShareStaysAloneByTokens(t *testing.T) {
 		}
 	}
 }
+
+// A joining gateway whose first reading finds a bucket that refills within
+// a span far below its top (a lone gateway holds it low: the bank, lone.go)
+// cannot tell whose requests those are, but the key is in use: it starts at
+// the probe's rate, as on an untidy reading, not at the bucket's fraction
+// of the lone pace. A bucket of a minute's refill as far down (reset 30 s)
+// says nothing of now: the fair guess as before.
+func TestKeyShareJoinFarBelowTop(t *testing.T) {
+	for _, tc := range []struct {
+		b    Bucket
+		want float64
+	}{
+		{tidyBucket(12)[0], 4 / shareIn.full},
+		{Bucket{Limit: 1200, Remaining: 480, Reset: 36 * time.Second, OK: true}, 0.4},
+	} {
+		var s keyShare
+		s.sent(testEpoch)
+		in := shareIn
+		in.now = testEpoch.Add(300 * time.Millisecond)
+		s.reading(testEpoch, [2]Bucket{tc.b}, false, in)
+		if math.Abs(s.frac-tc.want) > 1e-9 {
+			t.Errorf("first reading %.0f of %.0f, reset %s: start %.3f of the lone pace, want %.3f", tc.b.Remaining, tc.b.Limit, tc.b.Reset, s.frac, tc.want)
+		}
+	}
+}
