@@ -590,6 +590,35 @@ tasks:
       - {id: s5, input: slow, target: ok}
 `
 
+// actionDies follows the daemon's event stream from since on and sends the
+// time (the daemon's) at which the container named action died.
+func actionDies(t *testing.T, since time.Time, action string) <-chan time.Time {
+	t.Helper()
+	api := dockertest.Client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	msgs, errs := api.Events(ctx, events.ListOptions{
+		Since: strconv.FormatInt(since.Add(-time.Second).Unix(), 10),
+		Filters: filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)), filters.Arg("event", string(events.ActionDie)),
+			filters.Arg("container", action)),
+	})
+	out := make(chan time.Time, 1)
+	go func() {
+		for {
+			select {
+			case m := <-msgs:
+				if m.Actor.Attributes["name"] == action {
+					out <- time.Unix(0, m.TimeNano)
+					return
+				}
+			case <-errs:
+				return
+			}
+		}
+	}()
+	return out
+}
+
 // sandboxStarts follows the daemon's event stream from since on (so no
 // start is missed, however late the test subscribes) and sends one value
 // per start of a sandbox container of task created by the Steward running
@@ -645,10 +674,11 @@ func runnerCancelled(t *testing.T, img string) {
 		writeFile(t, filepath.Join(ws, "cancel", "steward.yaml"), cancelEvalSet)
 	}
 	j.checkout()
-	var elapsed time.Duration
+	var elapsed, died time.Duration
 	var signals []string
 	since := time.Now()
 	res := j.startAction(wf.Jobs["eval"].Steps[1], func(name string, exited <-chan struct{}) {
+		dies := actionDies(t, since, name)
 		starts := sandboxStarts(t, since, name, "slow")
 		bound := time.After(4 * time.Minute)
 		for range 3 {
@@ -667,10 +697,23 @@ func runnerCancelled(t *testing.T, img string) {
 			_ = j.proc.Signal(s) // docker run passes SIGINT and SIGTERM on to the container
 		}, exited)
 		elapsed = time.Since(start)
+		select {
+		case at := <-dies:
+			died = at.Sub(start)
+		case <-time.After(time.Minute):
+			t.Fatalf("the daemon never reported the action's container dying")
+		}
 	})
-	t.Logf("cancellation: exit %d, %v after SIGINT (signals %v)", res.code, elapsed.Round(10*time.Millisecond), signals)
-	if !slices.Equal(signals, []string{"SIGINT"}) || res.code != 130 {
-		t.Fatalf("exit %d after signals %v: Steward must exit on its own before the runner's SIGTERM (7.5 s):\n%s", res.code, signals, res.log.Text())
+	t.Logf("cancellation: Steward's container died %v after the SIGINT, docker run exited %v after it, exit %d (signals %v)",
+		died.Round(10*time.Millisecond), elapsed.Round(10*time.Millisecond), res.code, signals)
+	// What must hold is that Steward ends on its own before the runner's
+	// SIGTERM: its container's death, by the daemon's clock. `docker run
+	// --rm` exits only once the daemon has removed the container too, which
+	// on a daemon busy with other jobs' builds took seconds more (8.18 s in
+	// a CI run); a SIGTERM the runner sends it then reaches no process.
+	if died >= 7500*time.Millisecond || res.code != 130 || signals[0] != "SIGINT" || slices.Contains(signals, "SIGKILL") {
+		t.Fatalf("exit %d, container died %v after the SIGINT, signals %v: Steward must exit on its own before the runner's SIGTERM (7.5 s):\n%s",
+			res.code, died, signals, res.log.Text())
 	}
 	rep := checkStep(t, j, res, "cancel/steward.yaml")
 	if !rep.Partial || res.outputs["partial"] != "true" || rep.Counts.Passed != 3 {
