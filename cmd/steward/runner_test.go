@@ -590,18 +590,23 @@ tasks:
       - {id: s5, input: slow, target: ok}
 `
 
-// actionDies follows the daemon's event stream from since on and sends the
-// time (the daemon's) at which the container named action died.
-func actionDies(t *testing.T, since time.Time, action string) <-chan time.Time {
+// containerEvents follows the daemon's container events of kind action from
+// since on (a second before, so none is missed however late the test
+// subscribes), filtered by more, until the test ends.
+func containerEvents(t *testing.T, since time.Time, action events.Action, more ...filters.KeyValuePair) (<-chan events.Message, <-chan error) {
 	t.Helper()
 	api := dockertest.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	msgs, errs := api.Events(ctx, events.ListOptions{
-		Since: strconv.FormatInt(since.Add(-time.Second).Unix(), 10),
-		Filters: filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)), filters.Arg("event", string(events.ActionDie)),
-			filters.Arg("container", action)),
-	})
+	f := filters.NewArgs(append([]filters.KeyValuePair{filters.Arg("type", string(events.ContainerEventType)), filters.Arg("event", string(action))}, more...)...)
+	return api.Events(ctx, events.ListOptions{Since: strconv.FormatInt(since.Add(-time.Second).Unix(), 10), Filters: f})
+}
+
+// actionDies follows the daemon's event stream from since on and sends the
+// time (the daemon's) at which the container named action died.
+func actionDies(t *testing.T, since time.Time, action string) <-chan time.Time {
+	t.Helper()
+	msgs, errs := containerEvents(t, since, events.ActionDie, filters.Arg("container", action))
 	out := make(chan time.Time, 1)
 	go func() {
 		for {
@@ -628,11 +633,8 @@ func sandboxStarts(t *testing.T, since time.Time, action, task string) <-chan st
 	api := dockertest.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	msgs, errs := api.Events(ctx, events.ListOptions{
-		Since: strconv.FormatInt(since.Add(-time.Second).Unix(), 10),
-		Filters: filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)), filters.Arg("event", string(events.ActionStart)),
-			filters.Arg("label", "dev.steward.role=sandbox"), filters.Arg("label", sandbox.LabelTask+"="+task)),
-	})
+	msgs, errs := containerEvents(t, since, events.ActionStart,
+		filters.Arg("label", "dev.steward.role=sandbox"), filters.Arg("label", sandbox.LabelTask+"="+task))
 	out := make(chan struct{}, 64)
 	go func() {
 		var scope string

@@ -18,11 +18,17 @@ func loneInfo(b [2]Bucket) RateInfo {
 // would find it) after one answer lat after its request.
 func loneAt(t *testing.T, lat time.Duration) (*Controller, *clock.Fake) {
 	t.Helper()
+	return loneAfter(t, lat, tidyBucket(0.5))
+}
+
+// loneAfter is loneAt with the first answer's buckets first.
+func loneAfter(t *testing.T, lat time.Duration, first [2]Bucket) (*Controller, *clock.Fake) {
+	t.Helper()
 	clk := clock.NewFake(testEpoch)
 	c := NewController(StewardPolicy(), clk)
 	tk, _ := c.TryAcquire()
 	clk.Advance(lat)
-	c.Done(tk, OutcomeOK, loneInfo(tidyBucket(0.5)))
+	c.Done(tk, OutcomeOK, loneInfo(first))
 	c.mu.Lock()
 	c.share.frac, c.share.slow, c.share.paceSince, c.share.longProbe, c.share.heard = 0, false, testEpoch.Add(time.Hour), false, true
 	c.mu.Unlock()

@@ -4,8 +4,6 @@ import (
 	"math"
 	"testing"
 	"time"
-
-	"github.com/steward-evals/steward/internal/clock"
 )
 
 // A reading is tidy when what the bucket is short of full is this
@@ -93,23 +91,14 @@ func TestKeyShareCleanStart(t *testing.T) {
 // back at once when a reading is below the top or untidy. The calls take
 // 2.5 s: at faster ones the hold sets the lone pace (TestLoneHold).
 func TestLonePaceClimbsAtTheTop(t *testing.T) {
-	clk := clock.NewFake(testEpoch)
-	c := NewController(StewardPolicy(), clk)
-	info := func(b [2]Bucket) RateInfo {
-		return RateInfo{Fraction: b[0].fraction(), Remaining: int64(b[0].Remaining), RequestsPerMinute: 1200, Buckets: b, RequestsBank: -1, TokensBank: -1}
-	}
+	info := loneInfo
 	const lat = 2500 * time.Millisecond
-	tk, _ := c.TryAcquire()
-	clk.Advance(lat)
-	c.Done(tk, OutcomeOK, info(bucket1s(0.5)))
 	// Alone (as the key share's update would find it); the readings below
 	// come from requests sent before the share's pace began, so they move
-	// only the boost.
-	c.mu.Lock()
-	// (At 2.5 s calls the first answer's bucket held less than a latency
-	// of refill: the share would probe on, which is not tested here.)
-	c.share.frac, c.share.slow, c.share.paceSince, c.share.longProbe, c.share.heard = 0, false, testEpoch.Add(time.Hour), false, true
-	c.mu.Unlock()
+	// only the boost. (At 2.5 s calls the first answer's bucket held less
+	// than a latency of refill: the share would probe on, which is not
+	// tested here.)
+	c, clk := loneAfter(t, lat, bucket1s(0.5))
 	pace := func() float64 { p, _, _ := c.SharePace(); return p }
 	if p := pace(); math.Abs(p-0.97*20) > 1e-9 {
 		t.Fatalf("lone pace %.3f, want 97 %% of the rate (19.4)", p)
