@@ -17,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+
 	"github.com/steward-evals/steward/internal/record"
 	"github.com/steward-evals/steward/internal/sandbox"
 	sbdocker "github.com/steward-evals/steward/internal/sandbox/docker"
@@ -94,23 +97,42 @@ func crashLiveSandboxes(dir string) (int, error) {
 	return live, err
 }
 
-// crashAwaitSandbox waits until the launch cmd in dir has a live docker
-// sandbox (polling the daemon; at most four minutes, the bound of a slow,
-// busy machine), failing the trial if the launch ends first or none starts.
-func crashAwaitSandbox(t *testing.T, dir string, cmd *exec.Cmd, out *bytes.Buffer) {
+// crashAwaitSandbox waits until the launch cmd in dir has started a docker
+// sandbox (the daemon's start events since the launch; at most four
+// minutes, the bound of a slow, busy machine), failing the trial if the
+// launch ends first or none starts.
+func crashAwaitSandbox(t *testing.T, since time.Time, dir string, cmd *exec.Cmd, out *bytes.Buffer) {
 	t.Helper()
-	bound := time.Now().Add(4 * time.Minute)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for range tick.C {
-		if n, err := crashLiveSandboxes(dir); err == nil && n > 0 {
-			return
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	msgs, errs := containerEventsCtx(ctx, t, since, events.ActionStart, filters.Arg("label", sandbox.LabelTask+"=boxed"))
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		for alive(cmd.Process.Pid) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond): // the launch's liveness, polled: it is not ours to wait on
+			}
 		}
-		if cmd.ProcessState != nil || !alive(cmd.Process.Pid) || time.Now().After(bound) {
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			_ = cmd.Wait()
-			t.Fatalf("the launch never had a live docker sandbox:\n%s", out.String())
+	}()
+	bound := time.After(4 * time.Minute)
+	for {
+		select {
+		case m := <-msgs:
+			if strings.HasPrefix(m.Actor.Attributes[sbdocker.LabelLock], dir+"/") {
+				return
+			}
+			continue
+		case err := <-errs:
+			t.Logf("docker events: %v", err)
+		case <-exited:
+		case <-bound:
 		}
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		t.Fatalf("the launch never had a live docker sandbox:\n%s", out.String())
 	}
 }
 
@@ -219,11 +241,12 @@ func TestCrashSafety(t *testing.T) {
 			cmd.Env = append(os.Environ(), "STEWARD_IN_CONTAINER=0")
 			var first bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &first, &first
+			started := time.Now()
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			if afterLive {
-				crashAwaitSandbox(t, dir, cmd, &first)
+				crashAwaitSandbox(t, started, dir, cmd, &first)
 			}
 			time.Sleep(delay) // a random kill point, not synchronisation
 			if useDocker {

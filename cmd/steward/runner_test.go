@@ -595,9 +595,15 @@ tasks:
 // subscribes), filtered by more, until the test ends.
 func containerEvents(t *testing.T, since time.Time, action events.Action, more ...filters.KeyValuePair) (<-chan events.Message, <-chan error) {
 	t.Helper()
-	api := dockertest.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	return containerEventsCtx(ctx, t, since, action, more...)
+}
+
+// containerEventsCtx is containerEvents until ctx ends.
+func containerEventsCtx(ctx context.Context, t *testing.T, since time.Time, action events.Action, more ...filters.KeyValuePair) (<-chan events.Message, <-chan error) {
+	t.Helper()
+	api := dockertest.Client(t)
 	f := filters.NewArgs(append([]filters.KeyValuePair{filters.Arg("type", string(events.ContainerEventType)), filters.Arg("event", string(action))}, more...)...)
 	return api.Events(ctx, events.ListOptions{Since: strconv.FormatInt(since.Add(-time.Second).Unix(), 10), Filters: f})
 }

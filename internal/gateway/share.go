@@ -429,7 +429,7 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	if !rateLimited {
 		s.lastTidy = s.tidy(at, b, in)
 	}
-	if s.lastTidy > 0 {
+	if s.lastTidy > 0 && !rateLimited { // a 429 keeps the last answer's lastTidy: it ends the run
 		if s.tidyRun == 0 || at.Before(s.tidyFrom) {
 			s.tidyFrom = at
 		}
@@ -531,7 +531,7 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 		// requests sent before it (at the old pace) do not update it.
 		ownU = rho
 		s.paceSince = in.now
-		if s.paceSince.Before(at) {
+		if at.After(in.now) {
 			s.paceSince = at
 		}
 	}
