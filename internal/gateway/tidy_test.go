@@ -147,10 +147,12 @@ func TestKeyShareOthersLeft(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		untidy  int // the reading that finds someone else's request (0: none)
+		refused int // the answer that is a 429 (0: none)
 		wantSet bool
 	}{
-		{"every reading tidy", 0, true},
-		{"one untidy reading 4 s before the update", 30, false},
+		{"every reading tidy", 0, 0, true},
+		{"one untidy reading 4 s before the update", 30, 0, false},
+		{"a 429 2 s before the update", 0, 40, false}, // it keeps the last answer's tidy reading, but ends the run
 	} {
 		s := keyShare{frac: 0.25, anchor: shareReading{at: t0, f: [2]float64{0.95}, ok: [2]bool{true}}, haveAnchor: true, ivl: [2]float64{1}}
 		// Five requests a second for 10 s, each answered a latency later
@@ -164,7 +166,10 @@ func TestKeyShareOthersLeft(t *testing.T) {
 				short = 2
 			}
 			in.now = at.Add(in.latency)
-			s.reading(at, tidyBucket(short), false, in)
+			if k == tc.refused {
+				s.refuse(at)
+			}
+			s.reading(at, tidyBucket(short), k == tc.refused, in)
 		}
 		if lone := s.lone(); lone != tc.wantSet {
 			t.Errorf("%s: lone pace %v (pace %.3f of it), want %v", tc.name, lone, s.frac, tc.wantSet)
