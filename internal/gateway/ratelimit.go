@@ -49,7 +49,7 @@ func ParseRateInfo(h http.Header, now time.Time) RateInfo {
 			continue
 		}
 		rem, err := strconv.ParseFloat(strings.TrimSpace(rs), 64)
-		if err != nil || rem < 0 || math.IsNaN(rem) {
+		if err != nil || !(rem >= 0) || math.IsInf(rem, 0) {
 			continue
 		}
 		if info.Remaining < 0 || int64(rem) < info.Remaining {
@@ -58,7 +58,7 @@ func ParseRateInfo(h http.Header, now time.Time) RateInfo {
 		lim, err := strconv.ParseFloat(strings.TrimSpace(h.Get(p[0])), 64)
 		f := -1.0
 		switch {
-		case err == nil && lim > 0:
+		case err == nil && lim > 0 && !math.IsInf(lim, 0):
 			f = rem / lim
 		case rem == 0:
 			f = 0
@@ -101,7 +101,7 @@ func bank(h http.Header, names ...string) float64 {
 		}
 		l, err1 := strconv.ParseFloat(strings.TrimSpace(ls), 64)
 		r, err2 := strconv.ParseFloat(strings.TrimSpace(rs), 64)
-		if err1 != nil || err2 != nil || l <= 0 || r < 0 || r >= l || math.IsNaN(l) || math.IsNaN(r) {
+		if err1 != nil || err2 != nil || !(l > 0) || !(r >= 0) || r >= l || math.IsInf(l, 0) {
 			return -1
 		}
 		// OpenAI's reset is a duration to the millisecond ("6m0s", "120ms").
@@ -122,7 +122,7 @@ func bank(h http.Header, names ...string) float64 {
 
 func retryAfter(h http.Header, now time.Time) time.Duration {
 	if ms := strings.TrimSpace(h.Get("retry-after-ms")); ms != "" {
-		if v, err := strconv.ParseFloat(ms, 64); err == nil && v > 0 && v < 1e9 {
+		if v, err := strconv.ParseFloat(ms, 64); err == nil && v > 0 && v < float64(maxRetryAfter/time.Millisecond) {
 			return time.Duration(v * float64(time.Millisecond))
 		}
 	}
@@ -131,18 +131,22 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 		return 0
 	}
 	if v, err := strconv.ParseFloat(ra, 64); err == nil {
-		if v <= 0 || v > 1e6 {
+		if !(v > 0) || v > maxRetryAfter.Seconds() {
 			return 0
 		}
 		return time.Duration(v * float64(time.Second))
 	}
 	if t, err := http.ParseTime(ra); err == nil {
-		if d := t.Sub(now); d > 0 {
+		if d := t.Sub(now); d > 0 && d <= maxRetryAfter {
 			return d
 		}
 	}
 	return 0
 }
+
+// maxRetryAfter: a longer Retry-After, in any of its forms, is not read
+// (it would hold every request of the gateway for weeks).
+const maxRetryAfter = 1e6 * time.Second
 
 // hasRetryAfter reports whether the response named any Retry-After.
 func hasRetryAfter(h http.Header) bool {
@@ -182,12 +186,12 @@ func spendLimit(h http.Header, body []byte) (string, bool) {
 	return "", false
 }
 
-// headerMin is the smallest positive number among the named headers (0: none).
+// headerMin is the smallest positive finite number among the named headers (0: none).
 func headerMin(h http.Header, names ...string) float64 {
 	best := 0.0
 	for _, n := range names {
 		v, err := strconv.ParseFloat(strings.TrimSpace(h.Get(n)), 64)
-		if err == nil && v > 0 && (best == 0 || v < best) {
+		if err == nil && v > 0 && !math.IsInf(v, 0) && (best == 0 || v < best) {
 			best = v
 		}
 	}

@@ -175,7 +175,7 @@ func parseBuckets(h http.Header, now time.Time) [2]Bucket {
 			}
 			l, err1 := strconv.ParseFloat(strings.TrimSpace(ls), 64)
 			r, err2 := strconv.ParseFloat(strings.TrimSpace(rs), 64)
-			if err1 != nil || err2 != nil || l <= 0 || r < 0 || math.IsNaN(l) || math.IsNaN(r) {
+			if err1 != nil || err2 != nil || !(l > 0) || !(r >= 0) || math.IsInf(l, 0) || math.IsInf(r, 0) {
 				continue
 			}
 			var reset time.Duration
