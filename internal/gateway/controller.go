@@ -239,6 +239,10 @@ const historyCap = 2000
 // paceSlack is how far behind its schedule the pace may catch up at once.
 const paceSlack = 20 * time.Millisecond
 
+// paceStale: a pace wait this much longer than the current pace's gap was
+// set at a pace since gone, and restarts at the current one.
+const paceStale = time.Minute
+
 // NewController makes a controller with policy p on clock c (nil: the wall clock).
 func NewController(p Policy, c clock.Clock) *Controller {
 	if c == nil {
@@ -380,6 +384,13 @@ func (c *Controller) tryLocked() (*Ticket, time.Duration) {
 		}
 	}
 	if c.p.Pace && c.pacing {
+		if w, g := c.nextAdmit.Sub(now), c.paceGap(); w > paceStale && w-paceStale > g {
+			// The wait was set at a pace long gone (an answer announced
+			// a tiny rate, or absurd usage, that the next ones took
+			// back): the schedule restarts at the pace of now, or the
+			// gateway would wait out the old gap with the key idle.
+			c.nextAdmit = now.Add(g)
+		}
 		if now.Before(c.nextAdmit) {
 			c.share.held(now)
 			return nil, c.nextAdmit.Sub(now)
@@ -434,7 +445,13 @@ func (c *Controller) announcedRate() (rate float64, complete bool) {
 // or, with no rate announced, one Retry-After.
 func (c *Controller) paceGap() time.Duration {
 	if p := c.paceRate(); p > 0 {
-		return time.Duration(float64(time.Second) / p)
+		// A rate so low that the gap overflows a Duration (a provider
+		// announcing 1e-300 requests a minute) waits as long as one can,
+		// not a negative gap that admits everything at once.
+		if g := float64(time.Second) / p; g < float64(math.MaxInt64) {
+			return time.Duration(g)
+		}
+		return math.MaxInt64
 	}
 	return c.lastRetryAfter
 }
@@ -597,10 +614,18 @@ func (c *Controller) Done(t *Ticket, o Outcome, info RateInfo) {
 		c.bankReq, c.bankTok = info.RequestsBank, info.TokensBank
 	}
 	if info.Tokens > 0 {
+		// A request never uses more than the key's tokens a minute (the
+		// provider refuses one that would, as it can never pass): usage
+		// beyond that is an upstream's nonsense, and would take the rate
+		// to one request in years.
+		tokens := float64(info.Tokens)
+		if c.tpmLimit > 0 {
+			tokens = math.Min(tokens, c.tpmLimit)
+		}
 		if c.tokensPerReq == 0 {
-			c.tokensPerReq = float64(info.Tokens)
+			c.tokensPerReq = tokens
 		} else {
-			c.tokensPerReq = (c.tokensPerReq*7 + float64(info.Tokens)) / 8
+			c.tokensPerReq = (c.tokensPerReq*7 + tokens) / 8
 		}
 	}
 	if c.p.Little && c.p.Pace && c.p.Fixed == 0 && !c.pacing {

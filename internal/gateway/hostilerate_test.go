@@ -1,0 +1,263 @@
+package gateway
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/steward-evals/steward/internal/clock"
+)
+
+// Hostile or broken rate-limit headers and usage, fed to one gateway's
+// controller on a fake clock (issue 25's pacing for a shared key): the
+// upstream is untrusted, the agent in the sandbox sets the tokens a
+// request uses. Whatever they say, the pace stays a finite number above
+// zero, and once the provider answers sanely again the gateway paces at
+// the key's rate: no NaN that sticks, no stall, no 429 storm.
+
+// rateDriver runs one gateway with unlimited demand against a requests
+// bucket of rpm a minute refilled over a one-second interval (OpenAI's
+// headers, resets to the millisecond), every call answered lat after it
+// left. hostile, when set, rewrites an answer's headers and usage.
+type rateDriver struct {
+	t       *testing.T
+	c       *Controller
+	clk     *clock.Fake
+	lat     time.Duration
+	rpm     float64
+	level   float64 // requests left in the bucket
+	filled  time.Time
+	tokens  int64
+	pending []rateCall
+	// sent and refused count admissions and 429s since the last mark.
+	sent, refused int
+	hostile       func(sent time.Time, h http.Header, tokens *int64, o *Outcome)
+}
+
+type rateCall struct {
+	tk     *Ticket
+	sentAt time.Time
+	due    time.Time
+	ok     bool
+	level  float64
+}
+
+func newRateDriver(t *testing.T, rpm float64, lat time.Duration) *rateDriver {
+	clk := clock.NewFake(testEpoch)
+	return &rateDriver{t: t, c: NewController(StewardPolicy(), clk), clk: clk, lat: lat, rpm: rpm, level: rpm / 60, filled: testEpoch, tokens: 1000}
+}
+
+// take is the provider's bucket as a request reaches it at now.
+func (d *rateDriver) take(now time.Time) (bool, float64) {
+	capa := d.rpm / 60
+	d.level = math.Min(capa, d.level+now.Sub(d.filled).Seconds()*capa)
+	d.filled = now
+	if d.level >= 1 {
+		d.level--
+		return true, d.level
+	}
+	return false, d.level
+}
+
+func (d *rateDriver) headers(level float64) http.Header {
+	capa := d.rpm / 60
+	h := http.Header{}
+	h.Set("x-ratelimit-limit-requests", fmt.Sprint(d.rpm))
+	h.Set("x-ratelimit-remaining-requests", fmt.Sprint(math.Floor(level*60)))
+	h.Set("x-ratelimit-reset-requests", fmt.Sprintf("%dms", int(math.Ceil((capa-level)/capa*1000))))
+	return h
+}
+
+// run drives the gateway for dur, in steps of 5 ms.
+func (d *rateDriver) run(dur time.Duration) {
+	d.t.Helper()
+	end := d.clk.Now().Add(dur)
+	for now := d.clk.Now(); now.Before(end); now = d.clk.Now() {
+		for {
+			tk, _ := d.c.TryAcquire()
+			if tk == nil {
+				break
+			}
+			ok, level := d.take(now)
+			d.sent++
+			d.pending = append(d.pending, rateCall{tk: tk, sentAt: now, due: now.Add(d.lat), ok: ok, level: level})
+			if len(d.pending) > 100000 {
+				d.t.Fatalf("%d calls in flight: no bound", len(d.pending))
+			}
+		}
+		keep := d.pending[:0]
+		for _, p := range d.pending {
+			if p.due.After(now) {
+				keep = append(keep, p)
+				continue
+			}
+			o := OutcomeOK
+			tokens := d.tokens
+			if !p.ok {
+				o, tokens = OutcomeRateLimited, 0
+				d.refused++
+			}
+			h := d.headers(p.level)
+			if !p.ok {
+				h.Set("retry-after-ms", fmt.Sprint(int(math.Ceil((1-p.level)/(d.rpm/60)*1000))))
+			}
+			if d.hostile != nil {
+				d.hostile(p.sentAt, h, &tokens, &o)
+			}
+			info := ParseRateInfo(h, now)
+			info.Tokens = tokens
+			d.c.Done(p.tk, o, info)
+			d.check(h)
+		}
+		d.pending = keep
+		d.clk.Advance(5 * time.Millisecond)
+	}
+}
+
+// check: the pace is a finite number, the limit at least one.
+func (d *rateDriver) check(h http.Header) {
+	d.t.Helper()
+	c := d.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.paceRate()
+	if math.IsNaN(p) || math.IsInf(p, 0) || p < 0 || math.IsNaN(c.share.frac) || math.IsNaN(c.share.pace) || c.limit < 1 || math.IsNaN(c.limit) || math.IsNaN(c.tokensPerReq) {
+		d.t.Fatalf("after headers %v: pace %v (share frac %v pace %v), limit %v, tokens a request %v", h, p, c.share.frac, c.share.pace, c.limit, c.tokensPerReq)
+	}
+	if g := c.paceGap(); c.pacing && g < 0 {
+		d.t.Fatalf("after headers %v: pace gap %v", h, g)
+	}
+}
+
+// mark returns the admissions and 429s since the last mark.
+func (d *rateDriver) mark() (sent, refused int) {
+	sent, refused = d.sent, d.refused
+	d.sent, d.refused = 0, 0
+	return
+}
+
+// sane checks that over dur of sane answers the gateway sent between
+// lo and hi of the key's rate, and few of its requests were refused.
+func (d *rateDriver) sane(what string, settle, dur time.Duration, lo, hi float64) {
+	d.t.Helper()
+	d.hostile = nil
+	d.run(settle)
+	d.mark()
+	d.run(dur)
+	sent, refused := d.mark()
+	rate := float64(sent) / dur.Seconds() / (d.rpm / 60)
+	t := d.t
+	if rate < lo || rate > hi || float64(refused) > 0.05*float64(sent) {
+		c := d.c
+		c.mu.Lock()
+		p, lim := c.paceRate(), c.limit
+		c.mu.Unlock()
+		t.Fatalf("%s: then sane answers: sent %.3f of the key's rate (want %.2f–%.2f), %d of %d refused (pace %.3g/s, limit %v)", what, rate, lo, hi, refused, sent, p, lim)
+	}
+	t.Logf("%s: then sane answers: %.3f of the key's rate, %d of %d refused", what, rate, refused, sent)
+}
+
+// Every attack runs for 30 s, the upstream's broken headers or usage in
+// a share of its answers, then sane answers: through it the pace is a
+// finite number (the gap never negative), and after it (10 s to settle,
+// longer where the tokens a request uses must average back) the gateway
+// sends 85–101 % of the key's rate with few 429s. Before the fixes: Inf
+// limits made the pace NaN (pacing off: a 429 storm), a limit of 1e-300
+// a minute or usage of 2⁶³ tokens overflowed the gap into a negative one
+// (everything admitted at once), and usage of 10¹⁵ tokens left a pace of
+// one request in centuries after the upstream came back to its senses.
+func TestHostileRateHeaders(t *testing.T) {
+	type attack struct {
+		name   string
+		settle time.Duration
+		f      func(h http.Header, tokens *int64, o *Outcome)
+		every  int
+	}
+	set := func(kv ...string) func(http.Header, *int64, *Outcome) {
+		return func(h http.Header, _ *int64, _ *Outcome) {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i+1] == "" {
+					h.Del(kv[i])
+				} else {
+					h.Set(kv[i], kv[i+1])
+				}
+			}
+		}
+	}
+	const (
+		lim, rem, reset         = "x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"
+		tlim, trem, treset      = "x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"
+		alim, arem, areset      = "anthropic-ratelimit-requests-limit", "anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset"
+		settle, settleTokens    = 10 * time.Second, 15 * time.Minute
+		tokensMax, tokensAbsurd = math.MaxInt64, int64(1e15)
+		tokensTPM, everyAnswer  = int64(1200000), 1
+	)
+	usage := func(n int64) func(http.Header, *int64, *Outcome) {
+		return func(h http.Header, tokens *int64, _ *Outcome) {
+			set(tlim, "1200000", trem, "1200000", treset, "0s")(h, tokens, nil)
+			*tokens = n
+		}
+	}
+	attacks := []attack{
+		{"limit Inf", settle, set(lim, "Inf"), 7},
+		{"limit and remaining +Inf", settle, set(lim, "+Inf", rem, "Inf"), 7},
+		{"limit infinity, remaining 1e400", settle, set(lim, "infinity", rem, "1e400"), 3},
+		{"limit 1e-300", settle, set(lim, "1e-300"), 7},
+		{"remaining NaN", settle, set(rem, "NaN"), 3},
+		{"remaining over the limit", settle, set(rem, "1e9"), 3},
+		{"remaining negative", settle, set(rem, "-5"), 3},
+		{"reset -5s", settle, set(reset, "-5s"), 2},
+		{"reset 2562047h", settle, set(reset, "2562047h"), 2},
+		{"reset 1e308ms", settle, set(reset, "1e308ms"), 2},
+		{"reset NaNs", settle, set(reset, "NaNs"), 2},
+		{"reset year 9999", settle, set(reset, "9999-12-31T23:59:59Z"), 2},
+		{"reset year 1", settle, set(reset, "0001-01-01T00:00:00Z"), 2},
+		{"full then empty", settle, set(rem, "0", reset, "1s"), 2},
+		{"empty, reset 0s", settle, set(rem, "0", reset, "0s"), 2},
+		{"interval 60 times longer", settle, func(h http.Header, tokens *int64, o *Outcome) {
+			r, _ := time.ParseDuration(h.Get(reset))
+			h.Set(reset, (60 * r).String())
+		}, 2},
+		{"anthropic reset an hour ago", settle, func(h http.Header, tokens *int64, o *Outcome) {
+			set(alim, "1200", arem, h.Get(rem), areset, testEpoch.Add(-time.Hour).Format(time.RFC3339Nano), lim, "")(h, tokens, o)
+		}, everyAnswer},
+		{"retry-after NaN", settle, func(h http.Header, _ *int64, o *Outcome) {
+			if *o == OutcomeRateLimited {
+				h.Del("retry-after-ms")
+				h.Set("retry-after", "NaN")
+			}
+		}, everyAnswer},
+		{"429s without headers", settle, func(h http.Header, _ *int64, o *Outcome) {
+			if *o == OutcomeRateLimited {
+				for k := range h {
+					delete(h, k)
+				}
+			}
+		}, everyAnswer},
+		{"tokens bucket Inf", settle, set(tlim, "Inf", trem, "Inf", treset, "1s"), everyAnswer},
+		{"tokens bucket alone, no usage", settle, func(h http.Header, tokens *int64, o *Outcome) {
+			set(lim, "", tlim, "1200000", trem, "600000", treset, "500ms")(h, tokens, o)
+			*tokens = 0
+		}, everyAnswer},
+		{"usage 2^63-1 tokens", settleTokens, usage(tokensMax), 5},
+		{"usage 1e15 tokens", settleTokens, usage(tokensAbsurd), 5},
+		{"usage the whole TPM", settleTokens, usage(tokensTPM), 5},
+	}
+	for _, a := range attacks {
+		t.Run(a.name, func(t *testing.T) {
+			n := 0
+			d := newRateDriver(t, 1200, time.Second)
+			d.hostile = func(_ time.Time, h http.Header, tokens *int64, o *Outcome) {
+				if n++; n%a.every == 0 {
+					a.f(h, tokens, o)
+				}
+			}
+			d.run(30 * time.Second)
+			s, r := d.mark()
+			t.Logf("while attacked: %.2f of the key's rate, %d of %d refused", float64(s)/30/20, r, s)
+			d.sane(a.name, a.settle, 30*time.Second, 0.85, 1.01)
+		})
+	}
+}
