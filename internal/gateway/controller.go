@@ -236,6 +236,15 @@ type Controller struct {
 
 const historyCap = 2000
 
+// nanos is ns nanoseconds as a Duration, the longest one for more than it
+// holds (a float's conversion overflows into a negative one).
+func nanos(ns float64) time.Duration {
+	if ns < float64(math.MaxInt64) {
+		return time.Duration(ns)
+	}
+	return math.MaxInt64
+}
+
 // paceSlack is how far behind its schedule the pace may catch up at once.
 const paceSlack = 20 * time.Millisecond
 
@@ -448,10 +457,7 @@ func (c *Controller) paceGap() time.Duration {
 		// A rate so low that the gap overflows a Duration (a provider
 		// announcing 1e-300 requests a minute) waits as long as one can,
 		// not a negative gap that admits everything at once.
-		if g := float64(time.Second) / p; g < float64(math.MaxInt64) {
-			return time.Duration(g)
-		}
-		return math.MaxInt64
+		return nanos(float64(time.Second) / p)
 	}
 	return c.lastRetryAfter
 }

@@ -67,3 +67,24 @@ func TestRetryAfterDateFarAhead(t *testing.T) {
 		clk.Advance(100 * time.Millisecond)
 	}
 }
+
+// Finite but enormous numbers: a remaining count beyond int64 stays a
+// large count (it read as −2⁶³), and a bucket whose reset says it would
+// last for millennia holds that long (heldFor overflowed into a negative
+// duration, so a first answer after a slow call read as one from a bucket
+// that held less than the call's latency: the probe went on).
+func TestParseRateInfoHuge(t *testing.T) {
+	h := http.Header{}
+	h.Set("x-ratelimit-limit-requests", "1e300")
+	h.Set("x-ratelimit-remaining-requests", "9.9e299")
+	h.Set("x-ratelimit-reset-requests", "2562047h")
+	info := ParseRateInfo(h, testEpoch)
+	if info.Remaining <= 0 || math.Abs(info.Fraction-0.99) > 1e-9 {
+		t.Fatalf("remaining %d, fraction %v: want a large count, 0.99", info.Remaining, info.Fraction)
+	}
+	var s keyShare
+	r := shareReading{at: testEpoch, f: [2]float64{0.99}, ok: [2]bool{true}}
+	if d := s.heldFor(r, info.Buckets); d < 1000*time.Hour {
+		t.Fatalf("a bucket 99 %% full with a 2 562 047 h reset holds %v", d)
+	}
+}

@@ -52,8 +52,9 @@ func ParseRateInfo(h http.Header, now time.Time) RateInfo {
 		if err != nil || !(rem >= 0) || math.IsInf(rem, 0) {
 			continue
 		}
-		if info.Remaining < 0 || int64(rem) < info.Remaining {
-			info.Remaining = int64(rem)
+		n := int64(math.Min(rem, 1<<62)) // an int64 however large a count the upstream sends
+		if info.Remaining < 0 || n < info.Remaining {
+			info.Remaining = n
 		}
 		lim, err := strconv.ParseFloat(strings.TrimSpace(h.Get(p[0])), 64)
 		f := -1.0

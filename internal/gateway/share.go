@@ -312,7 +312,7 @@ func (s *keyShare) heldFor(r shareReading, b [2]Bucket) time.Duration {
 	if math.IsInf(held, 1) {
 		return 0
 	}
-	return time.Duration(held * float64(time.Second))
+	return nanos(held * float64(time.Second))
 }
 
 // startFrac is the pace at the first reading, a share of the lone
