@@ -159,10 +159,11 @@ func (d *rateDriver) sane(what string, settle, dur time.Duration, lo, hi float64
 	t.Logf("%s: then sane answers: %.3f of the key's rate, %d of %d refused", what, rate, refused, sent)
 }
 
-// Every attack runs for 30 s, the upstream's broken headers or usage in
-// a share of its answers, then sane answers: through it the pace is a
-// finite number (the gap never negative), and after it (10 s to settle,
-// longer where the tokens a request uses must average back) the gateway
+// Every attack runs for 30 s (six calls' latency at 10 s calls), the
+// upstream's broken headers or usage in a share of its answers, then sane
+// answers: through it the pace is a finite number (the gap never
+// negative), and after it (10 s or six latencies to settle, longer where
+// the tokens a request uses must average back) the gateway
 // sends 85–101 % of the key's rate with few 429s. Before the fixes: Inf
 // limits made the pace NaN (pacing off: a 429 storm), a limit of 1e-300
 // a minute or usage of 2⁶³ tokens overflowed the gap into a negative one
@@ -245,19 +246,22 @@ func TestHostileRateHeaders(t *testing.T) {
 		{"usage 1e15 tokens", settleTokens, usage(tokensAbsurd), 5},
 		{"usage the whole TPM", settleTokens, usage(tokensTPM), 5},
 	}
-	for _, a := range attacks {
-		t.Run(a.name, func(t *testing.T) {
-			n := 0
-			d := newRateDriver(t, 1200, time.Second)
-			d.hostile = func(_ time.Time, h http.Header, tokens *int64, o *Outcome) {
-				if n++; n%a.every == 0 {
-					a.f(h, tokens, o)
+	for _, lat := range []time.Duration{time.Second, 10 * time.Second} {
+		for _, a := range attacks {
+			t.Run(fmt.Sprintf("%v/%s", lat, a.name), func(t *testing.T) {
+				n := 0
+				d := newRateDriver(t, 1200, lat)
+				d.hostile = func(_ time.Time, h http.Header, tokens *int64, o *Outcome) {
+					if n++; n%a.every == 0 {
+						a.f(h, tokens, o)
+					}
 				}
-			}
-			d.run(30 * time.Second)
-			s, r := d.mark()
-			t.Logf("while attacked: %.2f of the key's rate, %d of %d refused", float64(s)/30/20, r, s)
-			d.sane(a.name, a.settle, 30*time.Second, 0.85, 1.01)
-		})
+				attack := max(30*time.Second, 6*lat)
+				d.run(attack)
+				s, r := d.mark()
+				t.Logf("while attacked: %.2f of the key's rate, %d of %d refused", float64(s)/attack.Seconds()/20, r, s)
+				d.sane(a.name, max(a.settle, 6*lat), 30*time.Second, 0.85, 1.01)
+			})
+		}
 	}
 }
