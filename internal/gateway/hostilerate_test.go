@@ -191,7 +191,7 @@ func TestHostileRateHeaders(t *testing.T) {
 		lim, rem, reset         = "x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"
 		tlim, trem, treset      = "x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"
 		alim, arem, areset      = "anthropic-ratelimit-requests-limit", "anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset"
-		settle, settleTokens    = 10 * time.Second, 15 * time.Minute
+		settle, settleTokens    = 10 * time.Second, 5 * time.Minute
 		tokensMax, tokensAbsurd = math.MaxInt64, int64(1e15)
 		tokensTPM, everyAnswer  = int64(1200000), 1
 	)
