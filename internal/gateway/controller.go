@@ -646,6 +646,9 @@ func (c *Controller) Done(t *Ticket, o Outcome, info RateInfo) {
 		}
 		if !info.Buckets[0].OK && !info.Buckets[1].OK {
 			c.share.heard = true // the provider tells no buckets: nothing to wait for
+			if o == OutcomeOK && info.Tokens > 0 {
+				c.share.unread(t.start, c.latency)
+			}
 		}
 		if rate, complete := c.announcedRate(); rate > 0 && complete {
 			from := c.paceRate()

@@ -277,43 +277,70 @@ func TestHostileRateHeaders(t *testing.T) {
 // Two broken upstreams that hold the pace at its floor (2 % of the key's
 // rate) for as long as they answer so, while every request goes through:
 // the key share trusts the remaining counts, and needs readings to climb.
-// Not fixed (see the report of the hostile round): remove the Skip to see
-// them fail.
-//
-//   - Rate-limit headers on 429s only: the first reading is a 429 (the
-//     bucket empty: the slow start at the floor), and at the floor no
-//     429 comes again, so no reading ever updates the pace.
-//   - A remaining count of 0 in every answer: ρ reads the key fully used
-//     by others, so the gateway yields to the floor, and nothing it sends
-//     at the floor moves the count.
-func TestHostileHeadersHoldThePaceAtTheFloor(t *testing.T) {
-	t.Skip("known: the pace stays at the floor while the provider has room (hostile round, not fixed)")
-	for _, a := range []struct {
-		name string
-		f    func(time.Time, http.Header, *int64, *Outcome)
-	}{
-		{"headers on 429s only", func(_ time.Time, h http.Header, _ *int64, o *Outcome) {
-			if *o != OutcomeRateLimited {
-				for k := range h {
-					delete(h, k)
+// TestHeadersOn429sOnlyDoNotHoldTheFloor: a provider that tells its
+// buckets on 429s only (the first reading a 429: the share at the floor,
+// and at the floor no 429 comes again) does not hold the pace there: served
+// completions with no reading for a span drop the share (keyShare.unread).
+// An agent's requests the provider serves without usage (a models list)
+// do not.
+func TestHeadersOn429sOnlyDoNotHoldTheFloor(t *testing.T) {
+	for _, lat := range []time.Duration{time.Second, 10 * time.Second} {
+		t.Run(lat.String(), func(t *testing.T) {
+			d := newRateDriver(t, 1200, lat)
+			d.fast429 = true
+			d.hostile = func(_ time.Time, h http.Header, _ *int64, o *Outcome) {
+				if *o != OutcomeRateLimited {
+					for k := range h {
+						delete(h, k)
+					}
 				}
 			}
-		}},
-		{"remaining always 0", func(_ time.Time, h http.Header, _ *int64, _ *Outcome) {
-			h.Set("x-ratelimit-remaining-requests", "0")
-			h.Set("x-ratelimit-reset-requests", "1s")
-		}},
-	} {
-		t.Run(a.name, func(t *testing.T) {
-			d := newRateDriver(t, 1200, time.Second)
-			d.hostile = a.f
-			d.run(60 * time.Second)
+			d.run(6 * lat)
 			d.mark()
-			d.run(60 * time.Second)
-			if s, r := d.mark(); float64(s) < 0.5*60*20 {
-				t.Errorf("sent %.2f of the key's rate (%d refused) with the provider's bucket never empty", float64(s)/60/20, r)
+			d.run(6 * lat)
+			s, r := d.mark()
+			if f := float64(s-r) / (6 * lat.Seconds()) / 20; f < 0.5 {
+				t.Errorf("served %.2f of the key's rate (%d of %d refused) with the provider's bucket never empty", f, r, s)
 			}
 		})
+	}
+}
+
+// TestUnreadNeedsCompletions: served answers without usage (an agent's
+// models list, which the provider answers without buckets) leave the share
+// as it is; a completion a span after the last reading drops it.
+func TestUnreadNeedsCompletions(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	c := NewController(StewardPolicy(), clk)
+	d := &rateDriver{t: t, c: c, clk: clk, lat: time.Second, rpm: 1200, level: 0, filled: testEpoch, tokens: 1000}
+	d.hostile = func(_ time.Time, h http.Header, tok *int64, o *Outcome) {
+		if *o != OutcomeRateLimited {
+			for k := range h {
+				delete(h, k)
+			}
+			*tok = 0 // served, no usage: not a completion
+		}
+	}
+	d.run(20 * time.Second)
+	c.mu.Lock()
+	frac := c.share.frac
+	c.mu.Unlock()
+	if frac <= 0 {
+		t.Fatalf("answers without usage dropped the share (frac %v)", frac)
+	}
+	d.hostile = func(_ time.Time, h http.Header, _ *int64, o *Outcome) {
+		if *o != OutcomeRateLimited {
+			for k := range h {
+				delete(h, k)
+			}
+		}
+	}
+	d.run(5 * time.Second)
+	c.mu.Lock()
+	frac = c.share.frac
+	c.mu.Unlock()
+	if frac > 0 {
+		t.Errorf("completions without buckets for 5 s left the share at %v of the lone pace", frac)
 	}
 }
 

@@ -281,6 +281,8 @@ type keyShare struct {
 	// left the key (shareTidyRun).
 	tidyRun  int
 	tidyFrom time.Time
+	// readAt is the send time of the last answer that told a bucket.
+	readAt time.Time
 	// updates counts the updates (for tests and history).
 	updates int
 	// last is what the last update measured.
@@ -425,6 +427,7 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	if !r.ok[0] && !r.ok[1] {
 		return false
 	}
+	s.readAt = at
 	s.lastTidy = 0
 	if !rateLimited {
 		s.lastTidy = s.tidy(at, b, in)
@@ -623,6 +626,23 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 		s.ownShare = ownU / rho
 	}
 	return s.pace != before
+}
+
+// unread takes a served answer, sent at at, that told no bucket (a
+// completion: its usage came back). Some providers tell their buckets on
+// 429s only: a 429 sets the share (the bucket empty: the floor), and at
+// the floor no 429 comes again, so nothing would ever update it. Served
+// answers and no reading for a span since the last one drop the share:
+// the lone pace, which the 429s' pace factor holds back as it did a lone
+// gateway's. Only completions count (usage the agent cannot fake): an
+// agent cannot drop the share with requests the provider answers without
+// buckets (a models list, a 400).
+func (s *keyShare) unread(at time.Time, latency time.Duration) {
+	if s.lone() || !s.haveAnchor || at.Sub(s.readAt) < max(shareSpan, latency/2) {
+		return
+	}
+	s.frac, s.slow, s.over, s.longProbe, s.haveAnchor = 0, false, false, false, false
+	s.tidyRun, s.topRun, s.ownShare = 0, 0, 0
 }
 
 // stayAlone: a gateway alone at the last update (past its slow start)
