@@ -112,7 +112,15 @@ import (
 //     the top back; readings of requests sent before that do not update
 //     it. Another user's requests make about their rate ÷ the key's of the
 //     readings untidy, so a run that long is rare while anyone else sends
-//     more than a few per cent of the key.
+//     more than a few per cent of the key. At slow calls answers come back
+//     out of order (the latency varies by more than the gap between
+//     requests), so an answer that is not tidy ends only the part of the
+//     run sent before it (an answer to a request sent before the others
+//     left, arriving late, says nothing of those sent after), and the
+//     lone pace comes at the answer that completes the run, not at the
+//     next update (tidyRunOf) — for a gateway with at most half of the
+//     key's use: one with more, beside a joiner starved small, would
+//     read the others gone while the joiner's requests were in flight.
 //   - Alone by tokens stays alone: at slow calls a gateway alone at its
 //     last update whose own use is read from the tokens bucket (an
 //     estimate, ± 7 %) stays alone from shareStayAlone of the key's use
@@ -278,9 +286,11 @@ type keyShare struct {
 	lastTidy int
 	// tidyRun counts the answers in a row that read tidy, and tidyFrom is
 	// the earliest send time among them: a long run says the others have
-	// left the key (shareTidyRun).
-	tidyRun  int
-	tidyFrom time.Time
+	// left the key (shareTidyRun). tidySends are their send times in time
+	// order (tidyRunOf).
+	tidyRun   int
+	tidyFrom  time.Time
+	tidySends []time.Time
 	// readAt is the send time of the last answer that told a bucket.
 	readAt time.Time
 	// updates counts the updates (for tests and history).
@@ -432,14 +442,16 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	if !rateLimited {
 		s.lastTidy = s.tidy(at, b, in)
 	}
-	if s.lastTidy > 0 && !rateLimited { // a 429 keeps the last answer's lastTidy: it ends the run
-		if s.tidyRun == 0 || at.Before(s.tidyFrom) {
-			s.tidyFrom = at
-		}
-		s.tidyRun++
-	} else {
-		s.tidyRun = 0
-	}
+	// At slow calls a gateway with at most half of the key's use (the
+	// one left small when a shard ends) counts its tidy run by send time
+	// and takes the lone pace at the answer that completes it
+	// (tidyRunOf). One with more keeps the run by arrival and the update
+	// cadence: beside a joiner starved to a few per cent of the key, a
+	// run by send time read "the others have left" while the joiner's
+	// requests were still in flight, and it squeezed the joiner further
+	// (seed 8, 2 invocations at 10 s, 0.88 → 0.80).
+	quickLeft := slowFeedback(in.latency) && s.ownShare <= shareFair
+	s.tidyRunOf(at, rateLimited, quickLeft)
 	if !s.haveAnchor {
 		s.anchor, s.haveAnchor = r, true
 		if !rateLimited && in.now.Sub(at) > shareSpan && s.heldFor(r, b) < in.now.Sub(at) {
@@ -477,7 +489,12 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 		span = max(shareSlowSpan, in.latency/2)
 	}
 	dt := at.Sub(s.anchor.at)
-	if dt < span {
+	// The others have left (see below). With quickLeft this is taken at
+	// the answer that completes the run (at least a quarter second after
+	// the last update's reading), not at the next update: that is up to
+	// a span (5 s at 10 s calls) of the lone pace lost.
+	left := !rateLimited && !s.slow && !s.lone() && s.tidyRun >= shareTidyRun && at.Sub(s.tidyFrom) >= span
+	if dt < span && !(left && quickLeft && dt >= shareSpan429) {
 		return false
 	}
 	// A reading of a request sent before the pace started (the joining
@@ -523,7 +540,6 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	}
 	tau := in.full / in.rate
 	before := s.pace
-	left := !rateLimited && !s.slow && !s.lone() && s.tidyRun >= shareTidyRun && at.Sub(s.tidyFrom) >= span
 	if left {
 		// The others have left: a share of the key, past the slow
 		// start, and every answer over a span (at least shareTidyRun of
@@ -643,6 +659,52 @@ func (s *keyShare) unread(at time.Time, latency time.Duration) {
 	}
 	s.frac, s.slow, s.over, s.longProbe, s.haveAnchor = 0, false, false, false, false
 	s.tidyRun, s.topRun, s.ownShare = 0, 0, 0
+	s.tidySends = s.tidySends[:0]
+}
+
+// slowFeedback: the feedback comes later than shareDelay (a call's
+// latency and a span), as at 10 s calls: the climbs are slowed in
+// proportion and the readings come back out of order.
+func slowFeedback(latency time.Duration) bool {
+	return latency+max(shareSpan, latency/2) > shareDelay
+}
+
+// shareTidyKeep bounds tidySends (a lone gateway's answers read tidy for
+// as long as it runs): past it the oldest half is forgotten, so the run
+// reads shorter and later than it is, never longer.
+const shareTidyKeep = 1024
+
+// tidyRunOf counts the answer sent at at (s.lastTidy its tidy reading) in
+// the run of tidy answers. A 429 ends the run. Otherwise an answer that
+// is not tidy (or cannot tell) ends it too, except bySend (at slow calls,
+// slowFeedback, for a gateway with at most half of the key's use), when
+// it ends only the part of the run sent before it:
+// there a call's latency varies by more than the gap between requests
+// (± 2 s at 10 s calls), so answers come back out of order, and an answer
+// to a request sent before the others left, arriving late, said nothing
+// of the tidy answers to requests sent after it; it broke their run, and
+// the lone pace came a run of 20 later (or never, while such late answers
+// kept coming).
+func (s *keyShare) tidyRunOf(at time.Time, rateLimited, bySend bool) {
+	after := func() int { return sort.Search(len(s.tidySends), func(i int) bool { return s.tidySends[i].After(at) }) }
+	switch {
+	case s.lastTidy > 0 && !rateLimited: // a 429 keeps the last answer's lastTidy: it ends the run
+		if len(s.tidySends) >= shareTidyKeep {
+			s.tidySends = append(s.tidySends[:0:0], s.tidySends[len(s.tidySends)/2:]...)
+		}
+		i := after()
+		s.tidySends = append(s.tidySends, time.Time{})
+		copy(s.tidySends[i+1:], s.tidySends[i:])
+		s.tidySends[i] = at
+	case bySend && !rateLimited:
+		s.tidySends = append(s.tidySends[:0], s.tidySends[after():]...)
+	default:
+		s.tidySends = s.tidySends[:0]
+	}
+	s.tidyRun = len(s.tidySends)
+	if s.tidyRun > 0 {
+		s.tidyFrom = s.tidySends[0]
+	}
 }
 
 // stayAlone: a gateway alone at the last update (past its slow start)

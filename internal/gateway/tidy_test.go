@@ -139,7 +139,10 @@ func TestLonePaceClimbsAtTheTop(t *testing.T) {
 // top with nothing in it but its own requests) takes the lone pace at
 // once: the others have left, and at slow calls probing the top back took
 // 30–60 s. One untidy reading (someone else's request) starts the run
-// over.
+// over. At these slow calls the lone pace comes at the answer that
+// completes the run (a span of them, from the request of 0.2 s to that of
+// 5.4 s, the first more than a quarter second after the update of 5 s),
+// not at the next update.
 func TestKeyShareOthersLeft(t *testing.T) {
 	t0 := testEpoch
 	in := shareIn
@@ -151,8 +154,8 @@ func TestKeyShareOthersLeft(t *testing.T) {
 		wantSet bool
 	}{
 		{"every reading tidy", 0, 0, true},
-		{"one untidy reading 4 s before the update", 30, 0, false},
-		{"a 429 2 s before the update", 0, 40, false}, // it keeps the last answer's tidy reading, but ends the run
+		{"one untidy reading within the run's span", 25, 0, false},
+		{"a 429 within the run's span", 0, 25, false}, // it keeps the last answer's tidy reading, but ends the run
 	} {
 		s := keyShare{frac: 0.25, anchor: shareReading{at: t0, f: [2]float64{0.95}, ok: [2]bool{true}}, haveAnchor: true, ivl: [2]float64{1}}
 		// Five requests a second for 10 s, each answered a latency later
@@ -174,8 +177,79 @@ func TestKeyShareOthersLeft(t *testing.T) {
 		if lone := s.lone(); lone != tc.wantSet {
 			t.Errorf("%s: lone pace %v (pace %.3f of it), want %v", tc.name, lone, s.frac, tc.wantSet)
 		}
-		if tc.wantSet && !s.paceSince.Equal(t0.Add(10*time.Second+in.latency)) {
-			t.Errorf("%s: the lone pace began at %v, want the answer's arrival", tc.name, s.paceSince.Sub(t0))
+		if tc.wantSet && !s.paceSince.Equal(t0.Add(5400*time.Millisecond+in.latency)) {
+			t.Errorf("%s: the lone pace began at %v, want the arrival of the answer that completed the run (15.4 s)", tc.name, s.paceSince.Sub(t0))
+		}
+	}
+}
+
+// At slow calls answers come back out of order (a 10 s call's latency
+// varies by ± 2 s, the requests are 200 ms apart), so answers to requests
+// sent before the others left, untidy, arrive among the tidy answers to
+// later ones. For a gateway with at most half of the key's use such an
+// answer ends only the part of the run sent before it: the other
+// gateway's last request went at 1 s, and by the answer to the request of
+// 6.4 s, a span (5 s) of tidy answers from that of 1.2 s on, it takes the
+// lone pace, though the last untidy answer came after the tidy one of
+// 3.6 s (a run counted by arrival restarts there and needs until the
+// request of 8.8 s, and the update cadence later still). One with more
+// than half of the key keeps the run by arrival: beside a joiner starved
+// to a few per cent, a run by send time read the others gone while the
+// joiner's requests were in flight.
+func TestKeyShareOthersLeftOutOfOrder(t *testing.T) {
+	t0 := testEpoch
+	sentAt := func(k int) time.Time { return t0.Add(time.Duration(k) * 200 * time.Millisecond) }
+	// The order the answers come in: those to the requests of 0.6, 0.8
+	// and 1 s (the other gateway's requests still in the bucket) late,
+	// after those of 2.4, 3 and 3.6 s.
+	var order []int
+	for k := 1; k <= 50; k++ {
+		if k >= 3 && k <= 5 {
+			continue
+		}
+		order = append(order, k)
+		switch k {
+		case 12:
+			order = append(order, 3)
+		case 15:
+			order = append(order, 4)
+		case 18:
+			order = append(order, 5)
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		ownShare float64
+		wantLone bool
+	}{
+		{"a fifth of the key", 0.2, true},
+		{"most of the key", 0.8, false},
+	} {
+		in := shareIn
+		in.latency = 10 * time.Second
+		s := keyShare{frac: 0.25, ownShare: tc.ownShare, anchor: shareReading{at: t0, f: [2]float64{0.95}, ok: [2]bool{true}}, haveAnchor: true, ivl: [2]float64{1}}
+		for k := 1; k <= 50; k++ {
+			s.sent(sentAt(k))
+			s.held(sentAt(k))
+		}
+		for _, k := range order {
+			short := 1.0
+			if k <= 5 {
+				short = 2
+			}
+			at := sentAt(k)
+			if late := at.Add(in.latency); late.After(in.now) {
+				in.now = late
+			} else {
+				in.now = in.now.Add(time.Millisecond) // just after the answer before it
+			}
+			s.reading(at, tidyBucket(short), false, in)
+			if k == 32 {
+				break
+			}
+		}
+		if s.lone() != tc.wantLone {
+			t.Errorf("%s: by the answer to the request of 6.4 s (the others left at 1 s), lone pace %v (pace %.3f of it), want %v", tc.name, s.lone(), s.frac, tc.wantLone)
 		}
 	}
 }
