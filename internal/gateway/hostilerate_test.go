@@ -277,24 +277,33 @@ func TestHostileRateHeaders(t *testing.T) {
 // Two broken upstreams that hold the pace at its floor (2 % of the key's
 // rate) for as long as they answer so, while every request goes through:
 // the key share trusts the remaining counts, and needs readings to climb.
+// bucketsOn429sOnly is an upstream that tells its buckets on 429s only;
+// usage false: its served answers carry no usage either (not completions:
+// an agent's models list).
+func bucketsOn429sOnly(usage bool) func(time.Time, http.Header, *int64, *Outcome) {
+	return func(_ time.Time, h http.Header, tok *int64, o *Outcome) {
+		if *o == OutcomeRateLimited {
+			return
+		}
+		for k := range h {
+			delete(h, k)
+		}
+		if !usage {
+			*tok = 0
+		}
+	}
+}
+
 // TestHeadersOn429sOnlyDoNotHoldTheFloor: a provider that tells its
 // buckets on 429s only (the first reading a 429: the share at the floor,
 // and at the floor no 429 comes again) does not hold the pace there: served
 // completions with no reading for a span drop the share (keyShare.unread).
-// An agent's requests the provider serves without usage (a models list)
-// do not.
 func TestHeadersOn429sOnlyDoNotHoldTheFloor(t *testing.T) {
 	for _, lat := range []time.Duration{time.Second, 10 * time.Second} {
 		t.Run(lat.String(), func(t *testing.T) {
 			d := newRateDriver(t, 1200, lat)
 			d.fast429 = true
-			d.hostile = func(_ time.Time, h http.Header, _ *int64, o *Outcome) {
-				if *o != OutcomeRateLimited {
-					for k := range h {
-						delete(h, k)
-					}
-				}
-			}
+			d.hostile = bucketsOn429sOnly(true)
 			d.run(6 * lat)
 			d.mark()
 			d.run(6 * lat)
@@ -310,37 +319,22 @@ func TestHeadersOn429sOnlyDoNotHoldTheFloor(t *testing.T) {
 // models list, which the provider answers without buckets) leave the share
 // as it is; a completion a span after the last reading drops it.
 func TestUnreadNeedsCompletions(t *testing.T) {
-	clk := clock.NewFake(testEpoch)
-	c := NewController(StewardPolicy(), clk)
-	d := &rateDriver{t: t, c: c, clk: clk, lat: time.Second, rpm: 1200, level: 0, filled: testEpoch, tokens: 1000}
-	d.hostile = func(_ time.Time, h http.Header, tok *int64, o *Outcome) {
-		if *o != OutcomeRateLimited {
-			for k := range h {
-				delete(h, k)
-			}
-			*tok = 0 // served, no usage: not a completion
-		}
+	d := newRateDriver(t, 1200, time.Second)
+	d.level = 0 // the first answer a 429: the share at the floor
+	frac := func() float64 {
+		d.c.mu.Lock()
+		defer d.c.mu.Unlock()
+		return d.c.share.frac
 	}
+	d.hostile = bucketsOn429sOnly(false)
 	d.run(20 * time.Second)
-	c.mu.Lock()
-	frac := c.share.frac
-	c.mu.Unlock()
-	if frac <= 0 {
-		t.Fatalf("answers without usage dropped the share (frac %v)", frac)
+	if f := frac(); f <= 0 {
+		t.Fatalf("answers without usage dropped the share (frac %v)", f)
 	}
-	d.hostile = func(_ time.Time, h http.Header, _ *int64, o *Outcome) {
-		if *o != OutcomeRateLimited {
-			for k := range h {
-				delete(h, k)
-			}
-		}
-	}
+	d.hostile = bucketsOn429sOnly(true)
 	d.run(5 * time.Second)
-	c.mu.Lock()
-	frac = c.share.frac
-	c.mu.Unlock()
-	if frac > 0 {
-		t.Errorf("completions without buckets for 5 s left the share at %v of the lone pace", frac)
+	if f := frac(); f > 0 {
+		t.Errorf("completions without buckets for 5 s left the share at %v of the lone pace", f)
 	}
 }
 
