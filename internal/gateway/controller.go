@@ -393,12 +393,15 @@ func (c *Controller) tryLocked() (*Ticket, time.Duration) {
 		}
 	}
 	if c.p.Pace && c.pacing {
-		if w, g := c.nextAdmit.Sub(now), c.paceGap(); w > paceStale && w-paceStale > g {
-			// The wait was set at a pace long gone (an answer announced
-			// a tiny rate, or absurd usage, that the next ones took
-			// back): the schedule restarts at the pace of now, or the
-			// gateway would wait out the old gap with the key idle.
-			c.nextAdmit = now.Add(g)
+		if w := c.nextAdmit.Sub(now); w > paceStale {
+			if g := c.paceGap(); w-paceStale > g {
+				// The wait was set at a pace long gone (an answer
+				// announced a tiny rate, or absurd usage, that the next
+				// ones took back): the schedule restarts at the pace of
+				// now, or the gateway would wait out the old gap with
+				// the key idle.
+				c.nextAdmit = now.Add(g)
+			}
 		}
 		if now.Before(c.nextAdmit) {
 			c.share.held(now)

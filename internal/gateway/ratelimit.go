@@ -48,18 +48,18 @@ func ParseRateInfo(h http.Header, now time.Time) RateInfo {
 		if rs == "" {
 			continue
 		}
-		rem, err := strconv.ParseFloat(strings.TrimSpace(rs), 64)
-		if err != nil || !(rem >= 0) || math.IsInf(rem, 0) {
+		rem, ok := headerNumber(rs)
+		if !ok || rem < 0 {
 			continue
 		}
 		n := int64(math.Min(rem, 1<<62)) // an int64 however large a count the upstream sends
 		if info.Remaining < 0 || n < info.Remaining {
 			info.Remaining = n
 		}
-		lim, err := strconv.ParseFloat(strings.TrimSpace(h.Get(p[0])), 64)
+		lim, ok := headerNumber(h.Get(p[0]))
 		f := -1.0
 		switch {
-		case err == nil && lim > 0 && !math.IsInf(lim, 0):
+		case ok && lim > 0:
 			f = rem / lim
 		case rem == 0:
 			f = 0
@@ -100,9 +100,9 @@ func bank(h http.Header, names ...string) float64 {
 		if ls == "" || rs == "" || ts == "" {
 			continue
 		}
-		l, err1 := strconv.ParseFloat(strings.TrimSpace(ls), 64)
-		r, err2 := strconv.ParseFloat(strings.TrimSpace(rs), 64)
-		if err1 != nil || err2 != nil || !(l > 0) || !(r >= 0) || r >= l || math.IsInf(l, 0) {
+		l, ok1 := headerNumber(ls)
+		r, ok2 := headerNumber(rs)
+		if !ok1 || !ok2 || l <= 0 || r < 0 || r >= l {
 			return -1
 		}
 		// OpenAI's reset is a duration to the millisecond ("6m0s", "120ms").
@@ -187,12 +187,19 @@ func spendLimit(h http.Header, body []byte) (string, bool) {
 	return "", false
 }
 
+// headerNumber is a header's value as a finite number; false when it is
+// not one (absent, not a number, NaN or ±Inf): an upstream's headers are
+// not trusted to be numbers of a rate.
+func headerNumber(v string) (float64, bool) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	return f, err == nil && !math.IsNaN(f) && !math.IsInf(f, 0)
+}
+
 // headerMin is the smallest positive finite number among the named headers (0: none).
 func headerMin(h http.Header, names ...string) float64 {
 	best := 0.0
 	for _, n := range names {
-		v, err := strconv.ParseFloat(strings.TrimSpace(h.Get(n)), 64)
-		if err == nil && v > 0 && !math.IsInf(v, 0) && (best == 0 || v < best) {
+		if v, ok := headerNumber(h.Get(n)); ok && v > 0 && (best == 0 || v < best) {
 			best = v
 		}
 	}

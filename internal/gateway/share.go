@@ -4,7 +4,6 @@ import (
 	"math"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -181,9 +180,9 @@ func parseBuckets(h http.Header, now time.Time) [2]Bucket {
 			if ls == "" || rs == "" || ts == "" {
 				continue
 			}
-			l, err1 := strconv.ParseFloat(strings.TrimSpace(ls), 64)
-			r, err2 := strconv.ParseFloat(strings.TrimSpace(rs), 64)
-			if err1 != nil || err2 != nil || !(l > 0) || !(r >= 0) || math.IsInf(l, 0) || math.IsInf(r, 0) {
+			l, ok1 := headerNumber(ls)
+			r, ok2 := headerNumber(rs)
+			if !ok1 || !ok2 || l <= 0 || r < 0 {
 				continue
 			}
 			var reset time.Duration
@@ -284,12 +283,9 @@ type keyShare struct {
 	// lastTidy is the last answer's tidy reading (1 tidy, -1 not, 0 cannot
 	// tell; see tidy).
 	lastTidy int
-	// tidyRun counts the answers in a row that read tidy, and tidyFrom is
-	// the earliest send time among them: a long run says the others have
-	// left the key (shareTidyRun). tidySends are their send times in time
-	// order (tidyRunOf).
-	tidyRun   int
-	tidyFrom  time.Time
+	// tidySends are the send times, in time order, of the answers in a
+	// row that read tidy (tidyRunOf): a long run says the others have
+	// left the key (shareTidyRun).
 	tidySends []time.Time
 	// readAt is the send time of the last answer that told a bucket.
 	readAt time.Time
@@ -493,7 +489,7 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	// the answer that completes the run (at least a quarter second after
 	// the last update's reading), not at the next update: that is up to
 	// a span (5 s at 10 s calls) of the lone pace lost.
-	left := !rateLimited && !s.slow && !s.lone() && s.tidyRun >= shareTidyRun && at.Sub(s.tidyFrom) >= span
+	left := !rateLimited && !s.slow && !s.lone() && len(s.tidySends) >= shareTidyRun && at.Sub(s.tidySends[0]) >= span
 	if dt < span && !(left && quickLeft && dt >= shareSpan429) {
 		return false
 	}
@@ -658,7 +654,7 @@ func (s *keyShare) unread(at time.Time, latency time.Duration) {
 		return
 	}
 	s.frac, s.slow, s.over, s.longProbe, s.haveAnchor = 0, false, false, false, false
-	s.tidyRun, s.topRun, s.ownShare = 0, 0, 0
+	s.topRun, s.ownShare = 0, 0
 	s.tidySends = s.tidySends[:0]
 }
 
@@ -700,10 +696,6 @@ func (s *keyShare) tidyRunOf(at time.Time, rateLimited, bySend bool) {
 		s.tidySends = append(s.tidySends[:0], s.tidySends[after():]...)
 	default:
 		s.tidySends = s.tidySends[:0]
-	}
-	s.tidyRun = len(s.tidySends)
-	if s.tidyRun > 0 {
-		s.tidyFrom = s.tidySends[0]
 	}
 }
 
