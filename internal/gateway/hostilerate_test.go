@@ -17,155 +17,6 @@ import (
 // zero, and once the provider answers sanely again the gateway paces at
 // the key's rate: no NaN that sticks, no stall, no 429 storm.
 
-// rateDriver runs one gateway with unlimited demand against a requests
-// bucket of rpm a minute refilled over a one-second interval (OpenAI's
-// headers, resets to the millisecond), every call answered lat after it
-// left. hostile, when set, rewrites an answer's headers and usage.
-type rateDriver struct {
-	t       *testing.T
-	c       *Controller
-	clk     *clock.Fake
-	lat     time.Duration
-	rpm     float64
-	level   float64 // requests left in the bucket
-	filled  time.Time
-	tokens  int64
-	pending []rateCall
-	// sent and refused count admissions and 429s since the last mark.
-	sent, refused int
-	hostile       func(sent time.Time, h http.Header, tokens *int64, o *Outcome)
-	// fast429: a refused call is answered 50 ms after it left, as
-	// providers do, not a latency later.
-	fast429 bool
-}
-
-type rateCall struct {
-	tk     *Ticket
-	sentAt time.Time
-	due    time.Time
-	ok     bool
-	level  float64
-}
-
-func newRateDriver(t *testing.T, rpm float64, lat time.Duration) *rateDriver {
-	clk := clock.NewFake(testEpoch)
-	return &rateDriver{t: t, c: NewController(StewardPolicy(), clk), clk: clk, lat: lat, rpm: rpm, level: rpm / 60, filled: testEpoch, tokens: 1000}
-}
-
-// take is the provider's bucket as a request reaches it at now.
-func (d *rateDriver) take(now time.Time) (bool, float64) {
-	capa := d.rpm / 60
-	d.level = math.Min(capa, d.level+now.Sub(d.filled).Seconds()*capa)
-	d.filled = now
-	if d.level >= 1 {
-		d.level--
-		return true, d.level
-	}
-	return false, d.level
-}
-
-func (d *rateDriver) headers(level float64) http.Header {
-	capa := d.rpm / 60
-	h := http.Header{}
-	h.Set("x-ratelimit-limit-requests", fmt.Sprint(d.rpm))
-	h.Set("x-ratelimit-remaining-requests", fmt.Sprint(math.Floor(level*60)))
-	h.Set("x-ratelimit-reset-requests", fmt.Sprintf("%dms", int(math.Ceil((capa-level)/capa*1000))))
-	return h
-}
-
-// run drives the gateway for dur, in steps of 5 ms.
-func (d *rateDriver) run(dur time.Duration) {
-	d.t.Helper()
-	end := d.clk.Now().Add(dur)
-	for now := d.clk.Now(); now.Before(end); now = d.clk.Now() {
-		for {
-			tk, _ := d.c.TryAcquire()
-			if tk == nil {
-				break
-			}
-			ok, level := d.take(now)
-			d.sent++
-			due := now.Add(d.lat)
-			if d.fast429 && !ok {
-				due = now.Add(50 * time.Millisecond)
-			}
-			d.pending = append(d.pending, rateCall{tk: tk, sentAt: now, due: due, ok: ok, level: level})
-			if len(d.pending) > 100000 {
-				d.t.Fatalf("%d calls in flight: no bound", len(d.pending))
-			}
-		}
-		keep := d.pending[:0]
-		for _, p := range d.pending {
-			if p.due.After(now) {
-				keep = append(keep, p)
-				continue
-			}
-			o := OutcomeOK
-			tokens := d.tokens
-			if !p.ok {
-				o, tokens = OutcomeRateLimited, 0
-				d.refused++
-			}
-			h := d.headers(p.level)
-			if !p.ok {
-				h.Set("retry-after-ms", fmt.Sprint(int(math.Ceil((1-p.level)/(d.rpm/60)*1000))))
-			}
-			if d.hostile != nil {
-				d.hostile(p.sentAt, h, &tokens, &o)
-			}
-			info := ParseRateInfo(h, now)
-			info.Tokens = tokens
-			d.c.Done(p.tk, o, info)
-			d.check(h)
-		}
-		d.pending = keep
-		d.clk.Advance(5 * time.Millisecond)
-	}
-}
-
-// check: the pace is a finite number, the limit at least one.
-func (d *rateDriver) check(h http.Header) {
-	d.t.Helper()
-	c := d.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p := c.paceRate()
-	if math.IsNaN(p) || math.IsInf(p, 0) || p < 0 || math.IsNaN(c.share.frac) || math.IsNaN(c.share.pace) || c.limit < 1 || math.IsNaN(c.limit) || math.IsNaN(c.tokensPerReq) {
-		d.t.Fatalf("after headers %v: pace %v (share frac %v pace %v), limit %v, tokens a request %v", h, p, c.share.frac, c.share.pace, c.limit, c.tokensPerReq)
-	}
-	if g := c.paceGap(); c.pacing && g < 0 {
-		d.t.Fatalf("after headers %v: pace gap %v", h, g)
-	}
-}
-
-// mark returns the admissions and 429s since the last mark.
-func (d *rateDriver) mark() (sent, refused int) {
-	sent, refused = d.sent, d.refused
-	d.sent, d.refused = 0, 0
-	return
-}
-
-// sane checks that over dur of sane answers the gateway sent between
-// lo and hi of the key's rate, and few of its requests were refused.
-func (d *rateDriver) sane(what string, settle, dur time.Duration, lo, hi float64) {
-	d.t.Helper()
-	d.hostile = nil
-	d.run(settle)
-	d.mark()
-	d.run(dur)
-	sent, refused := d.mark()
-	rate := float64(sent) / dur.Seconds() / (d.rpm / 60)
-	t := d.t
-	if rate < lo || rate > hi || float64(refused) > 0.05*float64(sent) {
-		c := d.c
-		c.mu.Lock()
-		p, lim := c.paceRate(), c.limit
-		c.mu.Unlock()
-		t.Fatalf("%s: then sane answers: sent %.3f of the key's rate (want %.2f–%.2f), %d of %d refused (pace %.3g/s, limit %v)", what, rate, lo, hi, refused, sent, p, lim)
-	}
-	t.Logf("%s: then sane answers: %.3f of the key's rate, %d of %d refused", what, rate, refused, sent)
-}
-
 // Every attack runs for 30 s (six calls' latency at 10 s calls), the
 // upstream's broken headers or usage in a share of its answers, then sane
 // answers: through it the pace is a finite number (the gap never
@@ -257,7 +108,7 @@ func TestHostileRateHeaders(t *testing.T) {
 		for _, a := range attacks {
 			t.Run(fmt.Sprintf("%v/%s", lat, a.name), func(t *testing.T) {
 				n := 0
-				d := newRateDriver(t, 1200, lat)
+				d := newKeySim(t, 1, 1200, 0, 0, lat)
 				d.fast429 = lat > time.Second // at slow calls the 429s come back first
 				d.hostile = func(_ time.Time, h http.Header, tokens *int64, o *Outcome) {
 					if n++; n%a.every == 0 {
@@ -301,7 +152,7 @@ func bucketsOn429sOnly(usage bool) func(time.Time, http.Header, *int64, *Outcome
 func TestHeadersOn429sOnlyDoNotHoldTheFloor(t *testing.T) {
 	for _, lat := range []time.Duration{time.Second, 10 * time.Second} {
 		t.Run(lat.String(), func(t *testing.T) {
-			d := newRateDriver(t, 1200, lat)
+			d := newKeySim(t, 1, 1200, 0, 0, lat)
 			d.fast429 = true
 			d.hostile = bucketsOn429sOnly(true)
 			d.run(6 * lat)
@@ -319,12 +170,12 @@ func TestHeadersOn429sOnlyDoNotHoldTheFloor(t *testing.T) {
 // models list, which the provider answers without buckets) leave the share
 // as it is; a completion a span after the last reading drops it.
 func TestUnreadNeedsCompletions(t *testing.T) {
-	d := newRateDriver(t, 1200, time.Second)
-	d.level = 0 // the first answer a 429: the share at the floor
+	d := newKeySim(t, 1, 1200, 0, 0, time.Second)
+	d.rl = 0 // the first answer a 429: the share at the floor
 	frac := func() float64 {
-		d.c.mu.Lock()
-		defer d.c.mu.Unlock()
-		return d.c.share.frac
+		d.cs[0].mu.Lock()
+		defer d.cs[0].mu.Unlock()
+		return d.cs[0].share.frac
 	}
 	d.hostile = bucketsOn429sOnly(false)
 	d.run(20 * time.Second)
