@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -238,7 +239,7 @@ func TestRampEndToEndClimbsBacksOffSettles(t *testing.T) {
 	// and 40 (above), and must come back down. The rate is low enough that
 	// even a heavily loaded runner starts agents faster than the provider
 	// admits them, so the provider stays the bottleneck.
-	const rpm, n = 180, 150
+	const rpm, n = 180, 90
 	fp := fakeprovider.New(fakeprovider.Config{APIKey: rampKey, RPM: rpm, BaseLatency: 20 * time.Second, TimeScale: 0.1, Seed: 5})
 	url, err := fp.Start(context.Background(), "127.0.0.1:0")
 	if err != nil {
@@ -255,38 +256,61 @@ func TestRampEndToEndClimbsBacksOffSettles(t *testing.T) {
 	// pushback at a steady limit, and it follows a lower limit without any
 	// (the ramp does not climb meanwhile: the gateway, not the sample limit,
 	// holds work back). Once the ramp has climbed, another client starts
-	// sharing the key for 30 s: the limit falls to a quarter and the other
-	// client takes all of it, so the provider refuses the gateway's requests
-	// however it paces them. That pushback is sustained, and the ramp must
-	// reverse; when the other client is done, it settles.
-	cut := make(chan struct{})
+	// sharing the key: 10 requests a second, more than three times what the
+	// key refills, so it takes the bucket as fast as it refills and the
+	// provider takes nothing more from the gateway however it paces. The
+	// gateway yields its share down to its floor (2 % of the rate) and
+	// reports the key over as pushback in every window its requests wait
+	// (gateway.md "One key, many gateways", item 13): sustained, and the
+	// ramp must reverse, and stay down while the other client holds the
+	// key. The other client leaves once the ramp has stepped down and five
+	// windows in a row since have been pushback (or after a minute: a ramp
+	// that never reverses, or climbs back while the key is taken, fails
+	// below); the gateway finds the key its own at its next request, and
+	// the ramp settles.
+	const heldDown = 5
+	other := make(chan struct{})
+	left := -1 // how many tends there were when the other client left
 	go func() {
-		defer close(cut)
-		if l.ev.until(5*time.Minute, func(e *launchEvents) bool { return atTop(e.tends, 24) }) == nil {
-			fp.SetLimits(rpm/4, 0)
-			h := fp.Handler()
-			var wg sync.WaitGroup
-			for k := 0; k < 300; k++ { // 10 a second for 30 s
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
-						strings.NewReader(`{"model":"gpt-fake","messages":[{"role":"user","content":"What is 1+1?"}]}`))
-					req.Header.Set("Authorization", "Bearer "+rampKey)
-					req.Header.Set("Content-Type", "application/json")
-					h.ServeHTTP(httptest.NewRecorder(), req)
-				}()
-				time.Sleep(100 * time.Millisecond) // the other client's pace (10 a second): the load under test
+		defer close(other)
+		if l.ev.until(5*time.Minute, func(e *launchEvents) bool { return atTop(e.tends, 24) }) != nil {
+			return
+		}
+		from := len(l.ev.tendsNow())
+		reversed := make(chan struct{})
+		go func() {
+			defer close(reversed)
+			_ = l.ev.until(time.Minute, func(e *launchEvents) bool {
+				pts := e.tends[from:]
+				down := slices.IndexFunc(pts, func(p record.RampPoint) bool { return p.Decision == "down" })
+				return down >= 0 && len(pts)-down >= heldDown &&
+					!slices.ContainsFunc(pts[len(pts)-heldDown:], func(p record.RampPoint) bool { return !p.Pushback })
+			})
+		}()
+		h := fp.Handler()
+		var wg sync.WaitGroup
+		for {
+			select {
+			case <-reversed:
+				left = len(l.ev.tendsNow())
+				wg.Wait()
+				return
+			default:
 			}
-			wg.Wait()
-			// The other client is done: its share of the key comes back.
-			// (Left at a quarter, the rest of the run took 4–5 minutes at
-			// 45 requests a minute, against the 5-minute bound below.)
-			fp.SetLimits(rpm, 0)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
+					strings.NewReader(`{"model":"gpt-fake","messages":[{"role":"user","content":"What is 1+1?"}]}`))
+				req.Header.Set("Authorization", "Bearer "+rampKey)
+				req.Header.Set("Content-Type", "application/json")
+				h.ServeHTTP(httptest.NewRecorder(), req)
+			}()
+			time.Sleep(100 * time.Millisecond) // the other client's pace (10 a second): the load under test
 		}
 	}()
 	code := l.wait(t, 5*time.Minute)
-	<-cut
+	<-other
 	t.Logf("provider: %+v", fp.Stats())
 	pts, as, run := history(t, rec)
 	hist := fmtHistory(pts)
@@ -355,6 +379,16 @@ func TestRampEndToEndClimbsBacksOffSettles(t *testing.T) {
 	// R2: it backs off, and only after two consecutive windows of pushback.
 	if firstDown < 0 {
 		t.Fatalf("the ramp never backed off:\n%s", hist)
+	}
+	// While the other client held the key, the provider took nothing more
+	// from the gateway: once down, the ramp stayed down.
+	if left < 0 {
+		t.Fatalf("the other client never started:\n%s", hist)
+	}
+	for i := firstDown; i < min(left, len(pts)); i++ {
+		if pts[i].Decision == "up" {
+			t.Fatalf("climbed at %d, after the reversal at %d, while the other client held the key (it left after %d tends):\n%s", i, firstDown, left, hist)
+		}
 	}
 	for i, p := range pts {
 		if p.Decision == "down" && (i == 0 || !p.Pushback || !pts[i-1].Pushback) {

@@ -971,13 +971,26 @@ func (c *Controller) Window() ControllerWindow {
 		Saturated: c.win.saturated || c.rateBoundLocked(now),
 		// The key over its target while requests waited for the pace:
 		// the provider takes no more from this gateway (share.go).
-		Pushback: c.win.pushback || (c.p.ShareKey && c.share.over && c.share.heldAt.After(c.win.start)),
+		Pushback: c.win.pushback || (c.p.ShareKey && c.share.over && c.waitedLocked()),
 	}
 	if p := c.paceRate(); p > 0 && c.latency > 0 && c.p.Fixed == 0 {
 		w.Need = int(math.Ceil(p * c.latency.Seconds()))
 	}
 	c.win = controllerWindow{peak: c.inflight, start: now}
 	return w
+}
+
+// waitedLocked reports whether requests waited for the limit or the pace
+// in the window: one was held back in it, or some are waiting now. A
+// waiter asleep on the pace's timer tries no admission until the timer
+// fires, so at a slow pace (a gateway yielded to its floor on a key others
+// fill: a minute between admissions at 45 a minute) the last hold can be
+// far older than the window while the queue never emptied; read from the
+// holds alone, the key over reported pushback only in the windows an
+// admission, an answer or a new ceiling happened to wake the queue, never
+// two in a row, and the ramp never reversed.
+func (c *Controller) waitedLocked() bool {
+	return c.share.heldAt.After(c.win.start) || c.waiters.Len() > 0
 }
 
 // rateBoundLocked reports whether admissions since the window started ran

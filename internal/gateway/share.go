@@ -129,10 +129,11 @@ import (
 //     quarter above what it sent.
 //   - While the last update found the key over the lone target (97 % of
 //     its rate, not just the shared one) and requests waited for
-//     the pace, the window reports pushback: the provider cannot take more
-//     from this gateway, whatever the 429s (a gateway that yields its
-//     share meets few of them), so the ramp stops climbing and, if it
-//     lasts, reverses (R2).
+//     the pace (held back in the window, or still waiting at its end:
+//     Controller.waitedLocked), the window reports pushback: the provider
+//     cannot take more from this gateway, whatever the 429s (a gateway
+//     that yields its share meets few of them), so the ramp stops
+//     climbing and, if it lasts, reverses (R2).
 //   - A 429 still lowers the pace factor as before (short-interval
 //     enforcement, tokens above the average). The pace is kept as a share
 //     of the lone gateway's, so it follows the announced rate and the

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"testing"
@@ -614,5 +615,72 @@ func TestKeyShareJoinFarBelowTop(t *testing.T) {
 		if math.Abs(s.frac-tc.want) > 1e-9 {
 			t.Errorf("first reading %.0f of %.0f, reset %s: start %.3f of the lone pace, want %.3f", tc.b.Remaining, tc.b.Limit, tc.b.Reset, s.frac, tc.want)
 		}
+	}
+}
+
+// A gateway that yielded to its floor on a key another client fills (its
+// pace 2 % of the rate: at 45 a minute, one request a minute) has requests
+// waiting for the pace all that time, between admissions that are a minute
+// apart. Every window of that wait is pushback for the ramp (item 13), not
+// only the windows in which an admission or an answer happened to wake the
+// queue: so the ramp reverses (R2, two windows in a row) while the
+// provider takes nothing more from this gateway. Fake clock.
+func TestKeyShareOverAtTheFloorIsPushbackEveryWindow(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	c := NewController(StewardPolicy(), clk)
+	// The key's bucket, 45 a minute (0.75 a second), starts at 10: this
+	// gateway alone takes from it for 20 s (its pace found, nothing
+	// refused); then another client takes every request's worth as soon
+	// as it refills, and every request of this gateway's is refused.
+	const rpm = 45
+	level, last := 10.0, clk.Now()
+	other := clk.Now().Add(20 * time.Second)
+	answer := func(tk *Ticket) {
+		now := clk.Now()
+		level = math.Min(rpm, level+now.Sub(last).Seconds()*rpm/60)
+		last = now
+		if !now.Before(other) {
+			level = 0
+		}
+		o := OutcomeRateLimited
+		if level >= 1 {
+			level--
+			o = OutcomeOK
+		}
+		c.Done(tk, o, RateInfo{Fraction: level / rpm, Remaining: int64(level), RequestsPerMinute: rpm, Tokens: 10, RequestsBank: -1, TokensBank: -1,
+			Buckets: [2]Bucket{{Limit: rpm, Remaining: math.Floor(level), Reset: time.Duration((rpm - level) / rpm * 60 * float64(time.Second)), OK: true}}})
+	}
+	for end := other.Add(10 * time.Second); clk.Now().Before(end); clk.Advance(10 * time.Millisecond) {
+		if tk, _ := c.TryAcquire(); tk != nil {
+			clk.Advance(10 * time.Millisecond)
+			answer(tk)
+		}
+	}
+	pace, _, _ := c.SharePace()
+	c.mu.Lock()
+	over := c.share.over
+	c.mu.Unlock()
+	if !over || pace > 2*shareFloor*rpm/60 {
+		t.Fatalf("after 10 s of the other client: key over %v, pace %.4f a second; want over, at the floor (%.4f)", over, pace, shareFloor*rpm/60)
+	}
+	c.Window()
+	// A request of the samples' waits for the pace: the next admission is
+	// a minute away, and nothing else happens meanwhile.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(ctx)
+		done <- err
+	}()
+	clk.BlockUntil(1) // the request waits on the pace's timer
+	for i := 0; i < 5; i++ {
+		clk.Advance(time.Second)
+		if w := c.Window(); !w.Pushback {
+			t.Fatalf("window %d of the wait at the floor, the key over: no pushback", i+1)
+		}
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("the waiting request was admitted within 5 s at the floor pace")
 	}
 }
