@@ -86,7 +86,9 @@ import (
 //     a reading a span later; the pace then starts at half of what the
 //     others (ρ − u over the probe) leave of the target, or at the probe's
 //     own rate when that is more (the key over: the others cut too); alone,
-//     the lone pace; at the top, half of it (probeStart).
+//     the lone pace; at the top, half of it, or the probe's own rate when
+//     none of its answers read tidy and some did not: the others keep the
+//     key busy and its top is a moment's (probeStart).
 //   - Tidy readings: a reset in milliseconds times the rate is how far
 //     the bucket was short of full; near its top, beyond what this
 //     gateway's own requests of the last request's worth of refill still
@@ -273,6 +275,11 @@ type keyShare struct {
 	// reading a span later tells what the key did while it probed, and the
 	// pace starts from that (probeStart).
 	longProbe bool
+	// probeTidy and probeUntidy count the answers before the pace starts
+	// (the first, and the long probe's) that read tidy and not tidy: at
+	// the bucket's top, a probe none of whose answers read tidy while
+	// some did not joins a key the others keep busy (probeStart).
+	probeTidy, probeUntidy int
 	// paceSince is when the first reading set the pace (the answer's
 	// arrival): readings of requests sent before it say nothing of what
 	// that pace does to the key.
@@ -447,6 +454,14 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	// run by send time read "the others have left" while the joiner's
 	// requests were still in flight, and it squeezed the joiner further
 	// (seed 8, 2 invocations at 10 s, 0.88 → 0.80).
+	if !s.haveAnchor || s.longProbe {
+		switch {
+		case s.lastTidy > 0:
+			s.probeTidy++
+		case s.lastTidy < 0:
+			s.probeUntidy++
+		}
+	}
 	quickLeft := slowFeedback(in.latency) && s.ownShare <= shareFair
 	s.tidyRunOf(at, rateLimited, quickLeft)
 	if !s.haveAnchor {
@@ -785,7 +800,9 @@ func (s *keyShare) measure(r shareReading, b [2]Bucket, own float64, dt time.Dur
 // probeStart ends a long probe (slow calls): from the first reading to
 // this one, at least a span later (or a 429), what the key used while this
 // gateway probed says where its pace starts. Alone: the lone pace. At the
-// bucket's top: half of it (room of unknown size, as at a fresh start).
+// bucket's top: half of it (room of unknown size, as at a fresh start),
+// or, when none of the probe's answers read tidy and some read not tidy
+// (the others keep the key busy), the probe's admitted rate.
 // After a 429: the probe's admitted rate, cut. Otherwise half of what the
 // others leave of the target, or the probe's admitted rate if more (not
 // the old fair guess from the bucket's level: with eight gateways that
@@ -814,6 +831,16 @@ func (s *keyShare) probeStart(at time.Time, r shareReading, b [2]Bucket, rateLim
 		s.updates++
 		s.lastRho, s.lastOwn = rho, ownU
 		return true
+	case atTop && s.probeUntidy > 0 && s.probeTidy == 0:
+		// At the top, but none of the probe's answers read tidy (item
+		// 11: someone else had taken from the bucket before every one
+		// that could tell): the others keep the key busy, and the top is
+		// a moment's (a bucket of a second's refill, the others just cut
+		// for the probe itself). Half the lone pace sent the key a
+		// second's worth more than it allows for a latency (with eight
+		// gateways at 10 s calls, the largest share of the joins' 429s): the
+		// probe's admitted rate, which the slow start doubles.
+		s.pace = own
 	case atTop || !have:
 		s.pace = shareStart * in.full
 	default:

@@ -684,3 +684,39 @@ func TestKeyShareOverAtTheFloorIsPushbackEveryWindow(t *testing.T) {
 		t.Fatal("the waiting request was admitted within 5 s at the floor pace")
 	}
 }
+
+// A long probe (slow calls) that ends at the bucket's top starts at half
+// the lone pace, room of unknown size, unless none of the probe's answers
+// read tidy and some did not: the others keep the key busy, its top is a
+// moment's, and half the lone pace would send the key a second's worth more
+// than it allows for a latency. It starts at the probe's admitted rate
+// then (the slow start doubles it). Answers that cannot tell (coarse
+// resets) leave the start as it was.
+func TestKeyShareLongProbeBusyTop(t *testing.T) {
+	t0 := testEpoch
+	coarse := bucket1s(0.9)
+	for _, tc := range []struct {
+		name string
+		b    [2]Bucket
+		want float64
+	}{
+		{"not tidy", tidyBucket(2), 4}, // 2 requests short, 1 of them its own
+		{"tidy", tidyBucket(1), shareStart * shareIn.full},
+		{"cannot tell", coarse, shareStart * shareIn.full},
+	} {
+		var s keyShare
+		for k := 0; k < 60; k++ {
+			s.sent(t0.Add(time.Duration(k) * shareProbeGap))
+		}
+		in := shareIn
+		in.latency, in.now = 10*time.Second, t0.Add(10*time.Second)
+		if s.reading(t0, tc.b, false, in) || !s.longProbe {
+			t.Fatalf("%s: a slow first answer did not go on probing", tc.name)
+		}
+		in.now = t0.Add(15 * time.Second)
+		s.reading(t0.Add(5*time.Second), tc.b, false, in)
+		if got := s.frac * in.full; s.longProbe || !s.slow || math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%s: start %.4f (long probe %v, slow start %v), want %.4f", tc.name, got, s.longProbe, s.slow, tc.want)
+		}
+	}
+}
