@@ -29,7 +29,11 @@ import (
 //     share of the limit; this gateway's own use u is what it sent in the
 //     span that was not refused. What it got through, which the steps
 //     below scale, is measured from when its pace began if that is later,
-//     and after a 429 over a whole span back (not the quarter second).
+//     and after a 429 over a whole span back (not the quarter second);
+//     a 429 that finds nothing got through since a pace begun less than a
+//     span ago measures over the whole span back all the same (a sliver
+//     of one or two refused requests reads 0, and sent the pace to the
+//     floor).
 //   - Alone (its own use is at least 0.9 of the key's, and the reading is
 //     not a 429: at an empty bucket ρ reads no more than 1 whatever the
 //     demand, so the biggest user would read alone and every other yield):
@@ -521,18 +525,28 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	// scale) is measured over the span, but after a 429 (a short span)
 	// over a whole span back, so that the few requests of a quarter second
 	// do not decide it; and from when its pace started if that was later:
-	// the probes before it are not its pace.
+	// the probes before it are not its pace. But a 429 that finds the pace
+	// begun less than a span ago with nothing got through since measures
+	// a sliver (a request or two, all refused): nothing, which is not what
+	// the pace gets through. The rate is then what got through over the
+	// whole span back, the probe's admissions with it.
 	from := s.anchor.at
 	if rateLimited {
 		if back := at.Add(-max(shareSpan, in.latency/2)); back.Before(from) {
 			from = back
 		}
 	}
+	whole := from
 	if s.paceSince.After(from) {
 		from = s.paceSince
 	}
-	ownFrom := math.Max(float64(count(s.sends, from, at)-count(s.refused, from, at)), 0)
+	admitted := func(from time.Time) float64 {
+		return math.Max(float64(count(s.sends, from, at)-count(s.refused, from, at)), 0)
+	}
+	ownFrom := admitted(from)
 	sentN := float64(count(s.sends, from, at))
+	sliver := rateLimited && ownFrom == 0 && from.After(whole) && at.Sub(from) < max(shareSpan, in.latency/2)
+	wholeRate := admitted(whole) / at.Sub(whole).Seconds()
 	rho, ownU, atTop, have, byTokens := s.measure(r, b, own/dt.Seconds(), dt, in)
 	// Alone at the last update, at slow calls, with its own use read from
 	// the tokens bucket (an estimate): it stays alone from shareStayAlone
@@ -545,6 +559,9 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	}
 	sec := dt.Seconds()
 	ownRate, sentRate := ownFrom/at.Sub(from).Seconds(), sentN/at.Sub(from).Seconds()
+	if sliver {
+		ownRate = wholeRate
+	}
 	if s.frac <= 0 {
 		s.pace = in.full
 	} else {

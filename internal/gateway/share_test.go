@@ -720,3 +720,52 @@ func TestKeyShareLongProbeBusyTop(t *testing.T) {
 		}
 	}
 }
+
+// A joiner at slow calls whose long probe ends on a 429 (another gateway's
+// slow start emptied the bucket) starts from what its probe got through,
+// cut; a second 429 from the same empty bucket, to the first request of
+// that pace a fraction of a second later, finds nothing got through since
+// the pace began. Measured over that sliver its rate is 0 and the pace
+// fell to the floor (2 % of the key), where beside a gateway at the lone
+// pace it stayed for the whole run (seeds 17 and 21, 2 invocations at 10 s
+// calls). It is measured over the whole span back instead, as any 429's.
+func TestKeyShare429OnASliver(t *testing.T) {
+	t0 := testEpoch
+	in := shareIn
+	in.latency = 10 * time.Second
+	tau := in.full / in.rate * shareSlack
+	var s keyShare
+	for k := 0; k < 25; k++ { // the probe, four a second, to t0 + 6 s
+		s.sent(t0.Add(time.Duration(k) * shareProbeGap))
+	}
+	in.now = t0.Add(10 * time.Second)
+	if s.reading(t0, bucket1s(0.5), false, in) || !s.longProbe {
+		t.Fatal("a slow first answer from a bucket holding half a second did not go on probing")
+	}
+	// The probe's last request, at t0 + 6 s, answered 429 at once.
+	at := t0.Add(6 * time.Second)
+	s.refuse(at)
+	in.now = at
+	s.reading(at, bucket1s(0), true, in)
+	if s.longProbe || s.frac <= 0 {
+		t.Fatalf("a 429 did not end the long probe (frac %.3f)", s.frac)
+	}
+	start := s.frac * in.full
+	// The pace's first request, 0.3 s later, answered 429 at once.
+	at = at.Add(300 * time.Millisecond)
+	s.sent(at)
+	s.refuse(at)
+	in.now = at
+	s.reading(at, bucket1s(0), true, in)
+	// Over the span back (5 s, half the latency): the probe's requests at
+	// t0 + 1.5 … 6 s and this one, two of them refused.
+	span := in.latency / 2
+	got := float64(count(s.sends, at.Add(-span), at) - count(s.refused, at.Add(-span), at))
+	if got != 18 {
+		t.Fatalf("test setup: %v admitted over the span back, want 18", got)
+	}
+	want := got / span.Seconds() * (1 + shareGain*(tau-1)) // ρ reads 1 at the empty bucket
+	if pace := s.frac * in.full; math.Abs(pace-want) > 1e-9 {
+		t.Fatalf("second 429 a sliver after the pace began (start %.3f): pace %.4f, want %.4f (the floor is %.2f)", start, pace, want, shareFloor*in.rate)
+	}
+}
