@@ -214,11 +214,18 @@ func runRealShared(r realShared, p gateway.Policy, tokens int) (realSharedOut, e
 
 // realSharedCells: the subset this machine runs by default, or the full
 // matrix with SHAREDBENCH_FULL=1 (2, 4, 8 invocations × 0.3, 1.5, 10 s ×
-// RPM, TPM; about an hour).
+// RPM, TPM; about an hour). Each run ends 12 latencies (at least 90 s)
+// after the last start, or with SHAREDBENCH_LONG=1 20 latencies (at least
+// 3 minutes), as the simulated matrix does.
 func realSharedCells() []realShared {
 	mk := func(n int, lat time.Duration, tpm bool) realShared {
 		st := max(5*time.Second, 2*lat)
 		dur := time.Duration(n-1)*st + max(90*time.Second, 12*lat)
+		if os.Getenv("SHAREDBENCH_LONG") != "" {
+			// The simulated matrix's length: 20 latencies after the last
+			// start, at least 3 minutes (sharedScenario).
+			dur = time.Duration(n-1)*st + max(3*time.Minute, 20*lat)
+		}
 		return realShared{n: n, latency: lat, tpm: tpm, samples: int(1.5*20*lat.Seconds()) + 20, calls: 10,
 			stagger: st, stopFirst: dur * 6 / 10, dur: dur}
 	}
