@@ -192,6 +192,19 @@ func fmtHistory(pts []record.RampPoint) string {
 	return b.String()
 }
 
+// otherClientCall sends one call to the fake provider's handler h with the
+// run's key, as another client sharing the quota would, and returns the
+// status it got.
+func otherClientCall(h http.Handler) int {
+	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
+		strings.NewReader(`{"model":"gpt-fake","messages":[{"role":"user","content":"What is 1+1?"}]}`))
+	req.Header.Set("Authorization", "Bearer "+rampKey)
+	req.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w.Code
+}
+
 // drain takes n requests from the fake provider's RPM bucket before the run,
 // through its own handler, as another client sharing the quota would: the
 // bucket starts full (a whole minute's worth), and without this the run would
@@ -206,15 +219,9 @@ func drain(t *testing.T, fp *fakeprovider.Server, n int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
-				strings.NewReader(`{"model":"gpt-fake","messages":[{"role":"user","content":"What is 1+1?"}]}`))
-			req.Header.Set("Authorization", "Bearer "+rampKey)
-			req.Header.Set("Content-Type", "application/json")
-			w := httptest.NewRecorder()
-			h.ServeHTTP(w, req)
-			if w.Code != http.StatusOK {
+			if code := otherClientCall(h); code != http.StatusOK {
 				mu.Lock()
-				bad = append(bad, w.Code)
+				bad = append(bad, code)
 				mu.Unlock()
 			}
 		}()
@@ -300,11 +307,7 @@ func TestRampEndToEndClimbsBacksOffSettles(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
-					strings.NewReader(`{"model":"gpt-fake","messages":[{"role":"user","content":"What is 1+1?"}]}`))
-				req.Header.Set("Authorization", "Bearer "+rampKey)
-				req.Header.Set("Content-Type", "application/json")
-				h.ServeHTTP(httptest.NewRecorder(), req)
+				otherClientCall(h)
 			}()
 			time.Sleep(100 * time.Millisecond) // the other client's pace (10 a second): the load under test
 		}
