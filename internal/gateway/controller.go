@@ -969,7 +969,7 @@ func (c *Controller) Window() ControllerWindow {
 		Episodes: c.win.episodes, RateLimited: c.win.rateLimited, Peak: c.win.peak,
 		InFlight: c.inflight, Limit: c.limitLocked(), Ceiling: c.ceiling,
 		Saturated: c.win.saturated || c.rateBoundLocked(now),
-		// The key over its target while requests waited for the pace:
+		// The key over its target while requests waited (waitedLocked):
 		// the provider takes no more from this gateway (share.go).
 		Pushback: c.win.pushback || (c.p.ShareKey && c.share.over && c.waitedLocked()),
 	}
@@ -980,8 +980,10 @@ func (c *Controller) Window() ControllerWindow {
 	return w
 }
 
-// waitedLocked reports whether requests waited for the limit or the pace
-// in the window: one was held back in it, or some are waiting now. A
+// waitedLocked reports whether requests waited in the window: one was held
+// back in it (by the limit or the pace), or some are waiting now (for the
+// limit, the pace or a 429's Retry-After: while the key reads over, each
+// means the provider takes no more from this gateway). A
 // waiter asleep on the pace's timer tries no admission until the timer
 // fires, so at a slow pace (a gateway yielded to its floor on a key others
 // fill: a minute between admissions at 45 a minute) the last hold can be

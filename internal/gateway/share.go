@@ -689,6 +689,9 @@ func (s *keyShare) unread(at time.Time, latency time.Duration) {
 	s.frac, s.slow, s.over, s.longProbe, s.haveAnchor = 0, false, false, false, false
 	s.topRun, s.ownShare = 0, 0
 	s.tidySends = s.tidySends[:0]
+	// The next reading is a new join's first: the old one's probe
+	// answers must not decide how it starts (a busy top).
+	s.probeTidy, s.probeUntidy = 0, 0
 }
 
 // slowFeedback: the feedback comes later than shareDelay (a call's
@@ -856,8 +859,11 @@ func (s *keyShare) probeStart(at time.Time, r shareReading, b [2]Bucket, rateLim
 		// for the probe itself). Half the lone pace sent the key a
 		// second's worth more than it allows for a latency (with eight
 		// gateways at 10 s calls, the largest share of the joins' 429s): the
-		// probe's admitted rate, which the slow start doubles.
-		s.pace = own
+		// probe's admitted rate, which the slow start doubles; never more
+		// than half the lone pace (the probe's four a second can be more
+		// on a small key, and a gateway that re-joins after unread has
+		// heard and probes at its pace, not at four a second).
+		s.pace = math.Min(own, shareStart*in.full)
 	case atTop || !have:
 		s.pace = shareStart * in.full
 	default:
