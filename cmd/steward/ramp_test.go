@@ -278,6 +278,10 @@ func TestRampEndToEndClimbsBacksOffSettles(t *testing.T) {
 	const heldDown = 5
 	other := make(chan struct{})
 	left := -1 // how many tends there were when the other client left
+	// reverseErr: the ramp did not step down and hold five windows of
+	// pushback within a minute of the other client's start (read after
+	// other is closed, which waits for it).
+	var reverseErr error
 	go func() {
 		defer close(other)
 		if l.ev.until(5*time.Minute, func(e *launchEvents) bool { return atTop(e.tends, 24) }) != nil {
@@ -287,7 +291,7 @@ func TestRampEndToEndClimbsBacksOffSettles(t *testing.T) {
 		reversed := make(chan struct{})
 		go func() {
 			defer close(reversed)
-			_ = l.ev.until(time.Minute, func(e *launchEvents) bool {
+			reverseErr = l.ev.until(time.Minute, func(e *launchEvents) bool {
 				pts := e.tends[from:]
 				down := slices.IndexFunc(pts, func(p record.RampPoint) bool { return p.Decision == "down" })
 				return down >= 0 && len(pts)-down >= heldDown &&
@@ -387,6 +391,9 @@ func TestRampEndToEndClimbsBacksOffSettles(t *testing.T) {
 	// from the gateway: once down, the ramp stayed down.
 	if left < 0 {
 		t.Fatalf("the other client never started:\n%s", hist)
+	}
+	if reverseErr != nil || firstDown >= left {
+		t.Fatalf("the ramp did not step down and hold while the other client held the key (first down at %d, the client left after %d tends: %v):\n%s", firstDown, left, reverseErr, hist)
 	}
 	for i := firstDown; i < min(left, len(pts)); i++ {
 		if pts[i].Decision == "up" {
