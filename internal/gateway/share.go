@@ -546,7 +546,10 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	ownFrom := admitted(from)
 	sentN := float64(count(s.sends, from, at))
 	sliver := rateLimited && ownFrom == 0 && from.After(whole) && at.Sub(from) < max(shareSpan, in.latency/2)
-	wholeRate := admitted(whole) / at.Sub(whole).Seconds()
+	ownRate, sentRate := ownFrom/at.Sub(from).Seconds(), sentN/at.Sub(from).Seconds()
+	if sliver { // counted before trim drops the span's older sends
+		ownRate = admitted(whole) / at.Sub(whole).Seconds()
+	}
 	rho, ownU, atTop, have, byTokens := s.measure(r, b, own/dt.Seconds(), dt, in)
 	// Alone at the last update, at slow calls, with its own use read from
 	// the tokens bucket (an estimate): it stays alone from shareStayAlone
@@ -558,10 +561,6 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 		return false
 	}
 	sec := dt.Seconds()
-	ownRate, sentRate := ownFrom/at.Sub(from).Seconds(), sentN/at.Sub(from).Seconds()
-	if sliver {
-		ownRate = wholeRate
-	}
 	if s.frac <= 0 {
 		s.pace = in.full
 	} else {
