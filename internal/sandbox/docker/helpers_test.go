@@ -38,13 +38,34 @@ func TestMain(m *testing.M) {
 	builtMu.Unlock()
 	if len(refs) > 0 {
 		if c, err := NewClient(); err == nil {
-			for _, r := range refs {
-				_, _ = c.ImageRemove(context.Background(), r, image.RemoveOptions{PruneChildren: true})
-			}
+			removeBuiltImages(context.Background(), c, refs)
 			c.Close()
 		}
 	}
 	os.Exit(code)
+}
+
+// removeBuiltImages removes the images the tests built and tagged refs,
+// and those that lost one of these tags to a concurrent build of the same
+// directory (each test has a provider of its own, so two tests can build
+// one context at once; the first build's image is left untagged, and a CI
+// run found it left behind). Both carry the context's hash as a label.
+func removeBuiltImages(ctx context.Context, c apiClient, refs []string) {
+	want := map[string]bool{}
+	for _, r := range refs {
+		want[r] = true
+	}
+	is, err := c.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", "dev.steward.context-hash"))})
+	if err == nil {
+		for _, im := range is {
+			if sum := im.Labels["dev.steward.context-hash"]; len(sum) >= 20 && want[BuildRef(sum)] {
+				_, _ = c.ImageRemove(ctx, im.ID, image.RemoveOptions{PruneChildren: true})
+			}
+		}
+	}
+	for _, r := range refs {
+		_, _ = c.ImageRemove(ctx, r, image.RemoveOptions{PruneChildren: true})
+	}
 }
 
 func rememberImage(ref string) {
