@@ -79,6 +79,9 @@ func runRealShared(r realShared, p gateway.Policy, tokens int) (realSharedOut, e
 		go func() { _ = g.Serve(ctx, ln) }()
 		url := "http://" + ln.Addr().String() + "/v1/chat/completions"
 		client := &http.Client{Transport: &http.Transport{MaxIdleConns: r.samples, MaxIdleConnsPerHost: r.samples}}
+		// ictx ends when the invocation stops starting calls: the first at
+		// stopFirst, as a shard that has run out of samples (its calls in
+		// flight finish, as the simulator's do; they end with the run).
 		ictx := runCtx
 		if i == 0 && r.stopFirst > 0 {
 			var c context.CancelFunc
@@ -91,7 +94,7 @@ func runRealShared(r realShared, p gateway.Policy, tokens int) (realSharedOut, e
 		// sample runs one sample's calls one after another.
 		sample := func(tok string) {
 			for c := 0; c < r.calls && ictx.Err() == nil; c++ {
-				req, _ := http.NewRequestWithContext(ictx, http.MethodPost, url, bytes.NewReader(body))
+				req, _ := http.NewRequestWithContext(runCtx, http.MethodPost, url, bytes.NewReader(body))
 				req.Header.Set("Authorization", "Bearer "+tok)
 				resp, err := client.Do(req)
 				if err != nil {
@@ -193,7 +196,10 @@ func runRealShared(r realShared, p gateway.Policy, tokens int) (realSharedOut, e
 		er, et := fp.Level()
 		span := time.Since(warmAt).Seconds()
 		if r.tpm {
-			adm := float64((st.TokensIn + st.TokensOut) - (warm.TokensIn + warm.TokensOut))
+			// Tokens the bucket charged at admission, as the simulator
+			// counts them (tokens served would miss the calls still in
+			// flight at the end and count those of before the warm-up).
+			adm := float64(st.TokensCharged - warm.TokensCharged)
 			out.goodput = adm / (float64(pc.TPM)/60*span + wt - et)
 		} else {
 			adm := float64((st.Requests - st.RateLimited) - (warm.Requests - warm.RateLimited))

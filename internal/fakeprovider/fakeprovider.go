@@ -102,8 +102,13 @@ type Stats struct {
 	Slowed       int64
 	TokensIn     int64 // input tokens of answered requests
 	TokensOut    int64 // output tokens actually sent
-	InFlight     int64 // requests being handled now
-	MaxInFlight  int64 // the most requests ever handled at once
+	// TokensCharged are the tokens the TPM bucket took from admitted
+	// requests (input and output, at admission, as the bucket counts
+	// them): what the key let through, whether or not the answer was
+	// completed (a client that hangs up mid-call still spent them).
+	TokensCharged int64
+	InFlight      int64 // requests being handled now
+	MaxInFlight   int64 // the most requests ever handled at once
 	// APIKeys are the distinct keys callers sent (the Bearer token or the
 	// x-api-key value), sorted. Authorizations are the distinct raw
 	// Authorization header values, sorted.
@@ -129,8 +134,8 @@ type Server struct {
 	auths      map[string]bool
 	byEndpoint map[string]int64
 
-	requests, succeeded, rateLimited, quota, unauthorized, badRequests atomic.Int64
-	injected, dropped, slowed, tokensIn, tokensOut, inFlight, maxIn    atomic.Int64
+	requests, succeeded, rateLimited, quota, unauthorized, badRequests       atomic.Int64
+	injected, dropped, slowed, tokensIn, tokensOut, charged, inFlight, maxIn atomic.Int64
 
 	srvMu sync.Mutex
 	srv   *http.Server
@@ -214,7 +219,7 @@ func (s *Server) Stats() Stats {
 		Requests: s.requests.Load(), Succeeded: s.succeeded.Load(), RateLimited: s.rateLimited.Load(),
 		QuotaRefused: s.quota.Load(), Unauthorized: s.unauthorized.Load(), BadRequests: s.badRequests.Load(),
 		Injected5xx: s.injected.Load(), Dropped: s.dropped.Load(), Slowed: s.slowed.Load(),
-		TokensIn: s.tokensIn.Load(), TokensOut: s.tokensOut.Load(),
+		TokensIn: s.tokensIn.Load(), TokensOut: s.tokensOut.Load(), TokensCharged: s.charged.Load(),
 		InFlight: s.inFlight.Load(), MaxInFlight: s.maxIn.Load(),
 		APIKeys: keys, Authorizations: auths, ByEndpoint: by,
 	}
@@ -227,7 +232,7 @@ func (s *Server) ResetStats() {
 	s.keys, s.auths, s.byEndpoint = map[string]bool{}, map[string]bool{}, map[string]int64{}
 	s.mu.Unlock()
 	for _, c := range []*atomic.Int64{&s.requests, &s.succeeded, &s.rateLimited, &s.quota, &s.unauthorized,
-		&s.badRequests, &s.injected, &s.dropped, &s.slowed, &s.tokensIn, &s.tokensOut} {
+		&s.badRequests, &s.injected, &s.dropped, &s.slowed, &s.tokensIn, &s.tokensOut, &s.charged} {
 		c.Store(0)
 	}
 	s.maxIn.Store(s.inFlight.Load())
@@ -464,9 +469,11 @@ func (s *Server) admit(c *mockmodel.Call) (ad admission, quota bool) {
 		return ad, true
 	}
 	now := s.clock.Now()
-	d := s.lim.Admit(now, float64(c.InputTokens+c.OutputTokens()))
+	cost := c.InputTokens + c.OutputTokens()
+	d := s.lim.Admit(now, float64(cost))
 	ad.ok, ad.retry, ad.limitedBy, ad.headers = d.OK, d.RetryAfter, d.LimitedBy, d.headers
 	if ad.ok {
+		s.charged.Add(int64(cost))
 		// Draw all three in a fixed order so the sequence of outcomes is a
 		// function of the seed and the order of admissions.
 		d, f, sl := s.rng.Float64(), s.rng.Float64(), s.rng.Float64()

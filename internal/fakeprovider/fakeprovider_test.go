@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -277,5 +278,50 @@ func BenchmarkChatLoopback(b *testing.B) {
 		if resp.StatusCode != 200 {
 			b.Fatalf("status %d", resp.StatusCode)
 		}
+	}
+}
+
+// TokensCharged counts what the TPM bucket took at admission: answered
+// requests' tokens, nothing for a refused one, and a request whose client
+// hung up mid-call in full (the key spent them; TokensIn/Out, counted as
+// the answer is sent, do not have them).
+func TestTokensCharged(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	prompt := "echo: alpha beta gamma delta"
+	cost := 3 + 3 + mockmodel.CountTokens(prompt) + mockmodel.CountTokens(mockmodel.Reply(prompt))
+	srv, url := start(t, fakeprovider.Config{APIKey: key, TPM: int(2*cost + cost/2), Clock: clk})
+	for i := 0; i < 3; i++ {
+		do(t, url, "/v1/chat/completions", chatBody(prompt), openaiHdr(key))
+	}
+	if st := srv.Stats(); st.TokensCharged != 2*cost || st.TokensIn+st.TokensOut != 2*cost || st.RateLimited != 1 {
+		t.Fatalf("two answered, one refused: charged %d, served %d in + %d out, %d refused; want %d charged and served", st.TokensCharged, st.TokensIn, st.TokensOut, st.RateLimited, 2*cost)
+	}
+
+	slowClk := clock.NewFake(epoch)
+	slow, surl := start(t, fakeprovider.Config{APIKey: key, TPM: 1000 * int(cost), BaseLatency: time.Hour, Clock: slowClk})
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, surl+"/v1/chat/completions", strings.NewReader(chatBody(prompt)))
+	req.Header.Set("Authorization", "Bearer "+key)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	slowClk.BlockUntil(1) // admitted: it waits an hour on the fake clock
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("the cancelled call got an answer")
+	}
+	for deadline := time.Now().Add(time.Minute); slow.Stats().InFlight != 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the handler did not end after the hang-up")
+		}
+		runtime.Gosched() // the handler sees the hang-up and returns
+	}
+	if st := slow.Stats(); st.TokensCharged != cost || st.TokensIn != 0 || st.TokensOut != 0 {
+		t.Fatalf("a call hung up mid-way: charged %d, served %d in + %d out; want %d charged, none served", st.TokensCharged, st.TokensIn, st.TokensOut, cost)
 	}
 }
