@@ -90,9 +90,9 @@ import (
 //     a reading a span later; the pace then starts at half of what the
 //     others (ρ − u over the probe) leave of the target, or at the probe's
 //     own rate when that is more (the key over: the others cut too); alone,
-//     the lone pace; at the top, half of it, or the probe's own rate when
-//     none of its answers read tidy and some did not: the others keep the
-//     key busy and its top is a moment's (probeStart).
+//     the lone pace; at the top, half of it, or the probe's own rate if
+//     less when none of its answers read tidy and some did not: the others
+//     keep the key busy and its top is a moment's (probeStart).
 //   - Tidy readings: a reset in milliseconds times the rate is how far
 //     the bucket was short of full; near its top, beyond what this
 //     gateway's own requests of the last request's worth of refill still
@@ -821,7 +821,7 @@ func (s *keyShare) measure(r shareReading, b [2]Bucket, own float64, dt time.Dur
 // gateway probed says where its pace starts. Alone: the lone pace. At the
 // bucket's top: half of it (room of unknown size, as at a fresh start),
 // or, when none of the probe's answers read tidy and some read not tidy
-// (the others keep the key busy), the probe's admitted rate.
+// (the others keep the key busy), the probe's admitted rate if less.
 // After a 429: the probe's admitted rate, cut. Otherwise half of what the
 // others leave of the target, or the probe's admitted rate if more (not
 // the old fair guess from the bucket's level: with eight gateways that
