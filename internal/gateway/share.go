@@ -239,6 +239,9 @@ type shareReading struct {
 	at time.Time
 	f  [2]float64
 	ok [2]bool
+	// top: the bucket was at its top (shareAtTop full, or short of full
+	// by no more than this answer's own request: ownOnly).
+	top [2]bool
 }
 
 // keyShare is a gateway's estimate of its share of the key (its own pace),
@@ -437,6 +440,7 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	for k := range b {
 		if b[k].OK {
 			r.f[k], r.ok[k] = b[k].fraction(), true
+			r.top[k] = r.f[k] >= shareAtTop || !rateLimited && ownOnly(b[k], k, in)
 			if iv := b[k].interval(); iv > 0 {
 				s.ivl[k] = iv
 			}
@@ -793,7 +797,7 @@ func (s *keyShare) measure(r shareReading, b [2]Bucket, own float64, dt time.Dur
 			refill /= in.tokensPerReq
 		}
 		u := own / refill
-		if r.f[k] >= shareAtTop {
+		if r.top[k] {
 			if u > topU {
 				topU, topTokens = u, k == 1
 			}
@@ -814,6 +818,28 @@ func (s *keyShare) measure(r shareReading, b [2]Bucket, own float64, dt time.Dur
 		}
 	}
 	return rho, ownU, atTop, have, byTokens
+}
+
+// ownOnly: an answer (not a 429) found bucket k short of full by no more
+// than its own request (a request, or this answer's tokens, and the
+// slack of a tidy reading), from a reset to the millisecond: the bucket
+// was full when it came, at its top whatever its fraction. A bucket of a
+// few requests (a small key enforced per second: 2 requests at 120 a
+// minute) reads half full after every request of a gateway alone on it;
+// its level then never drifts, ρ read 1 (the key over), and a gateway at
+// the floor stayed there with pushback in every window after the others
+// had left. A bucket of 8 requests' worth or more (8 of the largest
+// request's tokens) short of no more than that is at shareAtTop anyway:
+// there this adds nothing.
+func ownOnly(b Bucket, k int, in shareInput) bool {
+	if !b.OK || b.Coarse || b.Reset <= 0 {
+		return false
+	}
+	short := b.Reset.Seconds() * b.Limit / 60
+	if k == 0 {
+		return short <= 1+shareTidySlack
+	}
+	return in.tokens > 0 && in.tokensPerReq > 0 && short <= in.tokens+0.5*in.tokensPerReq
 }
 
 // probeStart ends a long probe (slow calls): from the first reading to
