@@ -168,7 +168,9 @@ type Signals struct {
 	Fixed   bool `json:"fixed"`
 	// Saturated: requests filled the limit at some point in the window.
 	Saturated bool `json:"saturated"`
-	// Pushback: a 429 arrived, or the provider's remaining quota ran low.
+	// Pushback: a 429 arrived, or the provider's remaining quota ran low,
+	// or the key's share found the key over its target while requests
+	// waited or still wait (Controller.Window).
 	Pushback bool `json:"pushback"`
 	// Need is how many calls in flight the gateway's pace keeps busy at
 	// the measured latency (0: unknown; ControllerWindow.Need).

@@ -701,3 +701,55 @@ func TestGatewayForwardsAllowlistOnly(t *testing.T) {
 		t.Errorf("the upstream's query is %q, want %q", got.q.Encode(), want.Encode())
 	}
 }
+
+// TestHostileAgentRequestTooLargeIsNotCongestion: an agent whose request
+// asks for more tokens than the key allows in a minute (a huge max_tokens,
+// or a context grown past it) gets OpenAI's 429 "Request too large … on
+// tokens per min (TPM)", which no wait ever lets through. It is not
+// congestion: the agent gets that 429 at once, with X-Should-Retry: false,
+// after one try, and the gateway's pace is not cut. Before, it was retried
+// (8 tries, each a 429 to the key), and each was a rate-limit episode that
+// cut the pace factor by a tenth for every sample on the gateway: on a
+// simulated key (1 200 RPM, 10 s calls) an agent sending one such request in
+// twenty took the lone gateway from 0.995 of the key to 0.196.
+func TestHostileAgentRequestTooLargeIsNotCongestion(t *testing.T) {
+	const tooLarge = `{"error":{"message":"Request too large for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Requested 1000011. The input or output tokens must be reduced in order to run successfully. Visit https://platform.openai.com/account/rate-limits to learn more.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`
+	up := newUpstream(t, "openai", func(n int64, w http.ResponseWriter, r *http.Request, body []byte) {
+		h := w.Header()
+		h.Set("x-ratelimit-limit-requests", "1200")
+		h.Set("x-ratelimit-remaining-requests", "1190")
+		h.Set("x-ratelimit-reset-requests", "500ms")
+		h.Set("x-ratelimit-limit-tokens", "30000")
+		h.Set("x-ratelimit-remaining-tokens", "29000")
+		h.Set("x-ratelimit-reset-tokens", "2s")
+		if strings.Contains(string(body), "max_tokens") {
+			h.Set("retry-after-ms", "2000")
+			w.WriteHeader(429)
+			io.WriteString(w, tooLarge)
+			return
+		}
+		io.WriteString(w, chatOK)
+	})
+	h := startGateway(t, Config{Upstream: "openai", BaseURL: up.baseURL(), APIKey: realKey, Clock: clock.NewInstant(testEpoch)})
+	tok := h.g.Issue("att-big", nil)
+	if resp, body := post(t, h.url, "/v1/chat/completions", tok, `{}`, nil); resp.StatusCode != 200 {
+		t.Fatalf("setup: %d %s", resp.StatusCode, body)
+	}
+	h.window(t)
+	resp, body := post(t, h.url, "/v1/chat/completions", tok, `{"max_tokens":1000000}`, nil)
+	if resp.StatusCode != 429 || !strings.Contains(body, "Request too large") {
+		t.Fatalf("the agent got %d %s; want the upstream's 429", resp.StatusCode, body)
+	}
+	if n := up.calls.Load(); n != 2 || resp.Header.Get("X-Should-Retry") != "false" {
+		t.Fatalf("a request larger than the key's tokens a minute went upstream %d times (want once), X-Should-Retry %q", n-1, resp.Header.Get("X-Should-Retry"))
+	}
+	if s := h.window(t); s.Episodes != 0 || s.RateLimited != 0 || s.Pushback {
+		t.Fatalf("a request too large for the key counted as congestion: %+v", s)
+	}
+	h.g.ctl.mu.Lock()
+	pf, want, hold := h.g.ctl.paceFactor, h.g.ctl.p.PaceFactor, h.g.ctl.holdUntil
+	h.g.ctl.mu.Unlock()
+	if pf != want || !hold.IsZero() {
+		t.Fatalf("a request too large for the key cut the pace factor to %v or held every request until %v", pf, hold)
+	}
+}

@@ -40,6 +40,10 @@ type keySim struct {
 	cost          func(i, n int) int64
 	hostile       func(sent time.Time, h http.Header, tokens *int64, o *Outcome)
 	fast429       bool
+	// startAt, when set, is when each gateway's agent starts sending (a
+	// join); active, when set, whether gateway i's agent sends at now.
+	startAt []time.Time
+	active  func(i int, now time.Time) bool
 }
 
 type simCall struct {
@@ -68,6 +72,9 @@ func (m *keySim) run(dur time.Duration) {
 	end := m.clk.Now().Add(dur)
 	for now := m.clk.Now(); now.Before(end); now = m.clk.Now() {
 		for i, c := range m.cs {
+			if m.startAt != nil && now.Before(m.startAt[i]) || m.active != nil && !m.active(i, now) {
+				continue
+			}
 			for {
 				tk, _ := c.TryAcquire()
 				if tk == nil {

@@ -430,6 +430,21 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x exchange, a 
 						fmt.Sprintf("steward gateway: the upstream refused the request because the account's spend limit or quota is exhausted (%s); this is not congestion and was not retried: check the provider account's billing and limits. Upstream said: %s", why, strings.TrimSpace(string(lastBody))))
 					return 0, 0, true
 				}
+				if requestTooLarge(lastBody) {
+					// More tokens than the key allows in a minute: no wait
+					// lets it through, and it says nothing of the key's
+					// congestion (counted as such, an agent cut every
+					// sample's pace with it). Passed on, not retried.
+					g.ctl.Done(t, OutcomeError, info)
+					g.logf("attempt %s: upstream refused the request as larger than the key allows in a minute; not retried", a.id)
+					g.copyHeaders(w.Header(), lastHdr)
+					w.Header().Del("Content-Length")
+					w.Header().Set("X-Should-Retry", "false")
+					g.writeDeadline(w)
+					w.WriteHeader(status)
+					_, _ = w.Write(g.scrubBytes(lastBody))
+					return 0, 0, true
+				}
 				g.ctl.Done(t, OutcomeRateLimited, info)
 			} else {
 				g.ctl.Done(t, OutcomeError, info)

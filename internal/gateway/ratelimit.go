@@ -187,6 +187,21 @@ func spendLimit(h http.Header, body []byte) (string, bool) {
 	return "", false
 }
 
+// requestTooLarge reports whether a 429 refuses a request for asking more
+// tokens than the key allows in a minute (OpenAI's "Request too large for
+// … on tokens per min (TPM): Limit …, Requested …"): it never passes,
+// whatever the wait, and is not congestion. Read from the error's message
+// as it starts, not from anywhere in the body (an upstream may echo the
+// request).
+func requestTooLarge(body []byte) bool {
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	return json.Unmarshal(body, &e) == nil && strings.HasPrefix(strings.ToLower(strings.TrimSpace(e.Error.Message)), "request too large")
+}
+
 // headerNumber is a header's value as a finite number; false when it is
 // not one (absent, not a number, NaN or ±Inf): an upstream's headers are
 // not trusted to be numbers of a rate.

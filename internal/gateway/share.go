@@ -90,9 +90,9 @@ import (
 //     a reading a span later; the pace then starts at half of what the
 //     others (ρ − u over the probe) leave of the target, or at the probe's
 //     own rate when that is more (the key over: the others cut too); alone,
-//     the lone pace; at the top, half of it, or the probe's own rate when
-//     none of its answers read tidy and some did not: the others keep the
-//     key busy and its top is a moment's (probeStart).
+//     the lone pace; at the top, half of it, or the probe's own rate if
+//     less when none of its answers read tidy and some did not: the others
+//     keep the key busy and its top is a moment's (probeStart).
 //   - Tidy readings: a reset in milliseconds times the rate is how far
 //     the bucket was short of full; near its top, beyond what this
 //     gateway's own requests of the last request's worth of refill still
@@ -239,6 +239,9 @@ type shareReading struct {
 	at time.Time
 	f  [2]float64
 	ok [2]bool
+	// top: the bucket was at its top (shareAtTop full, or short of full
+	// by no more than this answer's own request: ownOnly).
+	top [2]bool
 }
 
 // keyShare is a gateway's estimate of its share of the key (its own pace),
@@ -437,6 +440,7 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	for k := range b {
 		if b[k].OK {
 			r.f[k], r.ok[k] = b[k].fraction(), true
+			r.top[k] = r.f[k] >= shareAtTop || !rateLimited && ownOnly(b[k], k, in)
 			if iv := b[k].interval(); iv > 0 {
 				s.ivl[k] = iv
 			}
@@ -793,7 +797,7 @@ func (s *keyShare) measure(r shareReading, b [2]Bucket, own float64, dt time.Dur
 			refill /= in.tokensPerReq
 		}
 		u := own / refill
-		if r.f[k] >= shareAtTop {
+		if r.top[k] {
 			if u > topU {
 				topU, topTokens = u, k == 1
 			}
@@ -816,12 +820,34 @@ func (s *keyShare) measure(r shareReading, b [2]Bucket, own float64, dt time.Dur
 	return rho, ownU, atTop, have, byTokens
 }
 
+// ownOnly: an answer (not a 429) found bucket k short of full by no more
+// than its own request (a request, or this answer's tokens, and the
+// slack of a tidy reading), from a reset to the millisecond: the bucket
+// was full when it came, at its top whatever its fraction. A bucket of a
+// few requests (a small key enforced per second: 2 requests at 120 a
+// minute) reads half full after every request of a gateway alone on it;
+// its level then never drifts, ρ read 1 (the key over), and a gateway at
+// the floor stayed there with pushback in every window after the others
+// had left. A bucket of 8 requests' worth or more (8 of the largest
+// request's tokens) short of no more than that is at shareAtTop anyway:
+// there this adds nothing.
+func ownOnly(b Bucket, k int, in shareInput) bool {
+	if !b.OK || b.Coarse || b.Reset <= 0 {
+		return false
+	}
+	short := b.Reset.Seconds() * b.Limit / 60
+	if k == 0 {
+		return short <= 1+shareTidySlack
+	}
+	return in.tokens > 0 && in.tokensPerReq > 0 && short <= in.tokens+0.5*in.tokensPerReq
+}
+
 // probeStart ends a long probe (slow calls): from the first reading to
 // this one, at least a span later (or a 429), what the key used while this
 // gateway probed says where its pace starts. Alone: the lone pace. At the
 // bucket's top: half of it (room of unknown size, as at a fresh start),
 // or, when none of the probe's answers read tidy and some read not tidy
-// (the others keep the key busy), the probe's admitted rate.
+// (the others keep the key busy), the probe's admitted rate if less.
 // After a 429: the probe's admitted rate, cut. Otherwise half of what the
 // others leave of the target, or the probe's admitted rate if more (not
 // the old fair guess from the bucket's level: with eight gateways that

@@ -769,3 +769,45 @@ func TestKeyShare429OnASliver(t *testing.T) {
 		t.Fatalf("second 429 a sliver after the pace began (start %.3f): pace %.4f, want %.4f (the floor is %.2f)", start, pace, want, shareFloor*in.rate)
 	}
 }
+
+// A small key enforced per second holds a few requests (120 a minute: 2):
+// a gateway's own request leaves it half full, under shareAtTop, though it
+// was full when the request came, so its level never drifts while it
+// loses refill at the top, ρ read 1 (the key over) at every update and the
+// pace stayed where it was. A lone gateway at 0.3 s calls fell to 0.03 of
+// the key and stayed there; one yielded to its floor beside another
+// client stayed there after the other had left (0.24 of the key), its
+// window pushback every time, so the ramp held at its floor on an idle
+// key. A reading short of full by no more than the answer's own request
+// is at the top (ownOnly).
+func TestKeyShareSmallBucketAtItsTop(t *testing.T) {
+	t.Run("alone", func(t *testing.T) {
+		m := newKeySim(t, 1, 120, 0, 0, 300*time.Millisecond)
+		m.fast429 = true
+		m.run(60 * time.Second)
+		m.window(60)
+		m.run(60 * time.Second)
+		if key, _, refused := m.window(60); key < 0.9 || refused[0] > 0.05 {
+			t.Errorf("alone on a 120 RPM key enforced per second: %.2f of the key (want 0.9 or more), %.3f refused (0.05 or less)", key, refused[0])
+		}
+	})
+	t.Run("the other left", func(t *testing.T) {
+		m := newKeySim(t, 2, 120, 0, 0, time.Second)
+		m.fast429 = true
+		leave := testEpoch.Add(90 * time.Second)
+		m.startAt = []time.Time{testEpoch, testEpoch.Add(20 * time.Second)}
+		m.active = func(i int, now time.Time) bool { return i == 0 || now.Before(leave) }
+		m.run(150 * time.Second)
+		m.window(150)
+		pushback := 0
+		for i := 0; i < 60; i++ {
+			m.run(time.Second)
+			if m.cs[0].Window().Pushback {
+				pushback++
+			}
+		}
+		if key, own, _ := m.window(60); own[0] < 0.8 || pushback > 10 {
+			t.Errorf("a minute after the other client left, 60 s on: %.2f of the key (want 0.8 or more; the key %.2f), pushback in %d of 60 windows", own[0], key, pushback)
+		}
+	})
+}
