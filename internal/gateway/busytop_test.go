@@ -95,3 +95,54 @@ func TestKeyShareBusyTopAtMostHalfTheLonePace(t *testing.T) {
 		t.Errorf("a busy key (every answer untidy) re-joined after unread at %.2f a second (lone %v) (the lone pace is %.2f); half of it (%.2f) before the busy-top rule", got, s.lone(), in.full, shareStart*in.full)
 	}
 }
+
+// A long probe at the top that read a tidy answer or two among at least
+// twice as many untidy ones joins a busy key all the same: with seven
+// others at 10 s calls such a joiner started at half the lone pace and sent
+// the key 9–10 requests a second more than it allowed for a latency, the
+// largest cluster of 429s left in those runs. It starts at twice the
+// probe's admitted rate (one doubling ahead of a probe that read no tidy
+// answer); a probe with more tidy answers, or fewer untidy ones for each,
+// still starts at half the lone pace.
+func TestKeyShareBusyTopWithATidyAnswerOrTwo(t *testing.T) {
+	tidy, untidy := tidyBucket(1), tidyBucket(2) // 1 request short: its own; 2: one someone else's
+	half := shareStart * shareIn.full
+	for _, tc := range []struct {
+		name    string
+		answers [][2]Bucket // the probe's answers, half a second apart; the last ends it
+		want    float64
+	}{
+		{"1 tidy, 5 untidy", [][2]Bucket{tidy, untidy, untidy, untidy, untidy, untidy}, 8}, // the probe admitted 4 a second
+		{"2 tidy, 4 untidy", [][2]Bucket{untidy, tidy, untidy, tidy, untidy, untidy}, 8},
+		{"no tidy (as before)", [][2]Bucket{untidy, untidy, untidy, untidy, untidy, untidy}, 4},
+		{"2 tidy, 3 untidy", [][2]Bucket{tidy, untidy, tidy, untidy, untidy}, half},
+		{"3 tidy, 6 untidy", [][2]Bucket{tidy, untidy, tidy, untidy, tidy, untidy, untidy, untidy, untidy}, half},
+		{"all tidy", [][2]Bucket{tidy, tidy, tidy, tidy, tidy, tidy}, half},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s keyShare
+			t0 := testEpoch
+			for k := 0; k < 80; k++ { // four a second
+				s.sent(t0.Add(time.Duration(k) * shareProbeGap))
+			}
+			in := shareIn
+			in.latency = 10 * time.Second
+			n := len(tc.answers)
+			for i, b := range tc.answers {
+				// Half a second apart, the last one a span (5 s) after the first.
+				at := t0.Add(time.Duration(i) * 500 * time.Millisecond)
+				if i == n-1 {
+					at = t0.Add(5 * time.Second)
+				}
+				in.now = at.Add(10 * time.Second)
+				moved := s.reading(at, b, false, in)
+				if i < n-1 && (moved || !s.longProbe) {
+					t.Fatalf("answer %d ended the probe (a slow first answer goes on probing until a span later)", i)
+				}
+			}
+			if got := s.frac * in.full; s.longProbe || !s.slow || math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("start %.4f (long probe %v, slow start %v; %d tidy, %d untidy), want %.4f", got, s.longProbe, s.slow, s.probeTidy, s.probeUntidy, tc.want)
+			}
+		})
+	}
+}

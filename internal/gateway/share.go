@@ -92,7 +92,9 @@ import (
 //     own rate when that is more (the key over: the others cut too); alone,
 //     the lone pace; at the top, half of it, or the probe's own rate if
 //     less when none of its answers read tidy and some did not: the others
-//     keep the key busy and its top is a moment's (probeStart).
+//     keep the key busy and its top is a moment's (probeStart); a tidy
+//     answer or two among at least twice as many untidy ones, twice that
+//     rate if less.
 //   - Tidy readings: a reset in milliseconds times the rate is how far
 //     the bucket was short of full; near its top, beyond what this
 //     gateway's own requests of the last request's worth of refill still
@@ -233,6 +235,8 @@ const (
 	shareScaleMax   = 2.0                    // … and at most this
 	shareTidyRun    = 20                     // this many tidy readings in a row, over a span: the others have left
 	shareStayAlone  = 0.8                    // at slow calls, a gateway alone by tokens stays alone from this much of the key's use
+	shareBusyTidy   = 2                      // a long probe at the top with at most this many tidy answers …
+	shareBusyRatio  = 2                      // … and this many untidy ones for each joins a busy key too (probeStart)
 )
 
 type shareReading struct {
@@ -848,6 +852,9 @@ func ownOnly(b Bucket, k int, in shareInput) bool {
 // bucket's top: half of it (room of unknown size, as at a fresh start),
 // or, when none of the probe's answers read tidy and some read not tidy
 // (the others keep the key busy), the probe's admitted rate if less.
+// A tidy answer or two among at least twice as many untidy ones is a busy
+// key too: twice the probe's admitted rate if less (shareBusyTidy,
+// shareBusyRatio).
 // After a 429: the probe's admitted rate, cut. Otherwise half of what the
 // others leave of the target, or the probe's admitted rate if more (not
 // the old fair guess from the bucket's level: with eight gateways that
@@ -889,6 +896,17 @@ func (s *keyShare) probeStart(at time.Time, r shareReading, b [2]Bucket, rateLim
 		// on a small key, and a gateway that re-joins after unread has
 		// heard and probes at its pace, not at four a second).
 		s.pace = math.Min(own, shareStart*in.full)
+	case atTop && s.probeTidy > 0 && s.probeTidy <= shareBusyTidy && s.probeUntidy >= shareBusyRatio*s.probeTidy:
+		// At the top, and a tidy answer or two among at least twice as
+		// many untidy ones: a busy key all the same (with seven others at
+		// 10 s calls, a joiner's probe read one tidy answer among five
+		// untidy, started at half the lone pace, and sent the key 9–10
+		// requests a second more than it allowed for a latency: the
+		// largest cluster of 429s left in such runs). Its probe found the
+		// key less busy than one with no tidy answer, so it starts one
+		// doubling ahead: twice the probe's admitted rate, never more
+		// than half the lone pace.
+		s.pace = math.Min(2*own, shareStart*in.full)
 	case atTop || !have:
 		s.pace = shareStart * in.full
 	default:
