@@ -307,7 +307,8 @@ type keyShare struct {
 	lastRho, lastOwn float64
 	// ownShare is this gateway's share of the key's use (u ÷ ρ) at the
 	// last update that read ρ exactly (a bucket below its top, no 429):
-	// 0 before one did.
+	// 0 before one did, except that at slow calls, counted in requests,
+	// a 429 before any exact reading sets it from its own u ÷ ρ.
 	ownShare float64
 }
 
@@ -666,8 +667,19 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	s.frac = s.pace / in.full
 	s.updates++
 	s.lastRho, s.lastOwn = rho, ownU
-	if !atTop && !rateLimited && rho > 0 {
+	switch {
+	case !atTop && !rateLimited && rho > 0:
 		s.ownShare = ownU / rho
+	case rateLimited && !atTop && s.ownShare == 0 && rho > 0 && !byTokens && slowFeedback(in.latency):
+		// No exact reading yet (every one at the top or a 429): at slow
+		// calls the share is taken from this 429, u ÷ ρ, counted in
+		// requests. Unknown (0), the top probe ran unscaled and never held,
+		// so a gateway with most of the key whose readings after a join
+		// were all at the top or 429s climbed back into the joiner's room
+		// (8 invocations at 10 s calls bound by requests: 88 → 90 of seeds
+		// 1–90, 85 → 90 of 91–180). By tokens u is an estimate and it cost
+		// 8 invocations bound by tokens runs (82 → 76 of 90): not there.
+		s.ownShare = math.Min(ownU/rho, 1)
 	}
 	return s.pace != before
 }
