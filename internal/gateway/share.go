@@ -314,7 +314,8 @@ type keyShare struct {
 	lastRho, lastOwn float64
 	// ownShare is this gateway's share of the key's use (u ÷ ρ) at the
 	// last update that read ρ exactly (a bucket below its top, no 429):
-	// 0 before one did.
+	// 0 before one did, except that at slow calls, counted in requests,
+	// a 429 before any exact reading sets it from its own u ÷ ρ.
 	ownShare float64
 }
 
@@ -553,12 +554,19 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	}
 	ownFrom := admitted(from)
 	sentN := float64(count(s.sends, from, at))
-	sliver := rateLimited && ownFrom == 0 && from.After(whole) && at.Sub(from) < max(shareSpan, in.latency/2)
 	ownRate, sentRate := ownFrom/at.Sub(from).Seconds(), sentN/at.Sub(from).Seconds()
-	if sliver { // counted before trim drops the span's older sends
-		ownRate = admitted(whole) / at.Sub(whole).Seconds()
-	}
 	rho, ownU, atTop, have, byTokens := s.measure(r, b, own/dt.Seconds(), dt, in)
+	// Counted in requests, a sliver that got less through than the whole
+	// span back did (a request of the pace admitted, the next refused) is
+	// counted over the whole span too: a joiner whose probe ended on a 429
+	// and whose pace's first second got one request through read 0.67 a
+	// second and sat at 0.6 beside a gateway that then read itself alone
+	// (2 invocations at 10 s, seed 8: 0.82 of the limit; 35: 0.81 → 0.89).
+	// By tokens it cost 8 invocations runs at the 1 % 429 line (82 → 78).
+	sliver := rateLimited && (ownFrom == 0 || !byTokens) && from.After(whole) && at.Sub(from) < max(shareSpan, in.latency/2)
+	if sliver { // counted before trim drops the span's older sends
+		ownRate = math.Max(ownRate, admitted(whole)/at.Sub(whole).Seconds())
+	}
 	// Alone at the last update, at slow calls, with its own use read from
 	// the tokens bucket (an estimate): it stays alone from shareStayAlone
 	// of the key's use (stayAlone).
@@ -674,8 +682,19 @@ func (s *keyShare) reading(at time.Time, b [2]Bucket, rateLimited bool, in share
 	s.frac = s.pace / in.full
 	s.updates++
 	s.lastRho, s.lastOwn = rho, ownU
-	if !atTop && !rateLimited && rho > 0 {
+	switch {
+	case !atTop && !rateLimited && rho > 0:
 		s.ownShare = ownU / rho
+	case rateLimited && !atTop && s.ownShare == 0 && rho > 0 && !byTokens && slowFeedback(in.latency):
+		// No exact reading yet (every one at the top or a 429): at slow
+		// calls the share is taken from this 429, u ÷ ρ, counted in
+		// requests. Unknown (0), the top probe ran unscaled and never held,
+		// so a gateway with most of the key whose readings after a join
+		// were all at the top or 429s climbed back into the joiner's room
+		// (8 invocations at 10 s calls bound by requests: 88 → 90 of seeds
+		// 1–90, 85 → 90 of 91–180). By tokens u is an estimate and it cost
+		// 8 invocations bound by tokens runs (82 → 76 of 90): not there.
+		s.ownShare = math.Min(ownU/rho, 1)
 	}
 	return s.pace != before
 }
