@@ -330,6 +330,18 @@ func (g *Gateway) upstreamContext(client context.Context) (context.Context, cont
 	return up, func() { stop(); cancel() }
 }
 
+// passOnFinal relays the upstream's last answer (status, headers, body,
+// scrubbed) to the agent as final: X-Should-Retry: false, so that an SDK
+// does not try again what the gateway gave up on or knows cannot pass.
+func (g *Gateway) passOnFinal(w http.ResponseWriter, status int, hdr http.Header, body []byte) {
+	g.copyHeaders(w.Header(), hdr)
+	w.Header().Del("Content-Length")
+	w.Header().Set("X-Should-Retry", "false")
+	g.writeDeadline(w)
+	w.WriteHeader(status)
+	_, _ = w.Write(g.scrubBytes(body))
+}
+
 // forward sends the request upstream with retries and writes the answer.
 // It returns the tokens to charge and whether the agent saw an error.
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x exchange, a *attempt, body []byte, injected bool, est estimate) (in, out int64, failed bool) {
@@ -437,12 +449,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x exchange, a 
 					// sample's pace with it). Passed on, not retried.
 					g.ctl.Done(t, OutcomeError, info)
 					g.logf("attempt %s: upstream refused the request as larger than the key allows in a minute; not retried", a.id)
-					g.copyHeaders(w.Header(), lastHdr)
-					w.Header().Del("Content-Length")
-					w.Header().Set("X-Should-Retry", "false")
-					g.writeDeadline(w)
-					w.WriteHeader(status)
-					_, _ = w.Write(g.scrubBytes(lastBody))
+					g.passOnFinal(w, status, lastHdr, lastBody)
 					return 0, 0, true
 				}
 				g.ctl.Done(t, OutcomeRateLimited, info)
@@ -457,12 +464,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x exchange, a 
 			g.logf("attempt %s: %s; retries exhausted after %d tries", a.id, reason, try+1)
 			a.upstreamFailed()
 			if lastHdr != nil {
-				g.copyHeaders(w.Header(), lastHdr)
-				w.Header().Del("Content-Length")
-				w.Header().Set("X-Should-Retry", "false")
-				g.writeDeadline(w)
-				w.WriteHeader(status)
-				_, _ = w.Write(g.scrubBytes(lastBody))
+				g.passOnFinal(w, status, lastHdr, lastBody)
 			} else {
 				g.writeError(w, f, http.StatusBadGateway, ErrUpstream, "upstream_unreachable",
 					fmt.Sprintf("steward gateway: %s; gave up after %d tries", reason, try+1))

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net/http"
 	"testing"
@@ -730,26 +731,7 @@ func TestKeyShareLongProbeBusyTop(t *testing.T) {
 // pace it stayed for the whole run (seeds 17 and 21, 2 invocations at 10 s
 // calls). It is measured over the whole span back instead, as any 429's.
 func TestKeyShare429OnASliver(t *testing.T) {
-	t0 := testEpoch
-	in := shareIn
-	in.latency = 10 * time.Second
-	tau := in.full / in.rate * shareSlack
-	var s keyShare
-	for k := 0; k < 25; k++ { // the probe, four a second, to t0 + 6 s
-		s.sent(t0.Add(time.Duration(k) * shareProbeGap))
-	}
-	in.now = t0.Add(10 * time.Second)
-	if s.reading(t0, bucket1s(0.5), false, in) || !s.longProbe {
-		t.Fatal("a slow first answer from a bucket holding half a second did not go on probing")
-	}
-	// The probe's last request, at t0 + 6 s, answered 429 at once.
-	at := t0.Add(6 * time.Second)
-	s.refuse(at)
-	in.now = at
-	s.reading(at, bucket1s(0), true, in)
-	if s.longProbe || s.frac <= 0 {
-		t.Fatalf("a 429 did not end the long probe (frac %.3f)", s.frac)
-	}
+	s, in, at := longProbeEndedBy429(t)
 	start := s.frac * in.full
 	// The pace's first request, 0.3 s later, answered 429 at once.
 	at = at.Add(300 * time.Millisecond)
@@ -759,14 +741,48 @@ func TestKeyShare429OnASliver(t *testing.T) {
 	s.reading(at, bucket1s(0), true, in)
 	// Over the span back (5 s, half the latency): the probe's requests at
 	// t0 + 1.5 … 6 s and this one, two of them refused.
+	paceFromSpanBack(t, &s, in, at, 18, fmt.Sprintf("second 429 a sliver after the pace began (start %.3f; the floor is %.2f)", start, shareFloor*in.rate))
+}
+
+// longProbeEndedBy429 is a joiner at 10 s calls whose long probe (four a
+// second from testEpoch) ends on a 429 to its last request, at 6 s.
+func longProbeEndedBy429(t *testing.T) (keyShare, shareInput, time.Time) {
+	t.Helper()
+	t0 := testEpoch
+	in := shareIn
+	in.latency = 10 * time.Second
+	var s keyShare
+	for k := 0; k < 25; k++ { // the probe, four a second, to t0 + 6 s
+		s.sent(t0.Add(time.Duration(k) * shareProbeGap))
+	}
+	in.now = t0.Add(10 * time.Second)
+	if s.reading(t0, bucket1s(0.5), false, in) || !s.longProbe {
+		t.Fatal("a slow first answer from a bucket holding half a second did not go on probing")
+	}
+	at := t0.Add(6 * time.Second)
+	s.refuse(at)
+	in.now = at
+	s.reading(at, bucket1s(0), true, in)
+	if s.longProbe || s.frac <= 0 {
+		t.Fatalf("a 429 did not end the long probe (frac %.3f)", s.frac)
+	}
+	return s, in, at
+}
+
+// paceFromSpanBack checks that a 429 at at set the pace from what got
+// through over the whole span back (admitted requests, checked too), cut
+// as at an empty bucket (ρ reads 1).
+func paceFromSpanBack(t *testing.T, s *keyShare, in shareInput, at time.Time, admitted int, what string) {
+	t.Helper()
 	span := in.latency / 2
 	got := float64(count(s.sends, at.Add(-span), at) - count(s.refused, at.Add(-span), at))
-	if got != 18 {
-		t.Fatalf("test setup: %v admitted over the span back, want 18", got)
+	if got != float64(admitted) {
+		t.Fatalf("test setup: %v admitted over the span back, want %d", got, admitted)
 	}
-	want := got / span.Seconds() * (1 + shareGain*(tau-1)) // ρ reads 1 at the empty bucket
+	tau := in.full / in.rate * shareSlack
+	want := got / span.Seconds() * (1 + shareGain*(tau-1))
 	if pace := s.frac * in.full; math.Abs(pace-want) > 1e-9 {
-		t.Fatalf("second 429 a sliver after the pace began (start %.3f): pace %.4f, want %.4f (the floor is %.2f)", start, pace, want, shareFloor*in.rate)
+		t.Fatalf("%s: pace %.4f, want %.4f", what, pace, want)
 	}
 }
 

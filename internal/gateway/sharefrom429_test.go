@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -57,25 +58,7 @@ func TestKeyShareShareFrom429(t *testing.T) {
 // whole span back is counted. Before, only a sliver with nothing got
 // through was; the joiner fell to 1.2 a second, not 3.3.
 func TestKeyShare429OnASliverWithOneThrough(t *testing.T) {
-	t0 := testEpoch
-	in := shareIn
-	in.latency = 10 * time.Second
-	tau := in.full / in.rate * shareSlack
-	var s keyShare
-	for k := 0; k < 25; k++ { // the probe, four a second, to t0 + 6 s
-		s.sent(t0.Add(time.Duration(k) * shareProbeGap))
-	}
-	in.now = t0.Add(10 * time.Second)
-	if s.reading(t0, bucket1s(0.5), false, in) || !s.longProbe {
-		t.Fatal("a slow first answer from a bucket holding half a second did not go on probing")
-	}
-	at := t0.Add(6 * time.Second) // the probe's last request, answered 429 at once
-	s.refuse(at)
-	in.now = at
-	s.reading(at, bucket1s(0), true, in)
-	if s.longProbe || s.frac <= 0 {
-		t.Fatalf("a 429 did not end the long probe (frac %.3f)", s.frac)
-	}
+	s, in, at := longProbeEndedBy429(t)
 	s.sent(at.Add(300 * time.Millisecond)) // the pace's first request: through
 	s.held(at.Add(300 * time.Millisecond)) // the next waited for the pace
 	at = at.Add(800 * time.Millisecond)    // its second: 429 at once
@@ -83,13 +66,5 @@ func TestKeyShare429OnASliverWithOneThrough(t *testing.T) {
 	s.refuse(at)
 	in.now = at
 	s.reading(at, bucket1s(0), true, in)
-	span := in.latency / 2
-	got := float64(count(s.sends, at.Add(-span), at) - count(s.refused, at.Add(-span), at))
-	if got != 17 {
-		t.Fatalf("test setup: %v admitted over the span back, want 17", got)
-	}
-	want := got / span.Seconds() * (1 + shareGain*(tau-1)) // ρ reads 1 at the empty bucket
-	if pace := s.frac * in.full; math.Abs(pace-want) > 1e-9 {
-		t.Fatalf("a 429 0.8 s into the pace, one request through: pace %.4f, want %.4f (the sliver's own rate is %.2f)", pace, want, 1/0.8)
-	}
+	paceFromSpanBack(t, &s, in, at, 17, fmt.Sprintf("a 429 0.8 s into the pace, one request through (the sliver's own rate is %.2f)", 1/0.8))
 }
