@@ -83,7 +83,7 @@ func (c *Controller) loneHold(o Outcome, info RateInfo) {
 			on = false
 			break
 		}
-		short := b.Reset.Seconds() * b.Limit / 60 // requests, or tokens
+		short := b.short() // requests, or tokens
 		want := holdShort
 		if k == 1 {
 			if c.tokensPerReq <= 0 {

@@ -166,6 +166,10 @@ type Bucket struct {
 // fraction is how full the bucket is (0–1).
 func (b Bucket) fraction() float64 { return math.Min(1, math.Max(0, b.Remaining/b.Limit)) }
 
+// short is how far the bucket is short of full, in requests or tokens:
+// its reset times its rate (0 without a reset).
+func (b Bucket) short() float64 { return b.Reset.Seconds() * b.Limit / 60 }
+
 // interval is the bucket's refill interval in seconds (the time it takes
 // to refill from empty) as the reset time tells it; 0 when the bucket is
 // too full to tell (the reset's rounding then dominates).
@@ -858,7 +862,7 @@ func ownOnly(b Bucket, k int, in shareInput) bool {
 	if !b.OK || b.Coarse || b.Reset <= 0 {
 		return false
 	}
-	short := b.Reset.Seconds() * b.Limit / 60
+	short := b.short()
 	if k == 0 {
 		return short <= 1+shareTidySlack
 	}
@@ -978,14 +982,14 @@ func (s *keyShare) tidy(at time.Time, b [2]Bucket, in shareInput) int {
 	if req := b[0]; req.OK && !req.Coarse && req.Limit > 0 {
 		rate := req.Limit / 60
 		own := s.stillHeld(at, 1, rate, true)
-		if v = tidyOf(req.Reset.Seconds()*rate, own, shareTidyNear, shareTidySlack); v <= 0 {
+		if v = tidyOf(req.short(), own, shareTidyNear, shareTidySlack); v <= 0 {
 			return v
 		}
 	}
 	if tok := b[1]; tok.OK && !tok.Coarse && tok.Limit > 0 && in.tokensPerReq > 0 && in.tokens > 0 {
 		rate := tok.Limit / 60 // tokens a second
 		own := in.tokens + s.stillHeld(at, in.tokensPerReq, rate, false)
-		v = tidyOf(tok.Reset.Seconds()*rate, own, shareTidyNear*in.tokensPerReq, 0.5*in.tokensPerReq)
+		v = tidyOf(tok.short(), own, shareTidyNear*in.tokensPerReq, 0.5*in.tokensPerReq)
 	}
 	return v
 }
