@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"container/list"
 	"context"
 	"fmt"
 	"math"
@@ -228,8 +227,9 @@ type Controller struct {
 	episodes        int
 	win             controllerWindow
 	history         []LimitChange
-	// waiters queue for admission in arrival order; only the head tries.
-	waiters *list.List
+	// waiters queue for admission, the keys (attempts) in turn and each
+	// key's requests in arrival order (fairqueue.go); only the head tries.
+	waiters *fairQueue
 	// share is this gateway's share of the key (Policy.ShareKey).
 	share keyShare
 }
@@ -292,7 +292,7 @@ func NewController(p Policy, c clock.Clock) *Controller {
 	}
 	ctl := &Controller{
 		p: p, clock: c, limit: float64(p.Start), ssthresh: math.Inf(1),
-		ceiling: p.Max, waiters: list.New(), paceFactor: p.PaceFactor, bankReq: -1, bankTok: -1,
+		ceiling: p.Max, waiters: newFairQueue(), paceFactor: p.PaceFactor, bankReq: -1, bankTok: -1,
 	}
 	ctl.win.start = c.Now()
 	ctl.history = append(ctl.history, LimitChange{At: c.Now(), From: 0, To: p.Start, Ceiling: p.Max, Reason: "start (" + p.Name + ")", Count: 1})
@@ -353,9 +353,9 @@ func (c *Controller) record(from int, reason string) {
 }
 
 func (c *Controller) wakeLocked() {
-	if f := c.waiters.Front(); f != nil {
+	if w := c.waiters.head(); w != nil {
 		select {
-		case f.Value.(chan struct{}) <- struct{}{}:
+		case w.ch <- struct{}{}:
 		default:
 		}
 	}
@@ -547,10 +547,20 @@ func (c *Controller) Pacing() bool {
 	return c.pacing
 }
 
-// Acquire blocks until a request may go upstream, or ctx ends. Waiters
-// are admitted in arrival order; only the head of the queue watches the
-// clock, so a hold or a pace wakes one goroutine, not all of them.
+// Acquire blocks until a request may go upstream, or ctx ends. It is
+// AcquireFor with no key: such requests share one anonymous key.
 func (c *Controller) Acquire(ctx context.Context) (*Ticket, error) {
+	return c.AcquireFor(ctx, nil)
+}
+
+// AcquireFor blocks until a request of key's may go upstream, or ctx ends.
+// key (comparable; the gateway passes the attempt) is whose request it is:
+// waiting requests are admitted one key at a time in turn, each key's in
+// arrival order (fairQueue), so a key with many requests waiting gets no
+// more admissions than one with a single request. Only the head of the
+// queue watches the clock, so a hold or a pace wakes one goroutine, not
+// all of them.
+func (c *Controller) AcquireFor(ctx context.Context, key any) (*Ticket, error) {
 	c.mu.Lock()
 	if c.waiters.Len() == 0 {
 		if t, _ := c.tryLocked(); t != nil {
@@ -558,16 +568,15 @@ func (c *Controller) Acquire(ctx context.Context) (*Ticket, error) {
 			return t, nil
 		}
 	}
-	ch := make(chan struct{}, 1)
-	e := c.waiters.PushBack(ch)
+	e := c.waiters.push(key)
 	for {
 		var hold time.Duration
-		head := c.waiters.Front() == e
+		head := c.waiters.head() == e
 		if head {
 			var t *Ticket
 			t, hold = c.tryLocked()
 			if t != nil {
-				c.waiters.Remove(e)
+				c.waiters.admitted(e)
 				c.wakeLocked() // the next waiter may fit too
 				c.mu.Unlock()
 				return t, nil
@@ -586,11 +595,11 @@ func (c *Controller) Acquire(ctx context.Context) (*Ticket, error) {
 				timer.Stop()
 			}
 			c.mu.Lock()
-			c.waiters.Remove(e)
+			c.waiters.remove(e)
 			c.wakeLocked()
 			c.mu.Unlock()
 			return nil, fmt.Errorf("wait for upstream connection: %w", ctx.Err())
-		case <-ch:
+		case <-e.ch:
 		case <-fired:
 		}
 		if timer != nil {

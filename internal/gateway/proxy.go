@@ -355,7 +355,9 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x exchange, a 
 	// unreachable: the last try reached no upstream (a connection error).
 	var unreachable bool
 	for try := 0; ; try++ {
-		t, err := g.ctl.Acquire(ctx)
+		// The attempt is the key its requests queue under, the identity
+		// its per-token limits count by: attempts take turns (fairQueue).
+		t, err := g.ctl.AcquireFor(ctx, a)
 		if err != nil {
 			// The sandbox went away (or the gateway is stopping); tell it if it still listens.
 			g.writeError(w, f, http.StatusServiceUnavailable, ErrUpstream, "", "steward gateway: stopped waiting for an upstream connection: "+err.Error())
