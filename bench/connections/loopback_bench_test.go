@@ -41,12 +41,19 @@ func loopbackCells() []cell {
 	return out
 }
 
-// prompt makes calls of about a thousand tokens (input + output), so a
+// The usual call's prompt: about a thousand tokens (input + output), so a
 // TPM limit binds the way it does in the simulation.
-var prompt = strings.Repeat("Summarise the quarterly figures for the board in plain words. ", 50)
+const (
+	promptSentence = "Summarise the quarterly figures for the board in plain words. "
+	promptRepeats  = 50
+)
 
-func callBody() []byte {
-	return []byte(`{"model":"gpt-bench","messages":[{"role":"user","content":"` + prompt + `"}]}`)
+func callBody() []byte { return callBodyOf(promptRepeats) }
+
+// callBodyOf is a call whose prompt repeats the sentence n times: about
+// 19 tokens a sentence (the fake provider's count), input and output.
+func callBodyOf(n int) []byte {
+	return []byte(`{"model":"gpt-bench","messages":[{"role":"user","content":"` + strings.Repeat(promptSentence, n) + `"}]}`)
 }
 
 // tokensPerRealCall asks an unlimited fake provider what one call costs.

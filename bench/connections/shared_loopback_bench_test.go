@@ -5,9 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,6 +37,12 @@ type realShared struct {
 	// (the Inspect-style peer: Inspect's samples follow its connections)
 	// instead of samples; work > 0 and no stagger or stop.
 	followLimit bool
+	// tokenJitter > 0: each call's prompt is drawn from (1 ± tokenJitter)
+	// × the usual one, uniformly (its tokens with it), as the simulated
+	// TPM-bound cells draw their calls' tokens; seed draws them and the
+	// provider's latencies (SHAREDBENCH_SEED, default 1).
+	tokenJitter float64
+	seed        uint64
 }
 
 type realSharedOut struct {
@@ -48,7 +57,8 @@ type realSharedOut struct {
 // one-second intervals (RPM, or TPM at the prompt's tokens).
 func runRealShared(r realShared, p gateway.Policy, tokens int) (realSharedOut, error) {
 	rate := 20.0
-	pc := fakeprovider.Config{APIKey: loopKey, Interval: time.Second, BaseLatency: r.latency, Seed: 1, RPM: int(rate * 60)}
+	seed := max(r.seed, 1)
+	pc := fakeprovider.Config{APIKey: loopKey, Interval: time.Second, BaseLatency: r.latency, Seed: seed, RPM: int(rate * 60)}
 	if r.tpm {
 		pc.RPM, pc.TPM = 3*int(rate*60), int(rate*60)*tokens
 	}
@@ -60,6 +70,19 @@ func runRealShared(r realShared, p gateway.Policy, tokens int) (realSharedOut, e
 		return realSharedOut{}, err
 	}
 	body := callBody()
+	// draw is the next call's body: the usual one, or with tokenJitter a
+	// prompt of promptRepeats × (1 ± tokenJitter) sentences.
+	var drawMu sync.Mutex
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	draw := func() []byte {
+		if r.tokenJitter <= 0 {
+			return body
+		}
+		drawMu.Lock()
+		f := 1 + r.tokenJitter*(2*rng.Float64()-1)
+		drawMu.Unlock()
+		return callBodyOf(max(1, int(math.Round(promptRepeats*f))))
+	}
 	var wg sync.WaitGroup
 	var calls atomic.Int64
 	begin := time.Now()
@@ -94,7 +117,7 @@ func runRealShared(r realShared, p gateway.Policy, tokens int) (realSharedOut, e
 		// sample runs one sample's calls one after another.
 		sample := func(tok string) {
 			for c := 0; c < r.calls && ictx.Err() == nil; c++ {
-				req, _ := http.NewRequestWithContext(runCtx, http.MethodPost, url, bytes.NewReader(body))
+				req, _ := http.NewRequestWithContext(runCtx, http.MethodPost, url, bytes.NewReader(draw()))
 				req.Header.Set("Authorization", "Bearer "+tok)
 				resp, err := client.Do(req)
 				if err != nil {
@@ -232,8 +255,20 @@ func realSharedCells() []realShared {
 			// start, at least 3 minutes (sharedScenario).
 			dur = time.Duration(n-1)*st + max(3*time.Minute, 20*lat)
 		}
-		return realShared{n: n, latency: lat, tpm: tpm, samples: int(1.5*20*lat.Seconds()) + 20, calls: 10,
+		c := realShared{n: n, latency: lat, tpm: tpm, samples: int(1.5*20*lat.Seconds()) + 20, calls: 10,
 			stagger: st, stopFirst: dur * 6 / 10, dur: dur}
+		if n, _ := strconv.Atoi(os.Getenv("SHAREDBENCH_SEED")); n > 0 {
+			c.seed = uint64(n)
+		}
+		if tpm {
+			// The simulated TPM-bound cells' token jitter (sharedScenario):
+			// calls of 0.5–1.5 × the mean tokens.
+			c.tokenJitter = 0.5
+			if v, err := strconv.ParseFloat(os.Getenv("SHAREDBENCH_TOKEN_JITTER"), 64); err == nil {
+				c.tokenJitter = v
+			}
+		}
+		return c
 	}
 	if os.Getenv("SHAREDBENCH_FULL") != "" {
 		var out []realShared
