@@ -163,8 +163,8 @@ func (anthropicAPI) RateHeaders() RateHeaders {
 		Requests: [3]string{"anthropic-ratelimit-requests-limit", "anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset"},
 		Tokens:   [3]string{"anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset"},
 		// The input tokens a minute (ITPM), else the tokens bucket, which
-		// counts input and output together (its limit is ITPM + OTPM
-		// where both are announced).
+		// counts input and output together (where seen, its limit is
+		// ITPM + OTPM).
 		InputLimits: []string{"anthropic-ratelimit-input-tokens-limit", "anthropic-ratelimit-tokens-limit"},
 	}
 }
