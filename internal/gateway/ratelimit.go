@@ -242,27 +242,35 @@ func textChars(v any) int64 {
 // tooLargeForKey reports whether a 429 refuses a request that can never
 // pass, whoever words it: the request's input floor (API.InputFloor)
 // exceeds the whole limit, not what is left, of a bucket the answer names
-// that counts input (RateHeaders.InputLimits; of each format's, the first
-// the answer carries). It returns that header and its limit. A floor of
-// 0 (none vouched for) or a limit that is not a positive finite number
-// never makes a request too large: the 429 stays congestion.
+// that counts input (inputLimit). It returns that header and its limit.
+// A floor of 0 (none vouched for) never makes a request too large: the
+// 429 stays congestion.
 func tooLargeForKey(h http.Header, floor int64) (header string, limit float64, ok bool) {
-	if floor <= 0 {
+	name, lim, ok := inputLimit(h)
+	if !ok || floor <= 0 || float64(floor) <= lim {
 		return "", 0, false
 	}
+	return name, lim, true
+}
+
+// inputLimit is the smallest limit of a bucket that counts input an
+// answer names (RateHeaders.InputLimits; of each format's, the first the
+// answer carries), and its header; false when there is none, or none a
+// positive finite number.
+func inputLimit(h http.Header) (header string, limit float64, ok bool) {
 	for _, rh := range rateHeaders() {
 		for _, name := range rh.InputLimits {
 			v := h.Get(name)
 			if v == "" {
 				continue
 			}
-			if lim, ok := headerNumber(v); ok && lim > 0 && float64(floor) > lim {
-				return name, lim, true
+			if lim, good := headerNumber(v); good && lim > 0 && (!ok || lim < limit) {
+				header, limit, ok = name, lim, true
 			}
 			break
 		}
 	}
-	return "", 0, false
+	return header, limit, ok
 }
 
 // headerNumber is a header's value as a finite number; false when it is
