@@ -131,11 +131,15 @@ type Decision struct {
 }
 
 // Header writes the rate-limit headers the answer carries (and, when
-// refused with a wait, retry-after and retry-after-ms) in api's format.
+// refused, retry-after and retry-after-ms as the server sends them) in
+// api's format.
 func (d Decision) Header(h http.Header, api mockmodel.API) {
 	d.headers.write(h, api)
-	if !d.OK && d.RetryAfter >= 0 {
-		setRetryAfter(h, d.RetryAfter)
+	if d.OK {
+		return
+	}
+	if w, ok := retryAfterFor(api, d.RetryAfter, d.LimitedBy, d.headers); ok {
+		setRetryAfter(h, w)
 	}
 }
 

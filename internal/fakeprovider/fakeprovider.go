@@ -364,8 +364,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	ad.headers.write(w.Header(), api)
 	if !ad.ok {
 		s.rateLimited.Add(1)
-		if ad.retry >= 0 {
-			setRetryAfter(w.Header(), ad.retry)
+		if d, ok := retryAfterFor(api, ad.retry, ad.limitedBy, ad.headers); ok {
+			setRetryAfter(w.Header(), d)
 		}
 		rateLimitError(api, ad).Write(w, reqID)
 		return
@@ -526,6 +526,24 @@ func openaiDuration(d time.Duration) string {
 	return d.Round(time.Millisecond).String()
 }
 
+// retryAfterFor is the Retry-After a refusal carries (false: none): the
+// wait until the request would pass; for one larger than its bucket,
+// which never can, OpenAI's "Request too large" carries none, while
+// Anthropic's 429 is worded and sent as congestion's, Retry-After
+// included (here the time until the bucket is full): only the request's
+// size against the announced limit tells it apart.
+func retryAfterFor(api mockmodel.API, retry time.Duration, limitedBy string, h limitHeaders) (time.Duration, bool) {
+	switch {
+	case retry >= 0:
+		return retry, true
+	case api != mockmodel.Anthropic:
+		return 0, false
+	case limitedBy == "requests":
+		return h.rpmReset, true
+	}
+	return h.tpmReset, true
+}
+
 // setRetryAfter sets retry-after (whole seconds, rounded up, at least 1)
 // and retry-after-ms.
 func setRetryAfter(h http.Header, d time.Duration) {
@@ -548,10 +566,13 @@ func rateLimitError(api mockmodel.API, ad admission) *mockmodel.Error {
 		limit, unit, short = h.tpmLimit, "tokens", "TPM"
 	}
 	if api == mockmodel.Anthropic {
-		msg := fmt.Sprintf("This request would exceed the rate limit for your organization of %d %s per minute. For details, refer to: https://docs.claude.com/en/api/rate-limits.", limit, unit)
-		if ad.retry < 0 {
-			msg = fmt.Sprintf("This request is larger than your organization's rate limit of %d %s per minute and can never be served.", limit, unit)
+		// The same words whether a wait lets the request through or it
+		// is larger than the whole limit, as Anthropic's; its one token
+		// bucket is announced as the input tokens a minute too.
+		if unit == "tokens" {
+			unit = "input tokens"
 		}
+		msg := fmt.Sprintf("This request would exceed the rate limit for your organization (org-fake) of %s %s per minute. For details, refer to: https://docs.claude.com/en/api/rate-limits. You can see the response headers for current usage. Please reduce the prompt length or the maximum tokens requested, or try again later.", grouped(limit), unit)
 		return &mockmodel.Error{Status: http.StatusTooManyRequests, API: api, Type: "rate_limit_error", Message: msg}
 	}
 	var msg string
@@ -561,6 +582,16 @@ func rateLimitError(api mockmodel.API, ad admission) *mockmodel.Error {
 		msg = fmt.Sprintf("Rate limit reached for mock in organization org-fake on %s per min (%s): Limit %d. Please try again in %s.", unit, short, limit, openaiDuration(ad.retry))
 	}
 	return &mockmodel.Error{Status: http.StatusTooManyRequests, API: api, Type: unit, Code: "rate_limit_exceeded", Message: msg}
+}
+
+// grouped writes n with thousands separators ("20,000"), as Anthropic's
+// messages do.
+func grouped(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 func quotaError(api mockmodel.API) *mockmodel.Error {

@@ -195,6 +195,44 @@ func TestAnthropicRateLimitHeaders(t *testing.T) {
 	}
 }
 
+// Anthropic words a 429 alike whether a wait lets the request through
+// or its input is larger than the whole limit, and sends both with its
+// headers and a Retry-After: only the request's size against the
+// announced input-tokens limit tells them apart (as the gateway must).
+func TestAnthropicOverLimitReadsAsCongestion(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	_, url := start(t, fakeprovider.Config{APIKey: key, TPM: 2000, Clock: clk})
+	huge := do(t, url, "/v1/messages", messagesBody(strings.Repeat("lorem ipsum ", 2000)), anthropicHdr(key))
+	// Two requests that fit, then one that meets the bucket they emptied.
+	fits := messagesBody("echo: " + strings.Repeat("word ", 700))
+	for i := 0; i < 2; i++ {
+		if r := do(t, url, "/v1/messages", fits, anthropicHdr(key)); r.Status != 200 {
+			t.Fatalf("request %d that fits: %d %v", i, r.Status, r.Body)
+		}
+	}
+	busy := do(t, url, "/v1/messages", fits, anthropicHdr(key))
+	msg := func(r fptest.Resp) string {
+		e, _ := r.Body["error"].(map[string]any)
+		m, _ := e["message"].(string)
+		if r.Body["type"] != "error" || e["type"] != "rate_limit_error" {
+			t.Errorf("body %v", r.Body)
+		}
+		return m
+	}
+	for name, r := range map[string]fptest.Resp{"over the limit": huge, "congestion": busy} {
+		if r.Status != 429 || r.Header.Get("retry-after") == "" || r.Header.Get("anthropic-ratelimit-input-tokens-limit") != "2000" ||
+			r.Header.Get("anthropic-ratelimit-tokens-limit") != "2000" {
+			t.Errorf("%s: %d %v", name, r.Status, r.Header)
+		}
+		if m := msg(r); !strings.HasPrefix(m, "This request would exceed the rate limit for your organization (org-fake) of 2,000 input tokens per minute.") {
+			t.Errorf("%s: message %q", name, m)
+		}
+	}
+	if msg(huge) != msg(busy) {
+		t.Errorf("the two read differently:\n%s\n%s", msg(huge), msg(busy))
+	}
+}
+
 // outcomes sends n requests in order and returns each status (0 for a dropped connection).
 func TestFaultsDeterministicGivenSeed(t *testing.T) {
 	cfg := fakeprovider.Config{APIKey: key, ErrorRate: 0.3, DropRate: 0.2, Seed: 42}

@@ -162,11 +162,77 @@ func (anthropicAPI) RateHeaders() RateHeaders {
 		},
 		Requests: [3]string{"anthropic-ratelimit-requests-limit", "anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset"},
 		Tokens:   [3]string{"anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset"},
+		// The input tokens a minute (ITPM), else the tokens bucket, which
+		// counts input and output together (where seen, its limit is
+		// ITPM + OTPM).
+		InputLimits: []string{"anthropic-ratelimit-input-tokens-limit", "anthropic-ratelimit-tokens-limit"},
 	}
 }
 
 // SpendLimit: a 429 naming the spend limit or the credit balance.
 func (anthropicAPI) SpendLimit(h http.Header, body []byte) (string, bool) { return spendLimit(h, body) }
+
+// InputFloor: a message's text (system, messages, tool calls and results,
+// text documents) and its tools' names, descriptions and schemas.
+// Images, PDFs and other sources are not vouched for (their base64 is no
+// measure of their tokens), nor are thinking blocks (Anthropic drops
+// those of earlier turns from the input). A request that marks a prompt
+// cache breakpoint has none: cache reads do not count against the input
+// tokens a minute, so its input may pass however large it is.
+func (anthropicAPI) InputFloor(path string, body []byte) int64 {
+	if path != "/v1/messages" || bytes.Contains(body, []byte(`"cache_control"`)) {
+		return 0
+	}
+	var m map[string]any
+	if json.Unmarshal(body, &m) != nil {
+		return 0
+	}
+	n := anthropicContent(m["system"])
+	msgs, _ := m["messages"].([]any)
+	for _, x := range msgs {
+		if msg, ok := x.(map[string]any); ok {
+			n += anthropicContent(msg["content"])
+		}
+	}
+	tools, _ := m["tools"].([]any)
+	for _, x := range tools {
+		if tool, ok := x.(map[string]any); ok {
+			n += textChars(tool["name"]) + textChars(tool["description"]) + textChars(tool["input_schema"])
+		}
+	}
+	return floorTokens(n)
+}
+
+// anthropicContent is the characters of a content: a string, or blocks.
+func anthropicContent(v any) int64 {
+	switch c := v.(type) {
+	case string:
+		return textChars(c)
+	case []any:
+		var n int64
+		for _, x := range c {
+			b, _ := x.(map[string]any)
+			switch b["type"] {
+			case "text":
+				n += textChars(b["text"])
+			case "tool_use", "server_tool_use":
+				n += textChars(b["name"]) + textChars(b["input"])
+			case "tool_result", "search_result":
+				n += anthropicContent(b["content"])
+			case "document":
+				src, _ := b["source"].(map[string]any)
+				switch src["type"] {
+				case "text":
+					n += textChars(src["data"])
+				case "content":
+					n += anthropicContent(src["content"])
+				}
+			}
+		}
+		return n
+	}
+	return 0
+}
 
 func (anthropicAPI) Env(baseURL, token string) []string {
 	return []string{"ANTHROPIC_BASE_URL=" + baseURL, "ANTHROPIC_API_KEY=" + token}

@@ -81,6 +81,14 @@ type API interface {
 	// the account's spend limit or quota (not retried) rather than
 	// congestion, and a short reason.
 	SpendLimit(h http.Header, body []byte) (why string, spend bool)
+	// InputFloor is the fewest input tokens a request on path surely
+	// counts against the key's per-minute token limits: a lower bound,
+	// never an estimate, from the text the model reads (no base64 data,
+	// no reasoning a provider drops), and 0 when it cannot vouch for one
+	// (a prompt cache may serve part of the input uncounted). A 429 whose
+	// input limit (RateHeaders.InputLimits) is under it can never pass
+	// (tooLargeForKey); one a wait would cure must never be taken for it.
+	InputFloor(path string, body []byte) int64
 	// Env is what a sandbox needs to reach the gateway at baseURL with
 	// token in this format (the variables its SDKs read).
 	Env(baseURL, token string) []string
@@ -111,6 +119,11 @@ type RateHeaders struct {
 	// pace, the banked requests and the key's share; a missing bucket is
 	// all "".
 	Requests, Tokens [3]string
+	// InputLimits are the limit headers of the buckets that count a
+	// request's input tokens, most specific first: of those an answer
+	// carries, the first is read (tooLargeForKey), since a less specific
+	// one may count other tokens than the input too.
+	InputLimits []string
 }
 
 // ErrorKind is what a gateway error says went wrong; each format spells it

@@ -67,7 +67,13 @@ func TestEveryAPIKeepsTheContract(t *testing.T) {
 			if _, billable := a.Estimate(path, body, 7); !billable {
 				t.Errorf("Ask's route %s is not billed", path)
 			}
-			for _, hs := range [][3]string{a.RateHeaders().Requests, a.RateHeaders().Tokens} {
+			// A floor, never above the gateway's own estimate from the size.
+			lp, lb := a.Ask("m", strings.Repeat("grade this answer ", 200), 10)
+			if f := a.InputFloor(lp, lb); f < 0 || f > int64(len(lb))/4 {
+				t.Errorf("InputFloor of a %d-byte request is %d, over its size estimate", len(lb), f)
+			}
+			rh := a.RateHeaders()
+			for _, hs := range [][]string{rh.Requests[:], rh.Tokens[:], rh.InputLimits} {
 				for _, n := range hs {
 					if n != strings.ToLower(n) {
 						t.Errorf("rate-limit header %q is not lower case", n)

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/steward-evals/steward/internal/clock"
+	"github.com/steward-evals/steward/internal/fakeprovider"
 )
 
 // otherSecret is a value from the configurable secret list.
@@ -752,4 +754,111 @@ func TestHostileAgentRequestTooLargeIsNotCongestion(t *testing.T) {
 	if pf != want || !hold.IsZero() {
 		t.Fatalf("a request too large for the key cut the pace factor to %v or held every request until %v", pf, hold)
 	}
+}
+
+// TestHostileAgentAnthropicRequestTooLargeIsNotCongestion: Anthropic has
+// no "Request too large": a prompt larger than the key's input tokens a
+// minute gets the same 429 as congestion ("This request would exceed the
+// rate limit for your organization … of N input tokens per minute"),
+// Retry-After and all, although no wait lets it through. The 429's headers
+// tell it apart: the request's input floor (Anthropic's InputFloor, its
+// text at most 8 characters a token) is over the whole limit the answer
+// names (anthropic-ratelimit-input-tokens-limit), not just over what is
+// left. Through the real gateway in front of the fake provider speaking
+// Anthropic: such a request goes upstream once, the agent gets the 429 at
+// once with X-Should-Retry: false, and the gateway's pace is not cut.
+// Before, it was retried (9 tries, each a 429 to the key and a rate-limit
+// episode). The control: a normal request meeting the bucket emptied is
+// still congestion, retried to success and counted.
+func TestHostileAgentAnthropicRequestTooLargeIsNotCongestion(t *testing.T) {
+	const limit = 3000
+	hdr := map[string]string{"anthropic-version": "2023-06-01"}
+	msg := func(prompt string) string {
+		b, _ := json.Marshal(map[string]any{"model": "claude", "max_tokens": 50, "messages": []any{map[string]any{"role": "user", "content": prompt}}})
+		return string(b)
+	}
+	normal := msg("echo: " + strings.Repeat("word ", 300))
+	huge := msg(strings.Repeat("lorem ipsum ", 4000)) // 48 000 characters: a floor of 6 000 tokens against a limit of 3 000
+	start := func(t *testing.T) (*fakeprovider.Server, string, *harness, string) {
+		clk := clock.NewInstant(testEpoch)
+		fp, fu := startFake(t, fakeprovider.Config{TPM: limit, Clock: clk})
+		h := startGateway(t, Config{Upstream: "anthropic", BaseURL: fu, APIKey: realKey, Clock: clk, RetryLimit: 2})
+		return fp, fu, h, h.g.Issue("att-big", nil)
+	}
+
+	t.Run("over the limit", func(t *testing.T) {
+		fp, _, h, tok := start(t)
+		if resp, body := post(t, h.url, "/v1/messages", tok, normal, hdr); resp.StatusCode != 200 {
+			t.Fatalf("setup: %d %s", resp.StatusCode, body)
+		}
+		h.window(t)
+		before := fp.Stats()
+		resp, body := post(t, h.url, "/v1/messages", tok, huge, hdr)
+		if resp.StatusCode != 429 || !strings.Contains(body, "would exceed the rate limit") {
+			t.Fatalf("the agent got %d %s; want the upstream's 429", resp.StatusCode, body)
+		}
+		if n := fp.Stats().Requests - before.Requests; n != 1 || resp.Header.Get("X-Should-Retry") != "false" {
+			t.Fatalf("a prompt larger than the key's input tokens a minute went upstream %d times (want once), X-Should-Retry %q", n, resp.Header.Get("X-Should-Retry"))
+		}
+		if resp.Header.Get("anthropic-ratelimit-input-tokens-limit") != fmt.Sprint(limit) {
+			t.Errorf("the upstream's headers were not passed on: %v", resp.Header)
+		}
+		if s := h.window(t); s.Episodes != 0 || s.RateLimited != 0 || s.Pushback {
+			t.Fatalf("a request too large for the key counted as congestion: %+v", s)
+		}
+		h.g.ctl.mu.Lock()
+		pf, want, hold := h.g.ctl.paceFactor, h.g.ctl.p.PaceFactor, h.g.ctl.holdUntil
+		h.g.ctl.mu.Unlock()
+		if pf != want || !hold.IsZero() {
+			t.Fatalf("a request too large for the key cut the pace factor to %v or held every request until %v", pf, hold)
+		}
+		if !strings.Contains(h.log.String(), "anthropic-ratelimit-input-tokens-limit") {
+			t.Errorf("the log does not say which limit the request is over:\n%s", h.log.String())
+		}
+	})
+
+	t.Run("control", func(t *testing.T) {
+		// Another client of the key empties its bucket; the gateway's
+		// first request meets it, worded as the huge one's: congestion.
+		fp, fu, h, tok := start(t)
+		direct := map[string]string{"anthropic-version": "2023-06-01", "x-api-key": realKey}
+		for i := 0; ; i++ {
+			r, b := post(t, fu, "/v1/messages", "", normal, direct)
+			if r.StatusCode == 429 {
+				break
+			}
+			if r.StatusCode != 200 || i > 20 {
+				t.Fatalf("emptying the bucket: %d %s after %d", r.StatusCode, b, i)
+			}
+		}
+		before := fp.Stats()
+		resp, body := post(t, h.url, "/v1/messages", tok, normal, hdr)
+		if resp.StatusCode != 200 {
+			t.Fatalf("a normal request meeting an empty bucket got %d %s; want it retried to success", resp.StatusCode, body)
+		}
+		if st := fp.Stats(); st.RateLimited-before.RateLimited < 1 || st.Succeeded-before.Succeeded != 1 {
+			t.Fatalf("the control met no 429 (provider %+v)", st)
+		}
+		if s := h.window(t); s.RateLimited < 1 || s.Episodes < 1 || s.Retries < 1 {
+			t.Fatalf("a normal request's 429 was not congestion: %+v", s)
+		}
+	})
+
+	t.Run("cache breakpoint", func(t *testing.T) {
+		// A prompt cache's reads do not count against the input tokens a
+		// minute, so a request marking a breakpoint has no floor: however
+		// large, its 429 is congestion (retried), never passed on as
+		// final for a wait that may have cured it.
+		fp, _, h, tok := start(t)
+		b, _ := json.Marshal(map[string]any{"model": "claude", "max_tokens": 50, "messages": []any{map[string]any{"role": "user", "content": []any{
+			map[string]any{"type": "text", "text": strings.Repeat("lorem ipsum ", 4000), "cache_control": map[string]any{"type": "ephemeral"}}}}}})
+		cached := string(b)
+		resp, body := post(t, h.url, "/v1/messages", tok, cached, hdr)
+		if resp.StatusCode != 429 {
+			t.Fatalf("got %d %s", resp.StatusCode, body)
+		}
+		if st, s := fp.Stats(), h.window(t); st.Requests != 3 || s.RateLimited != 3 || s.Retries != 2 {
+			t.Fatalf("a request with a cache breakpoint was not retried as congestion: provider %+v, signals %+v", st, s)
+		}
+	})
 }

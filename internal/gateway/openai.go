@@ -298,12 +298,140 @@ func (openaiAPI) RateHeaders() RateHeaders {
 		},
 		Requests: [3]string{"x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"},
 		Tokens:   [3]string{"x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"},
+		// The tokens a minute count a request's input (and its output cap).
+		InputLimits: []string{"x-ratelimit-limit-tokens"},
 	}
 }
 
 // SpendLimit: insufficient_quota, billing (OpenAI-compatible servers say
 // it in Anthropic's words too, so the common reading).
 func (openaiAPI) SpendLimit(h http.Header, body []byte) (string, bool) { return spendLimit(h, body) }
+
+// InputFloor: the text of chat messages (and their tool calls), of the
+// Responses API's instructions and input items, of a completion's prompt
+// or an embedding's input (a token array counts its length), and the
+// function tools' names, descriptions and schemas. Images, audio and
+// files are not vouched for, nor is reasoning passed back. A request
+// marking a prompt cache breakpoint (OpenAI-compatible servers in front
+// of Anthropic take cache_control) has none.
+func (openaiAPI) InputFloor(path string, body []byte) int64 {
+	if bytes.Contains(body, []byte(`"cache_control"`)) {
+		return 0
+	}
+	var m map[string]any
+	if json.Unmarshal(body, &m) != nil {
+		return 0
+	}
+	var chars, tokens int64
+	switch path {
+	case "/v1/chat/completions":
+		msgs, _ := m["messages"].([]any)
+		for _, x := range msgs {
+			msg, _ := x.(map[string]any)
+			chars += openaiContent(msg["content"])
+			calls, _ := msg["tool_calls"].([]any)
+			for _, c := range calls {
+				call, _ := c.(map[string]any)
+				fn, _ := call["function"].(map[string]any)
+				chars += textChars(fn["name"]) + textChars(fn["arguments"])
+			}
+		}
+		chars += openaiTools(m["tools"])
+	case "/v1/responses":
+		chars += textChars(m["instructions"]) + openaiTools(m["tools"])
+		switch in := m["input"].(type) {
+		case string:
+			chars += textChars(in)
+		case []any:
+			for _, x := range in {
+				item, _ := x.(map[string]any)
+				switch item["type"] {
+				case nil, "message":
+					chars += openaiContent(item["content"])
+				case "function_call":
+					chars += textChars(item["name"]) + textChars(item["arguments"])
+				case "function_call_output":
+					chars += openaiContent(item["output"])
+				}
+			}
+		}
+	case "/v1/completions", "/v1/embeddings":
+		key := "prompt"
+		if path == "/v1/embeddings" {
+			key = "input"
+		}
+		c, t := promptSize(m[key])
+		chars, tokens = chars+c, tokens+t
+	default:
+		return 0
+	}
+	return floorTokens(chars) + tokens
+}
+
+// openaiContent is the characters of a message's content: a string, or
+// parts of which the text ones count.
+func openaiContent(v any) int64 {
+	switch c := v.(type) {
+	case string:
+		return textChars(c)
+	case []any:
+		var n int64
+		for _, x := range c {
+			p, _ := x.(map[string]any)
+			switch p["type"] {
+			case "text", "input_text", "output_text":
+				n += textChars(p["text"])
+			case "refusal":
+				n += textChars(p["refusal"])
+			}
+		}
+		return n
+	}
+	return 0
+}
+
+// openaiTools is the characters of the function tools, in chat's shape
+// ({"function": {…}}) or the Responses API's (flat).
+func openaiTools(v any) int64 {
+	tools, _ := v.([]any)
+	var n int64
+	for _, x := range tools {
+		t, _ := x.(map[string]any)
+		if t["type"] != "function" {
+			continue
+		}
+		if fn, ok := t["function"].(map[string]any); ok {
+			t = fn
+		}
+		n += textChars(t["name"]) + textChars(t["description"]) + textChars(t["parameters"])
+	}
+	return n
+}
+
+// promptSize is a prompt's or an embedding input's characters (a string,
+// or strings) and tokens (a token array, or arrays: each number is one).
+func promptSize(v any) (chars, tokens int64) {
+	switch p := v.(type) {
+	case string:
+		return textChars(p), 0
+	case []any:
+		for _, x := range p {
+			switch e := x.(type) {
+			case string:
+				chars += textChars(e)
+			case float64:
+				tokens++
+			case []any:
+				for _, y := range e {
+					if _, ok := y.(float64); ok {
+						tokens++
+					}
+				}
+			}
+		}
+	}
+	return chars, tokens
+}
 
 func (openaiAPI) Env(baseURL, token string) []string {
 	return []string{"OPENAI_BASE_URL=" + baseURL + "/v1", "OPENAI_API_KEY=" + token}

@@ -342,6 +342,29 @@ func (g *Gateway) passOnFinal(w http.ResponseWriter, status int, hdr http.Header
 	_, _ = w.Write(g.scrubBytes(body))
 }
 
+// tooLarge reports whether an upstream's 429 refuses a request larger
+// than the key allows in a minute, and how that is known: OpenAI says so
+// ("Request too large …"); any upstream's headers do when the request's
+// input floor exceeds the whole limit of a bucket that counts input
+// (Anthropic words both alike: "This request would exceed the rate limit
+// …").
+func tooLarge(path string, route API, body []byte, h http.Header, answer []byte) (string, bool) {
+	if requestTooLarge(answer) {
+		return "the upstream said so", true
+	}
+	// A floor is at most half the body's bytes (a character of text
+	// counts an eighth of a token, a number of a token array one): a body
+	// that small is not read.
+	if _, lim, ok := inputLimit(h); !ok || float64(len(body)/2) <= lim {
+		return "", false
+	}
+	floor := route.InputFloor(path, body)
+	if name, lim, ok := tooLargeForKey(h, floor); ok {
+		return fmt.Sprintf("its input is at least %d tokens, over the key's whole limit of %.0f in %s", floor, lim, name), true
+	}
+	return "", false
+}
+
 // forward sends the request upstream with retries and writes the answer.
 // It returns the tokens to charge and whether the agent saw an error.
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x exchange, a *attempt, body []byte, injected bool, est estimate) (in, out int64, failed bool) {
@@ -444,13 +467,13 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x exchange, a 
 						fmt.Sprintf("steward gateway: the upstream refused the request because the account's spend limit or quota is exhausted (%s); this is not congestion and was not retried: check the provider account's billing and limits. Upstream said: %s", why, strings.TrimSpace(string(lastBody))))
 					return 0, 0, true
 				}
-				if requestTooLarge(lastBody) {
+				if why, large := tooLarge(r.URL.Path, x.route, body, resp.Header, lastBody); large {
 					// More tokens than the key allows in a minute: no wait
 					// lets it through, and it says nothing of the key's
 					// congestion (counted as such, an agent cut every
 					// sample's pace with it). Passed on, not retried.
 					g.ctl.Done(t, OutcomeError, info)
-					g.logf("attempt %s: upstream refused the request as larger than the key allows in a minute; not retried", a.id)
+					g.logf("attempt %s: upstream refused the request as larger than the key allows in a minute (%s); not retried", a.id, why)
 					g.passOnFinal(w, status, lastHdr, lastBody)
 					return 0, 0, true
 				}

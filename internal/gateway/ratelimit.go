@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // rateHeaders are the registered formats' rate-limit headers, the
@@ -200,6 +201,76 @@ func requestTooLarge(body []byte) bool {
 		} `json:"error"`
 	}
 	return json.Unmarshal(body, &e) == nil && strings.HasPrefix(strings.ToLower(strings.TrimSpace(e.Error.Message)), "request too large")
+}
+
+// charsPerTokenCeiling is the most characters of text one token stands
+// for, on average over a whole prompt, that an input floor allows
+// (API.InputFloor): English prose and code run about four characters a
+// token in OpenAI's and Anthropic's tokenizers, other scripts fewer; only
+// long runs of whitespace or repeated punctuation go further. Twice the
+// usual, so that a prompt the upstream counts lighter than its size
+// suggests is still never taken for one too large for the key (the
+// floor errs toward congestion).
+const charsPerTokenCeiling = 8
+
+// floorTokens is the fewest tokens chars characters of text count.
+func floorTokens(chars int64) int64 { return chars / charsPerTokenCeiling }
+
+// textChars is the characters of every string in a decoded JSON value
+// (objects' values, not their keys): the text of a tool's schema or a
+// call's arguments as the model reads it, without the JSON's escapes.
+func textChars(v any) int64 {
+	switch x := v.(type) {
+	case string:
+		return int64(utf8.RuneCountInString(x))
+	case []any:
+		var n int64
+		for _, e := range x {
+			n += textChars(e)
+		}
+		return n
+	case map[string]any:
+		var n int64
+		for _, e := range x {
+			n += textChars(e)
+		}
+		return n
+	}
+	return 0
+}
+
+// tooLargeForKey reports whether a 429 refuses a request that can never
+// pass, whoever words it: the request's input floor (API.InputFloor)
+// exceeds the whole limit, not what is left, of a bucket the answer names
+// that counts input (inputLimit). It returns that header and its limit.
+// A floor of 0 (none vouched for) never makes a request too large: the
+// 429 stays congestion.
+func tooLargeForKey(h http.Header, floor int64) (header string, limit float64, ok bool) {
+	name, lim, ok := inputLimit(h)
+	if !ok || floor <= 0 || float64(floor) <= lim {
+		return "", 0, false
+	}
+	return name, lim, true
+}
+
+// inputLimit is the smallest limit of a bucket that counts input an
+// answer names (RateHeaders.InputLimits; of each format's, the first the
+// answer carries), and its header; false when there is none, or none a
+// positive finite number.
+func inputLimit(h http.Header) (header string, limit float64, ok bool) {
+	for _, rh := range rateHeaders() {
+		for _, name := range rh.InputLimits {
+			v := h.Get(name)
+			if v == "" {
+				continue
+			}
+			if lim, good := headerNumber(v); good && lim > 0 && (!ok || lim < limit) {
+				header, limit, ok = name, lim, true
+			}
+			break
+		}
+	}
+	return header, limit, ok
 }
 
 // headerNumber is a header's value as a finite number; false when it is
