@@ -204,32 +204,25 @@ func (anthropicAPI) InputFloor(path string, body []byte) int64 {
 }
 
 // anthropicContent is the characters of a content: a string, or blocks.
-func anthropicContent(v any) int64 {
-	switch c := v.(type) {
-	case string:
-		return textChars(c)
-	case []any:
-		var n int64
-		for _, x := range c {
-			b, _ := x.(map[string]any)
-			switch b["type"] {
-			case "text":
-				n += textChars(b["text"])
-			case "tool_use", "server_tool_use":
-				n += textChars(b["name"]) + textChars(b["input"])
-			case "tool_result", "search_result":
-				n += anthropicContent(b["content"])
-			case "document":
-				src, _ := b["source"].(map[string]any)
-				switch src["type"] {
-				case "text":
-					n += textChars(src["data"])
-				case "content":
-					n += anthropicContent(src["content"])
-				}
-			}
+func anthropicContent(v any) int64 { return contentChars(v, anthropicBlock) }
+
+// anthropicBlock is the characters of one content block the model reads.
+func anthropicBlock(b map[string]any) int64 {
+	switch b["type"] {
+	case "text":
+		return textChars(b["text"])
+	case "tool_use", "server_tool_use":
+		return textChars(b["name"]) + textChars(b["input"])
+	case "tool_result", "search_result":
+		return anthropicContent(b["content"])
+	case "document":
+		src, _ := b["source"].(map[string]any)
+		switch src["type"] {
+		case "text":
+			return textChars(src["data"])
+		case "content":
+			return anthropicContent(src["content"])
 		}
-		return n
 	}
 	return 0
 }

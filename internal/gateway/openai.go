@@ -371,23 +371,15 @@ func (openaiAPI) InputFloor(path string, body []byte) int64 {
 // openaiContent is the characters of a message's content: a string, or
 // parts of which the text ones count.
 func openaiContent(v any) int64 {
-	switch c := v.(type) {
-	case string:
-		return textChars(c)
-	case []any:
-		var n int64
-		for _, x := range c {
-			p, _ := x.(map[string]any)
-			switch p["type"] {
-			case "text", "input_text", "output_text":
-				n += textChars(p["text"])
-			case "refusal":
-				n += textChars(p["refusal"])
-			}
+	return contentChars(v, func(p map[string]any) int64 {
+		switch p["type"] {
+		case "text", "input_text", "output_text":
+			return textChars(p["text"])
+		case "refusal":
+			return textChars(p["refusal"])
 		}
-		return n
-	}
-	return 0
+		return 0
+	})
 }
 
 // openaiTools is the characters of the function tools, in chat's shape

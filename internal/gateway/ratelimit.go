@@ -239,6 +239,24 @@ func textChars(v any) int64 {
 	return 0
 }
 
+// contentChars is the characters of a message's content as a format
+// writes it: a string, or a list of parts, each counted by part (a part
+// that is not an object counts as an empty one).
+func contentChars(v any, part func(map[string]any) int64) int64 {
+	switch c := v.(type) {
+	case string:
+		return textChars(c)
+	case []any:
+		var n int64
+		for _, x := range c {
+			p, _ := x.(map[string]any)
+			n += part(p)
+		}
+		return n
+	}
+	return 0
+}
+
 // tooLargeForKey reports whether a 429 refuses a request that can never
 // pass, whoever words it: the request's input floor (API.InputFloor)
 // exceeds the whole limit, not what is left, of a bucket the answer names
