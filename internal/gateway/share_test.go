@@ -41,6 +41,16 @@ type shareStep struct {
 
 var shareIn = shareInput{full: 19.4, rate: 20, latency: time.Second}
 
+// slowShareIn is shareIn at 10 s calls (a span of 5 s) with what the
+// rule's steps are there: the slowdown (4 s of feedback in 15), the
+// additive climb over one span and the shared target τ.
+func slowShareIn() (in shareInput, slow, add, tau float64) {
+	in = shareIn
+	in.latency = 10 * time.Second
+	slow = 4.0 / 15
+	return in, slow, shareAdditive * in.rate * 5 * slow, in.full / in.rate * shareSlack
+}
+
 func runShare(t *testing.T, start float64, steps []shareStep) {
 	t.Helper()
 	var s keyShare
@@ -436,11 +446,9 @@ func TestKeyShareJoinHolds(t *testing.T) {
 // that ended leaves room that stays.
 func TestKeyShareTopProbe(t *testing.T) {
 	t0 := testEpoch
-	in := shareIn
-	in.latency = 10 * time.Second
+	in, slow, _, _ := slowShareIn()
 	s := keyShare{frac: 0.2, anchor: shareReading{at: t0, f: [2]float64{0.9}, ok: [2]bool{true}}, haveAnchor: true, ivl: [2]float64{1}}
 	pace := 0.2 * in.full
-	slow := 4.0 / 15
 	for k := 0; k < 6; k++ {
 		a := t0.Add(time.Duration(k) * 5 * time.Second)
 		for i := 1; i <= 10; i++ {
@@ -513,11 +521,7 @@ func TestKeyShareLongProbe(t *testing.T) {
 // probes, scaled by its share.
 func TestKeyShareSlowCallsFair(t *testing.T) {
 	t0 := testEpoch
-	in := shareIn
-	in.latency = 10 * time.Second
-	slow := 4.0 / 15
-	add := shareAdditive * in.rate * 5 * slow
-	tau := in.full / in.rate * shareSlack
+	in, slow, add, tau := slowShareIn()
 	send := func(s *keyShare) {
 		for i := 1; i <= 50; i++ {
 			s.sent(t0.Add(time.Duration(i) * 100 * time.Millisecond))

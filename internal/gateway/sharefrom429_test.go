@@ -14,11 +14,7 @@ import (
 // stayed unknown (0), and the top probe ran unscaled.
 func TestKeyShareShareFrom429(t *testing.T) {
 	t0 := testEpoch
-	in := shareIn
-	in.latency = 10 * time.Second
-	slow := 4.0 / 15
-	add := shareAdditive * in.rate * 5 * slow
-	tau := in.full / in.rate * shareSlack
+	in, _, add, tau := slowShareIn()
 	s := keyShare{frac: 0.8, anchor: shareReading{at: t0, f: [2]float64{0.5}, ok: [2]bool{true}}, haveAnchor: true, ivl: [2]float64{1}}
 	// 16 a second over 5 s, the last one refused: the bucket went from
 	// half full to empty, ρ = 1 + 0.5 ÷ 5 = 1.1, u = 79 ÷ 5 ÷ 20 = 0.79.
