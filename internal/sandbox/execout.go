@@ -71,16 +71,23 @@ func (c *Capped) Held() int {
 // not the wrapper's line), and keeps the rest capped.
 type PIDSniffer struct {
 	*Capped
-	head  []byte
-	done  bool
-	pid   chan int
-	wrote atomic.Bool // any byte came
+	head    []byte
+	done    bool
+	pid     chan int
+	wrote   atomic.Bool // any byte came
+	started atomic.Bool // the wrapper's pid line came
 }
 
 // Wrote says whether any byte of the stream came. The wrapper writes its
 // pid line first thing, so a command whose stream brought nothing by its
 // deadline was never heard from: the daemon's stream stalled.
 func (p *PIDSniffer) Wrote() bool { return p.wrote.Load() }
+
+// Started says whether the wrapper's pid line came: the command's process
+// ran. An exec that failed without it may never have started (runc's init
+// refused a thread at the sandbox's PID limit, crashing with its own
+// dump on the exec's stderr).
+func (p *PIDSniffer) Started() bool { return p.started.Load() }
 
 // NewPIDSniffer returns a PIDSniffer that keeps max bytes.
 func NewPIDSniffer(max int) *PIDSniffer {
@@ -117,6 +124,7 @@ func (p *PIDSniffer) Write(b []byte) (int, error) {
 		return n, nil
 	}
 	if pid, err := strconv.Atoi(string(p.head[len(PIDMarker):i])); err == nil {
+		p.started.Store(true)
 		p.pid <- pid
 	}
 	p.pass(p.head[i+1:])

@@ -48,6 +48,7 @@ func TestPIDSnifferStripsMarker(t *testing.T) {
 		{"split line", []string{PIDMarker + "4", "2\nhello"}, 42, "hello"},
 		{"no marker", []string{"plain error\n"}, 0, "plain error\n"},
 		{"bad pid", []string{PIDMarker + "x\nrest"}, 0, "rest"},
+		{"runc's init crashed", []string{"runtime/cgo: pthread_create failed: Resource temporarily unavailable\nSIGABRT: abort\n"}, 0, "runtime/cgo: pthread_create failed: Resource temporarily unavailable\nSIGABRT: abort\n"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -60,6 +61,11 @@ func TestPIDSnifferStripsMarker(t *testing.T) {
 			}
 			if p.String() != c.stderr {
 				t.Errorf("stderr %q, want %q", p.String(), c.stderr)
+			}
+			// A runc init that crashed before the wrapper ran writes no pid
+			// line: the command never started.
+			if p.Started() != (c.pid != 0) {
+				t.Errorf("started %v with pid %d", p.Started(), c.pid)
 			}
 		})
 	}

@@ -436,8 +436,12 @@ func (s *Sandbox) Exec(ctx context.Context, spec sandbox.ExecSpec) (sandbox.Exec
 		// of the command, which must not be judged on it.
 		return res, sandbox.InfraError(fmt.Errorf("the docker daemon sent none of the command's output within its timeout %s (its exec stream stalled)", spec.Timeout))
 	}
-	if oci := []byte("OCI runtime exec failed"); ins.ExitCode == 126 && (bytes.Contains(res.Stdout, oci) || bytes.Contains(res.Stderr, oci)) {
-		// The process never started: the sandbox may be at its PID limit.
+	oci := []byte("OCI runtime exec failed")
+	if ins.ExitCode == 126 && (bytes.Contains(res.Stdout, oci) || bytes.Contains(res.Stderr, oci)) || ins.ExitCode != 0 && !out.Stderr.Started() {
+		// The process never started (the runtime said so, or the wrapper
+		// never told its pid: runc's init, refused a thread, crashed with
+		// exit 2 and its Go dump as the stderr): the sandbox may be at its
+		// PID limit.
 		cause := bytes.TrimSpace(append(append([]byte(nil), res.Stdout...), res.Stderr...))
 		if r2, ok := s.atPIDLimit(ictx, fmt.Errorf("%s", cause), start); ok {
 			return r2, nil
