@@ -117,6 +117,8 @@ type RateInfo struct {
 	RequestsPerMinute, TokensPerMinute float64
 	// Tokens the request used (input + output), when known; set by the gateway.
 	Tokens int64
+	// InputTokens is the input part of Tokens, when known (0: unknown).
+	InputTokens int64
 	// RequestsBank and TokensBank are what the provider's requests and
 	// tokens buckets hold, when their interval is a long one (10 s or more,
 	// from the remaining counts and the reset times); -1 when unknown or
@@ -145,6 +147,9 @@ const (
 type Ticket struct {
 	start time.Time
 	done  bool
+	// size is the request's size as the gateway told it (AcquireSized;
+	// 0: not told), read against sizeAvg when its usage comes back.
+	size float64
 	// retryOf is the episode a previous try of the same request was
 	// rate-limited in (0: none); episode is the one this try landed in.
 	retryOf, episode int
@@ -193,6 +198,11 @@ type Controller struct {
 	rpmLimit       float64
 	tpmLimit       float64
 	tokensPerReq   float64 // EWMA
+	// sizeAvg and inPerReq are EWMAs, over the answered requests whose
+	// size was told, of that size and of their input tokens: a request's
+	// size against sizeAvg tells how much more or less than tokensPerReq
+	// it costs (costWeight).
+	sizeAvg, inPerReq float64
 	// limitsFrom is when the request whose headers set rpmLimit and
 	// tpmLimit was sent: an answer to an older request (sent before the
 	// provider changed its limit) does not undo what a newer one said.
@@ -364,12 +374,17 @@ func (c *Controller) wakeLocked() {
 // TryAcquire admits a request when there is room and no hold; it never blocks.
 // The second result, when not admitted, is how long a hold still lasts (0: full).
 func (c *Controller) TryAcquire() (*Ticket, time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.tryLocked()
+	return c.TryAcquireSized(0)
 }
 
-func (c *Controller) tryLocked() (*Ticket, time.Duration) {
+// TryAcquireSized is TryAcquire for a request of size (AcquireSized).
+func (c *Controller) TryAcquireSized(size float64) (*Ticket, time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tryLocked(size)
+}
+
+func (c *Controller) tryLocked(size float64) (*Ticket, time.Duration) {
 	now := c.clock.Now()
 	if c.p.Hold && now.Before(c.holdUntil) {
 		c.saturated, c.win.saturated = true, true
@@ -415,7 +430,7 @@ func (c *Controller) tryLocked() (*Ticket, time.Duration) {
 		if early := now.Add(-paceSlack); base.Before(early) {
 			base = early
 		}
-		c.nextAdmit = base.Add(c.paceGap())
+		c.nextAdmit = base.Add(c.gapFor(size))
 	}
 	c.inflight++
 	c.win.admitted++
@@ -428,7 +443,7 @@ func (c *Controller) tryLocked() (*Ticket, time.Duration) {
 	if c.inflight >= c.limitLocked() {
 		c.saturated, c.win.saturated = true, true
 	}
-	return &Ticket{start: now}, 0
+	return &Ticket{start: now, size: size}, 0
 }
 
 // announcedRate is the provider's sustainable rate in requests a second
@@ -463,6 +478,47 @@ func (c *Controller) paceGap() time.Duration {
 		return nanos(float64(time.Second) / p)
 	}
 	return c.lastRetryAfter
+}
+
+// Cost weights are held within [minCostWeight, maxCostWeight]: a body
+// far larger than the average (an image's base64, counted by its bytes)
+// slows the pace at most fourfold for its own gap.
+const (
+	minCostWeight = 0.25
+	maxCostWeight = 4
+)
+
+// costWeight is what a request of size costs against the tokens bucket
+// over what the average request costs (tokensPerReq): its input moves
+// with its size over sizeAvg, its output is the average's. 1 while any
+// of these is unknown.
+func (c *Controller) costWeight(size float64) float64 {
+	if size <= 0 || c.sizeAvg <= 0 || c.tokensPerReq <= 0 {
+		return 1
+	}
+	w := 1 + c.inPerReq*(size/c.sizeAvg-1)/c.tokensPerReq
+	return math.Min(maxCostWeight, math.Max(minCostWeight, w))
+}
+
+// gapFor is the gap after admitting a request of size: the pace's gap,
+// weighed by the request's cost while the tokens limit is what holds the
+// rate, and never shorter than the requests limit's own gap.
+func (c *Controller) gapFor(size float64) time.Duration {
+	g := c.paceGap()
+	w := c.costWeight(size)
+	if w == 1 || c.tpmLimit <= 0 || c.paceRate() <= 0 {
+		return g
+	}
+	// The requests' and the tokens' rates, in requests a second: the
+	// gap is set by the tighter of them, so the request's weighed gap
+	// stands against the requests' gap at the same pace.
+	tok := c.tpmLimit / 60 / c.tokensPerReq
+	req := math.Inf(1)
+	if c.rpmLimit > 0 {
+		req = c.rpmLimit / 60
+	}
+	bind := math.Min(tok, req) // what paceGap was set from
+	return nanos(float64(g) * math.Max(bind/req, w*bind/tok))
 }
 
 // fullPace is what a lone gateway paces at, in requests a second:
@@ -561,9 +617,19 @@ func (c *Controller) Acquire(ctx context.Context) (*Ticket, error) {
 // queue watches the clock, so a hold or a pace wakes one goroutine, not
 // all of them.
 func (c *Controller) AcquireFor(ctx context.Context, key any) (*Ticket, error) {
+	return c.AcquireSized(ctx, key, 0)
+}
+
+// AcquireSized is AcquireFor for a request of size: what its input costs in
+// some unit proportional to its tokens (the gateway tells the body's
+// bytes; 0: unknown). While the key's tokens limit is what holds the pace,
+// the gap after the request is the pace's gap weighed by what it costs
+// against the average request (costWeight), so requests of random sizes
+// spend the tokens bucket at an even rate, not in bursts of big ones.
+func (c *Controller) AcquireSized(ctx context.Context, key any, size float64) (*Ticket, error) {
 	c.mu.Lock()
 	if c.waiters.Len() == 0 {
-		if t, _ := c.tryLocked(); t != nil {
+		if t, _ := c.tryLocked(size); t != nil {
 			c.mu.Unlock()
 			return t, nil
 		}
@@ -574,7 +640,7 @@ func (c *Controller) AcquireFor(ctx context.Context, key any) (*Ticket, error) {
 		head := c.waiters.head() == e
 		if head {
 			var t *Ticket
-			t, hold = c.tryLocked()
+			t, hold = c.tryLocked(size)
 			if t != nil {
 				c.waiters.admitted(e)
 				c.wakeLocked() // the next waiter may fit too
@@ -644,6 +710,18 @@ func (c *Controller) Done(t *Ticket, o Outcome, info RateInfo) {
 			c.tokensPerReq = tokens
 		} else {
 			c.tokensPerReq = (c.tokensPerReq*7 + tokens) / 8
+		}
+		if t.size > 0 {
+			in := tokens
+			if info.InputTokens > 0 {
+				in = math.Min(float64(info.InputTokens), tokens)
+			}
+			if c.sizeAvg == 0 {
+				c.sizeAvg, c.inPerReq = t.size, in
+			} else {
+				c.sizeAvg = (c.sizeAvg*7 + t.size) / 8
+				c.inPerReq = (c.inPerReq*7 + in) / 8
+			}
 		}
 	}
 	if c.p.Little && c.p.Pace && c.p.Fixed == 0 && !c.pacing {

@@ -475,6 +475,85 @@ func TestControllerPacesAtTheAnnouncedRate(t *testing.T) {
 	acquireN(t, cf, 4)
 }
 
+// TestControllerWeighsTheGapByTheRequestsSize: while the tokens limit holds
+// the pace, the gap after a request is the pace's gap weighed by what the
+// request costs against the average one, its input moving with its size
+// and its output the average's; the requests limit's gap is a floor, a
+// weight is held within [¼, 4], and a request of untold size keeps the
+// plain gap.
+func TestControllerWeighsTheGapByTheRequestsSize(t *testing.T) {
+	learned := func(rpm, tpm float64) (*Controller, *clock.Fake) {
+		clk := clock.NewFake(testEpoch)
+		c := NewController(StewardPolicy(), clk)
+		// One answered request of size 1 000: 1 000 tokens, 800 of them
+		// input. Remaining 5 %: pacing.
+		tk, _ := c.TryAcquireSized(1000)
+		clk.Advance(time.Second)
+		c.Done(tk, OutcomeOK, RateInfo{Fraction: 0.05, Remaining: 3, RequestsPerMinute: rpm, TokensPerMinute: tpm, Tokens: 1000, InputTokens: 800})
+		if !c.Pacing() {
+			t.Fatal("not pacing")
+		}
+		return c, clk
+	}
+	gapAfter := func(c *Controller, clk *clock.Fake, size float64) time.Duration {
+		t.Helper()
+		clk.Advance(time.Hour) // any earlier schedule is long past
+		first, _ := c.TryAcquireSized(size)
+		if first == nil {
+			t.Fatalf("size %v refused with the schedule past", size)
+		}
+		// Given up on at once: nothing learned, nothing left in flight.
+		c.Done(first, OutcomeCancelled, RateInfo{})
+		tk, wait := c.TryAcquireSized(size)
+		if tk != nil || wait <= 0 {
+			t.Fatalf("size %v: a second request admitted at once (or held with no wait)", size)
+		}
+		return wait
+	}
+	near := func(got, want time.Duration) bool {
+		return math.Abs(float64(got-want)) <= 0.01*float64(want)
+	}
+	// 6 000 TPM at 1 000 tokens a request (6 a minute) under 600 RPM: the
+	// tokens hold the pace, 60/6/0.97 = 10.31 s apart.
+	c, clk := learned(600, 6000)
+	plain := c.paceGap()
+	if !near(plain, 10309*time.Millisecond) {
+		t.Fatalf("plain gap %v, want 10.31 s", plain)
+	}
+	for _, tc := range []struct {
+		size   float64
+		weight float64
+	}{
+		{0, 1},                  // untold
+		{1000, 1},               // the average
+		{2000, 1.8},             // twice the input: 1 000 + 800 tokens
+		{250, 0.4},              // a quarter of it: 1 000 − 600
+		{100000, maxCostWeight}, // an image's bytes
+		{1, minCostWeight},
+	} {
+		if got, want := gapAfter(c, clk, tc.size), time.Duration(tc.weight*float64(plain)); !near(got, want) {
+			t.Errorf("size %v: gap %v, want %v (weight %v)", tc.size, got, want, tc.weight)
+		}
+	}
+	// 6 RPM over 60 000 TPM: the requests hold the pace; a request costing
+	// four times the average still fits in the requests' gap, a small one
+	// never goes sooner.
+	c, clk = learned(6, 60000)
+	plain = c.paceGap()
+	for _, size := range []float64{1, 1000, 100000} {
+		if got := gapAfter(c, clk, size); !near(got, plain) {
+			t.Errorf("requests bound, size %v: gap %v, want the requests' %v", size, got, plain)
+		}
+	}
+	// 12 RPM over 6 000 TPM: tokens bind at 6 a minute, the requests' gap
+	// is half the pace's, so a small request waits that half, not less.
+	c, clk = learned(12, 6000)
+	plain = c.paceGap()
+	if got := gapAfter(c, clk, 1); !near(got, plain/2) {
+		t.Errorf("small request: gap %v, want the requests' %v", got, plain/2)
+	}
+}
+
 func TestControllerLittleCap(t *testing.T) {
 	clk := clock.NewFake(testEpoch)
 	c := NewController(StewardPolicy(), clk)

@@ -195,17 +195,19 @@ func TestUnreadNeedsCompletions(t *testing.T) {
 // bucket's flipping between two sets as flip's bits say): no panic, the
 // pace a finite number and its gap never negative, the limit at least one.
 func FuzzRateHeaders(f *testing.F) {
-	f.Add("1200", "600", "500ms", "1200", "1200", "0s", "90000", "9000", "54s", "1", int64(1000), uint8(0), uint16(0x0f0f), uint16(1000))
-	f.Add("Inf", "Inf", "-5s", "1200", "0", "1s", "1e-300", "NaN", "2562047h", "NaN", int64(-1), uint8(1), uint16(0xaaaa), uint16(0))
-	f.Add("1e308", "1e308", "0s", "1e-300", "1e-300", "1ms", "1", "0", "1e308ms", "9999999", int64(1<<62), uint8(2), uint16(0x5555), uint16(30000))
-	f.Add("50", "0", "2026-01-01T00:00:30Z", "50", "50", "0s", "40000", "0", "0001-01-01T00:00:00Z", "Fri, 31 Dec 9999 23:59:59 GMT", int64(0), uint8(3), uint16(0), uint16(10))
-	f.Fuzz(func(t *testing.T, rl, rr, rt, rl2, rr2, rt2, tl, tr, tt, ra string, tokens int64, outcomes uint8, flip, latMs uint16) {
+	f.Add("1200", "600", "500ms", "1200", "1200", "0s", "90000", "9000", "54s", "1", int64(1000), int64(800), uint32(4000), uint8(0), uint16(0x0f0f), uint16(1000))
+	f.Add("Inf", "Inf", "-5s", "1200", "0", "1s", "1e-300", "NaN", "2562047h", "NaN", int64(-1), int64(-1), uint32(0), uint8(1), uint16(0xaaaa), uint16(0))
+	f.Add("1e308", "1e308", "0s", "1e-300", "1e-300", "1ms", "1", "0", "1e308ms", "9999999", int64(1<<62), int64(1<<62), uint32(1<<31), uint8(2), uint16(0x5555), uint16(30000))
+	f.Add("50", "0", "2026-01-01T00:00:30Z", "50", "50", "0s", "40000", "0", "0001-01-01T00:00:00Z", "Fri, 31 Dec 9999 23:59:59 GMT", int64(0), int64(5), uint32(1), uint8(3), uint16(0), uint16(10))
+	f.Fuzz(func(t *testing.T, rl, rr, rt, rl2, rr2, rt2, tl, tr, tt, ra string, tokens, input int64, size uint32, outcomes uint8, flip, latMs uint16) {
 		clk := clock.NewFake(testEpoch)
 		c := NewController(StewardPolicy(), clk)
 		for i := 0; i < 12; i++ {
 			var tk *Ticket
 			for j := 0; tk == nil; j++ {
-				if tk, _ = c.TryAcquire(); tk == nil {
+				// Sizes from 0 (untold) to size and back, a request's size
+				// against the average moving the pace's gap (costWeight).
+				if tk, _ = c.TryAcquireSized(float64(size) * float64(i%3) / 2); tk == nil {
 					if j > 1000 {
 						return // held: a long Retry-After or a slow pace (allowed)
 					}
@@ -227,14 +229,15 @@ func FuzzRateHeaders(f *testing.F) {
 				h.Set("x-ratelimit-reset-requests", rt2)
 			}
 			info := ParseRateInfo(h, clk.Now())
-			info.Tokens = tokens
+			info.Tokens, info.InputTokens = tokens, input
 			o := Outcome(outcomes>>(i%4*2)) & 3
 			c.Done(tk, o, info)
 			c.mu.Lock()
 			p, g, lim, frac := c.paceRate(), c.paceGap(), c.limit, c.share.frac
+			gs := c.gapFor(float64(size))
 			c.mu.Unlock()
-			if math.IsNaN(p) || math.IsInf(p, 0) || p < 0 || g < 0 || lim < 1 || math.IsNaN(frac) {
-				t.Fatalf("answer %d (%v, %+v): pace %v, gap %v, limit %v, share %v", i, o, info, p, g, lim, frac)
+			if math.IsNaN(p) || math.IsInf(p, 0) || p < 0 || g < 0 || gs < 0 || lim < 1 || math.IsNaN(frac) {
+				t.Fatalf("answer %d (%v, %+v): pace %v, gap %v (sized %v), limit %v, share %v", i, o, info, p, g, gs, lim, frac)
 			}
 		}
 	})

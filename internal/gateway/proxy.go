@@ -380,7 +380,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x exchange, a 
 	for try := 0; ; try++ {
 		// The attempt is the key its requests queue under, the identity
 		// its per-token limits count by: attempts take turns (fairQueue).
-		t, err := g.ctl.AcquireFor(ctx, a)
+		t, err := g.ctl.AcquireSized(ctx, a, float64(est.in))
 		if err != nil {
 			// The sandbox went away (or the gateway is stopping); tell it if it still listens.
 			g.writeError(w, f, http.StatusServiceUnavailable, ErrUpstream, "", "steward gateway: stopped waiting for an upstream connection: "+err.Error())
@@ -612,7 +612,7 @@ func (g *Gateway) relay(w http.ResponseWriter, resp *http.Response, x exchange, 
 		if !wrote {
 			start()
 		}
-		info.Tokens = m.in + m.out
+		info.Tokens, info.InputTokens = m.in+m.out, m.in
 		g.ctl.Done(t, OutcomeOK, info)
 		return m.in, m.out, failed, false
 	}
@@ -629,7 +629,7 @@ func (g *Gateway) relay(w http.ResponseWriter, resp *http.Response, x exchange, 
 		m.observe(b)
 	}
 	b = g.scrubBytes(b)
-	info.Tokens = m.in + m.out
+	info.Tokens, info.InputTokens = m.in+m.out, m.in
 	g.ctl.Done(t, OutcomeOK, info)
 	g.copyHeaders(w.Header(), resp.Header)
 	w.Header().Set("Content-Length", fmt.Sprint(len(b)))

@@ -110,6 +110,7 @@ type scall struct {
 	info    gateway.RateInfo
 	started time.Time
 	cost    float64 // tokens drawn on the first try (KeepCost)
+	draw    float64 // tokens this try costs, drawn when it first asks
 }
 
 const (
@@ -264,7 +265,16 @@ func RunShared(s Shared) SharedResult {
 	drain := func(i int) {
 		g := gws[i]
 		for len(g.queue) > 0 {
-			t, wait := g.ctl.TryAcquire()
+			// The call's tokens are drawn before it asks (a request's size
+			// is known before it goes: the gateway weighs its gap by it).
+			c := g.queue[0]
+			if c.draw == 0 {
+				c.draw = cost()
+				if s.KeepCost && c.cost != 0 {
+					c.draw = c.cost
+				}
+			}
+			t, wait := g.ctl.TryAcquireSized(c.draw)
 			if t == nil {
 				if wait > 0 {
 					at := clk.Now().Add(wait)
@@ -275,18 +285,15 @@ func RunShared(s Shared) SharedResult {
 				}
 				return
 			}
-			c := g.queue[0]
 			g.queue = g.queue[1:]
 			t.RetryOf(c.prev)
 			c.ticket = t
 			out.Requests++
 			out.Runners[i].Requests++
-			n := cost()
-			if s.KeepCost {
-				if c.cost == 0 {
-					c.cost = n
-				}
-				n = c.cost
+			n := c.draw
+			c.draw = 0 // a retry draws again (KeepCost: its first try's)
+			if s.KeepCost && c.cost == 0 {
+				c.cost = n
 			}
 			d := lim.Admit(clk.Now(), n)
 			h := http.Header{}
@@ -297,7 +304,7 @@ func RunShared(s Shared) SharedResult {
 				cur.Admitted++
 				cur.Tokens += int(n)
 				out.Runners[i].Admitted++
-				info.Tokens = int64(n)
+				info.Tokens, info.InputTokens = int64(n), int64(n)
 				c.info = info
 				push(clk.Now().Add(latency()), evsDone, i, c)
 				continue

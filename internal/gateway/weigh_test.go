@@ -1,0 +1,61 @@
+package gateway
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/steward-evals/steward/internal/clock"
+	"github.com/steward-evals/steward/internal/fakeprovider"
+)
+
+// TestGatewayWeighsThePaceByTheBody: the gateway tells its controller each
+// request's size, so behind a provider whose tokens limit holds the pace, a
+// request with a prompt five times the others' is followed by a longer gap
+// than one of the usual size (the real gateway, the fake provider counting
+// the prompt's tokens, a fake clock that moves only between requests).
+func TestGatewayWeighsThePaceByTheBody(t *testing.T) {
+	clk := clock.NewFake(testEpoch)
+	_, fu := startFake(t, fakeprovider.Config{RPM: 6000, TPM: 60000, Clock: clk})
+	h := startGateway(t, Config{Upstream: "openai", BaseURL: fu + "/v1", APIKey: realKey, Clock: clk})
+	ctl := h.g.Controller()
+	tok := h.g.Issue("att-weigh", nil)
+	// gapAfter sends one request whose prompt is n words and returns the
+	// pace's gap it left: how long after its admission the next request
+	// may go (the clock stands still while it is in flight).
+	gapAfter := func(n int) time.Duration {
+		t.Helper()
+		clk.Advance(time.Hour) // the schedule is past, the buckets full
+		sent := clk.Now()
+		body := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("word ", n) + `"}]}`
+		req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		ctl.mu.Lock()
+		defer ctl.mu.Unlock()
+		if !ctl.pacing {
+			t.Fatal("not pacing behind an announced limit")
+		}
+		// A schedule long past restarts paceSlack before the admission.
+		return ctl.nextAdmit.Sub(sent) + paceSlack
+	}
+	for i := 0; i < 8; i++ { // the averages settle on the usual size
+		gapAfter(200)
+	}
+	usual := gapAfter(200)
+	big := gapAfter(1000)
+	if usual <= 0 || float64(big) < 2.5*float64(usual) {
+		t.Fatalf("gap after the usual prompt %v, after one five times larger %v: want it weighed (over 2.5×)", usual, big)
+	}
+}
