@@ -535,6 +535,16 @@ func TestControllerWeighsTheGapByTheRequestsSize(t *testing.T) {
 			t.Errorf("size %v: gap %v, want %v (weight %v)", tc.size, got, want, tc.weight)
 		}
 	}
+	// Weighed, the pace keeps its rate: over requests whose sizes average
+	// what the controller learned, the gaps average the plain one.
+	var sum time.Duration
+	sizes := []float64{500, 1500, 750, 1250, 1000, 600, 1400}
+	for _, size := range sizes {
+		sum += gapAfter(c, clk, size)
+	}
+	if mean := sum / time.Duration(len(sizes)); !near(mean, plain) {
+		t.Errorf("mean gap over sizes averaging the learned one %v, want the plain %v", mean, plain)
+	}
 	// 6 RPM over 60 000 TPM: the requests hold the pace; a request costing
 	// four times the average still fits in the requests' gap, a small one
 	// never goes sooner.

@@ -80,7 +80,10 @@ import (
 //     climb the whole key back by probing.
 //   - Joining (before its first answer): the gateway knows nothing of the
 //     key, so it probes with four requests a second instead of the
-//     connection limit's worth at once; the first answer (a 429 too, which
+//     connection limit's worth at once, and after two seconds with one
+//     every two seconds (at slow calls no answer comes for a latency, and
+//     four a second beside others that fill the key overflowed its bucket
+//     for all of it); the first answer (a 429 too, which
 //     comes back at once) ends the probe, and so does an answer with no
 //     buckets (the provider tells none: nothing to wait for).
 //   - Joining at slow calls (the first answer more than a span after its
@@ -229,6 +232,8 @@ const (
 	shareFloor      = 0.02                   // the pace never falls below this share of the key's rate
 	shareDemandCap  = 1.25                   // a demand-bound pace is at most this × what was sent
 	shareProbeGap   = 250 * time.Millisecond // before its first answer, one request this often
+	probeDecayAfter = 2 * time.Second        // … for this long, then …
+	probeDecayGap   = 2 * time.Second        // … one this often until it is heard
 	shareDelay      = 4 * time.Second        // climbs are per second up to this feedback delay
 	shareProbeAccel = 1.5                    // each update in a row at the top probes this much faster …
 	shareProbeRuns  = 4                      // … up to this many times
@@ -281,10 +286,13 @@ type keyShare struct {
 	// whole key's worth before its first update (slow start).
 	slow bool
 	// heard: an answer came (the provider told the key's buckets, or
-	// that it tells none). Until then the gateway probes: four requests a
-	// second, from probeNext on, not the connection limit's worth at once.
-	heard     bool
-	probeNext time.Time
+	// that it tells none). Until then the gateway probes, not the
+	// connection limit's worth at once: four requests a second from
+	// probeBegan, after probeDecayAfter one every probeDecayGap; the next
+	// from probeNext on.
+	heard      bool
+	probeNext  time.Time
+	probeBegan time.Time
 	// longProbe: the first answer came more than a span after its request
 	// (slow calls), so its reading is stale: the probe goes on until a
 	// reading a span later tells what the key did while it probed, and the
@@ -371,7 +379,14 @@ func (s *keyShare) probe(now time.Time) (bool, time.Duration) {
 	if now.Before(s.probeNext) {
 		return false, s.probeNext.Sub(now)
 	}
-	s.probeNext = now.Add(shareProbeGap)
+	if s.probeBegan.IsZero() {
+		s.probeBegan = now
+	}
+	gap := shareProbeGap
+	if now.Sub(s.probeBegan) >= probeDecayAfter {
+		gap = probeDecayGap
+	}
+	s.probeNext = now.Add(gap)
 	return true, 0
 }
 

@@ -246,23 +246,45 @@ func TestKeyShareProbe(t *testing.T) {
 	if w := c.Window(); !w.Saturated {
 		t.Fatal("a window in which the probe held requests back is not saturated (the gateway's bound)")
 	}
+	// Four a second for probeDecayAfter, then one every probeDecayGap: at
+	// slow calls no answer comes for a latency, and four a second into a
+	// key the others fill overflowed its bucket for all of it.
 	var last *Ticket
 	probes := []*Ticket{first}
-	for i := 1; i < 20; i++ {
+	quick := int(probeDecayAfter / shareProbeGap)
+	for i := 1; i <= quick; i++ {
 		clk.Advance(shareProbeGap)
 		if last, _ = c.TryAcquire(); last == nil {
 			t.Fatalf("probe %d, %v after the first, refused", i+1, time.Duration(i)*shareProbeGap)
 		}
 		probes = append(probes, last)
-		if tk, _ := c.TryAcquire(); tk != nil {
-			t.Fatalf("two requests in quarter second %d before any answer", i)
+		want := shareProbeGap
+		if i == quick {
+			want = probeDecayGap
+		}
+		if tk, wait := c.TryAcquire(); tk != nil || wait != want {
+			t.Fatalf("after probe %d (%v after the first): admitted %v, wait %v; want held for %v", i+1, time.Duration(i)*shareProbeGap, tk != nil, wait, want)
 		}
 	}
-	// The connection limit (20) still bounds what is in flight.
-	clk.Advance(shareProbeGap)
-	if tk, _ := c.TryAcquire(); tk != nil || c.InFlight() != 20 {
-		t.Fatalf("%d in flight after 5 s without an answer; want the limit's 20", c.InFlight())
+	for len(probes) < 20 {
+		clk.Advance(probeDecayGap)
+		if last, _ = c.TryAcquire(); last == nil {
+			t.Fatalf("probe %d refused", len(probes)+1)
+		}
+		probes = append(probes, last)
+		if len(probes) == 20 {
+			break
+		}
+		if tk, wait := c.TryAcquire(); tk != nil || wait != probeDecayGap {
+			t.Fatalf("after probe %d: admitted %v, wait %v; want held for %v", len(probes), tk != nil, wait, probeDecayGap)
+		}
 	}
+	// The connection limit (20) still bounds what is in flight: held by
+	// it (no wait to tell), not by the probe's gap.
+	if tk, wait := c.TryAcquire(); tk != nil || wait != 0 || c.InFlight() != 20 {
+		t.Fatalf("%d in flight without an answer (admitted %v, wait %v); want the limit's 20", c.InFlight(), tk != nil, wait)
+	}
+	clk.Advance(shareProbeGap)
 	// The first answer, to the last probe (sent a quarter second before):
 	// the bucket 90 % full. The answers to the other probes come with it
 	// (readings of requests sent before the pace began: no update).
@@ -288,22 +310,27 @@ func TestKeyShareProbe(t *testing.T) {
 		t.Fatalf("%d admitted in the second after the first answer, want the pace's 9.7", n)
 	}
 
-	// A slow call: the first answer comes 5 s after its request, a
+	// A slow call: the first answer comes 6 s after its request, a
 	// reading from before the probes reached the key (and of a bucket that
-	// held a second of refill then): the probe goes on, four a second.
+	// held a second of refill then): the probe goes on, one every
+	// probeDecayGap.
 	c = NewController(StewardPolicy(), clk)
 	first, _ = c.TryAcquire()
-	for i := 1; i < 20; i++ {
+	for end := clk.Now().Add(6 * time.Second); clk.Now().Before(end); {
 		clk.Advance(shareProbeGap)
 		c.TryAcquire()
 	}
-	clk.Advance(shareProbeGap)
 	c.Done(first, OutcomeOK, RateInfo{Fraction: 0.9, Remaining: 1080, RequestsPerMinute: 1200, Buckets: bucket1s(0.9), RequestsBank: -1, TokensBank: -1})
-	if tk, _ := c.TryAcquire(); tk == nil {
-		t.Fatal("after a slow first answer, the next probe was refused")
+	tk, wait := c.TryAcquire()
+	if tk == nil && wait > 0 && wait <= probeDecayGap {
+		clk.Advance(wait) // the probe's next turn
+		tk, _ = c.TryAcquire()
 	}
-	if tk, wait := c.TryAcquire(); tk != nil || wait != shareProbeGap {
-		t.Fatalf("after a slow first answer: a second request at once admitted %v, wait %v; want the probe's %v", tk != nil, wait, shareProbeGap)
+	if tk == nil {
+		t.Fatalf("after a slow first answer, the next probe was refused (wait %v)", wait)
+	}
+	if tk, wait := c.TryAcquire(); tk != nil || wait != probeDecayGap {
+		t.Fatalf("after a slow first answer: a second request at once admitted %v, wait %v; want the probe's %v", tk != nil, wait, probeDecayGap)
 	}
 
 	// A provider that tells no buckets: the first answer ends the probe.
