@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -30,15 +29,7 @@ func TestGatewayWeighsThePaceByTheBody(t *testing.T) {
 		clk.Advance(time.Hour) // the schedule is past, the buckets full
 		sent := clk.Now()
 		body := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("word ", n) + `"}]}`
-		req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/chat/completions", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		resp, _ := post(t, h.url, "/v1/chat/completions", tok, body, nil)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
