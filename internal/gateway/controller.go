@@ -150,6 +150,11 @@ type Ticket struct {
 	// size is the request's size as the gateway told it (AcquireSized;
 	// 0: not told), read against sizeAvg when its usage comes back.
 	size float64
+	// extra is how much longer than the pace's gap the gap after it was
+	// for its size: given back when no usage comes back (a 429, an error,
+	// a 400 for a bad body), since nothing was learned of its cost and a
+	// provider that refuses a request charges none of its tokens.
+	extra time.Duration
 	// retryOf is the episode a previous try of the same request was
 	// rate-limited in (0: none); episode is the one this try landed in.
 	retryOf, episode int
@@ -385,6 +390,10 @@ func (c *Controller) TryAcquireSized(size float64) (*Ticket, time.Duration) {
 }
 
 func (c *Controller) tryLocked(size float64) (*Ticket, time.Duration) {
+	if !(size > 0) || math.IsInf(size, 0) {
+		size = 0 // untold (NaN, infinite or not positive: not a size)
+	}
+	var extra time.Duration
 	now := c.clock.Now()
 	if c.p.Hold && now.Before(c.holdUntil) {
 		c.saturated, c.win.saturated = true, true
@@ -397,7 +406,8 @@ func (c *Controller) tryLocked(size float64) (*Ticket, time.Duration) {
 	}
 	if c.p.ShareKey && c.p.Little && c.p.Fixed == 0 && !c.share.heard {
 		// No answer yet: the key may be full of others' requests, so probe
-		// with four requests a second, not the connection limit at once.
+		// (four requests a second, after two seconds one every two), not
+		// the connection limit at once.
 		if ok, wait := c.share.probe(now); !ok {
 			// Requests wait: the limit may grow to the rate's need as soon
 			// as the first answer tells it, and the window is the gateway's
@@ -409,12 +419,13 @@ func (c *Controller) tryLocked(size float64) (*Ticket, time.Duration) {
 	}
 	if c.p.Pace && c.pacing {
 		if w := c.nextAdmit.Sub(now); w > paceStale {
-			if g := c.paceGap(); w-paceStale > g {
+			if g := c.paceGap(); float64(w-paceStale) > maxCostWeight*float64(g) {
 				// The wait was set at a pace long gone (an answer
 				// announced a tiny rate, or absurd usage, that the next
 				// ones took back): the schedule restarts at the pace of
 				// now, or the gateway would wait out the old gap with
-				// the key idle.
+				// the key idle. A gap weighed by a large request's size
+				// (up to maxCostWeight × the pace's) is not one.
 				c.nextAdmit = now.Add(g)
 			}
 		}
@@ -430,7 +441,11 @@ func (c *Controller) tryLocked(size float64) (*Ticket, time.Duration) {
 		if early := now.Add(-paceSlack); base.Before(early) {
 			base = early
 		}
-		c.nextAdmit = base.Add(c.gapFor(size))
+		gap := c.gapFor(size)
+		c.nextAdmit = base.Add(gap)
+		if plain := c.paceGap(); gap > plain {
+			extra = gap - plain
+		}
 	}
 	c.inflight++
 	c.win.admitted++
@@ -443,7 +458,7 @@ func (c *Controller) tryLocked(size float64) (*Ticket, time.Duration) {
 	if c.inflight >= c.limitLocked() {
 		c.saturated, c.win.saturated = true, true
 	}
-	return &Ticket{start: now, size: size}, 0
+	return &Ticket{start: now, size: size, extra: extra}, 0
 }
 
 // announcedRate is the provider's sustainable rate in requests a second
@@ -696,6 +711,15 @@ func (c *Controller) Done(t *Ticket, o Outcome, info RateInfo) {
 			c.tpmLimit = info.TokensPerMinute
 		}
 		c.bankReq, c.bankTok = info.RequestsBank, info.TokensBank
+	}
+	if info.Tokens <= 0 && t.extra > 0 && c.nextAdmit.After(now) {
+		// Weighed by a size whose cost never came: the schedule takes
+		// back the extra (not before now), or a sandbox sending large
+		// bodies the provider refuses would take four gaps a turn.
+		c.nextAdmit = c.nextAdmit.Add(-t.extra)
+		if c.nextAdmit.Before(now) {
+			c.nextAdmit = now
+		}
 	}
 	if info.Tokens > 0 {
 		// A request never uses more than the key's tokens a minute (the

@@ -502,12 +502,13 @@ func TestControllerWeighsTheGapByTheRequestsSize(t *testing.T) {
 		if first == nil {
 			t.Fatalf("size %v refused with the schedule past", size)
 		}
-		// Given up on at once: nothing learned, nothing left in flight.
-		c.Done(first, OutcomeCancelled, RateInfo{})
 		tk, wait := c.TryAcquireSized(size)
 		if tk != nil || wait <= 0 {
 			t.Fatalf("size %v: a second request admitted at once (or held with no wait)", size)
 		}
+		// Given up on: nothing learned, nothing left in flight (and the
+		// weight's extra given back: the next case starts clean anyway).
+		c.Done(first, OutcomeCancelled, RateInfo{})
 		return wait
 	}
 	near := func(got, want time.Duration) bool {
@@ -544,6 +545,37 @@ func TestControllerWeighsTheGapByTheRequestsSize(t *testing.T) {
 	}
 	if mean := sum / time.Duration(len(sizes)); !near(mean, plain) {
 		t.Errorf("mean gap over sizes averaging the learned one %v, want the plain %v", mean, plain)
+	}
+	// A large request whose answer tells no usage (a 400 for a bad body,
+	// a 429, an error): its cost never came, so the schedule gives back
+	// what its size added, and the next request waits the plain gap. A
+	// sandbox's large bodies that the provider refuses cannot take four
+	// gaps a turn.
+	clk.Advance(time.Hour)
+	big, _ := c.TryAcquireSized(100000)
+	if big == nil {
+		t.Fatal("a large request refused with the schedule past")
+	}
+	if _, wait := c.TryAcquireSized(1000); !near(wait, maxCostWeight*plain) {
+		t.Fatalf("after a large request: wait %v, want %v", wait, maxCostWeight*plain)
+	}
+	c.Done(big, OutcomeOK, RateInfo{Fraction: 0.05, Remaining: 3, RequestsPerMinute: 600, TokensPerMinute: 6000})
+	if _, wait := c.TryAcquireSized(1000); !near(wait, plain) {
+		t.Fatalf("after a large request answered with no usage: wait %v, want the plain gap %v", wait, plain)
+	}
+	// A slow key (600 TPM at 1 000 tokens: one request a minute and more
+	// apart): a large request's gap, four of the pace's, is not taken
+	// for a schedule left by a pace long gone (over a minute's wait).
+	slow, slowClk := learned(600, 1000)
+	gSlow := slow.paceGap()
+	if got := gapAfter(slow, slowClk, 100000); !near(got, maxCostWeight*gSlow) {
+		t.Errorf("slow key: a large request's gap %v, want %v", got, maxCostWeight*gSlow)
+	}
+	// Not a size: untold.
+	for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), -5} {
+		if got := gapAfter(slow, slowClk, bad); !near(got, gSlow) {
+			t.Errorf("size %v: gap %v, want the plain %v", bad, got, gSlow)
+		}
 	}
 	// 6 RPM over 60 000 TPM: the requests hold the pace; a request costing
 	// four times the average still fits in the requests' gap, a small one

@@ -239,6 +239,11 @@ func FuzzRateHeaders(f *testing.F) {
 			if math.IsNaN(p) || math.IsInf(p, 0) || p < 0 || g < 0 || gs < 0 || lim < 1 || math.IsNaN(frac) {
 				t.Fatalf("answer %d (%v, %+v): pace %v, gap %v (sized %v), limit %v, share %v", i, o, info, p, g, gs, lim, frac)
 			}
+			// A size weighs the gap within ¼–4 of the pace's, whatever
+			// the usage and limits told.
+			if g < math.MaxInt64/8 && (float64(gs) > maxCostWeight*float64(g)+1 || float64(gs) < minCostWeight*float64(g)-1) {
+				t.Fatalf("answer %d (%v, %+v): size %d weighs the gap %v to %v, outside ¼–4", i, o, info, size, g, gs)
+			}
 		}
 	})
 }

@@ -21,17 +21,20 @@ func TestGatewayWeighsThePaceByTheBody(t *testing.T) {
 	h := startGateway(t, Config{Upstream: "openai", BaseURL: fu + "/v1", APIKey: realKey, Clock: clk})
 	ctl := h.g.Controller()
 	tok := h.g.Issue("att-weigh", nil)
+	var gapAfterBody func(body string, status int) time.Duration
 	// gapAfter sends one request whose prompt is n words and returns the
 	// pace's gap it left: how long after its admission the next request
 	// may go (the clock stands still while it is in flight).
 	gapAfter := func(n int) time.Duration {
+		return gapAfterBody(`{"model":"m","messages":[{"role":"user","content":"`+strings.Repeat("word ", n)+`"}]}`, http.StatusOK)
+	}
+	gapAfterBody = func(body string, status int) time.Duration {
 		t.Helper()
 		clk.Advance(time.Hour) // the schedule is past, the buckets full
 		sent := clk.Now()
-		body := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("word ", n) + `"}]}`
 		resp, _ := post(t, h.url, "/v1/chat/completions", tok, body, nil)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("status %d", resp.StatusCode)
+		if resp.StatusCode != status {
+			t.Fatalf("status %d, want %d", resp.StatusCode, status)
 		}
 		ctl.mu.Lock()
 		defer ctl.mu.Unlock()
@@ -48,5 +51,16 @@ func TestGatewayWeighsThePaceByTheBody(t *testing.T) {
 	big := gapAfter(1000)
 	if usual <= 0 || float64(big) < 2.5*float64(usual) {
 		t.Fatalf("gap after the usual prompt %v, after one five times larger %v: want it weighed (over 2.5×)", usual, big)
+	}
+	// A large body the provider refuses (no model: a 400, no usage) costs
+	// no tokens and tells nothing of its cost: the gap it was weighed by
+	// is given back, so a sandbox sending such bodies does not take four
+	// of the pace's gaps a turn.
+	bad := gapAfterBody(`{"messages":[{"role":"user","content":"`+strings.Repeat("word ", 1000)+`"}]}`, http.StatusBadRequest)
+	ctl.mu.Lock()
+	plain := ctl.paceGap() // the pace's own gap now (the large answered prompt raised the average)
+	ctl.mu.Unlock()
+	if d := bad - plain; d < -plain/100 || d > plain/100 {
+		t.Fatalf("gap after a large body refused with a 400 %v, want the pace's own %v (its weight given back)", bad, plain)
 	}
 }
