@@ -546,11 +546,11 @@ func TestControllerWeighsTheGapByTheRequestsSize(t *testing.T) {
 	if mean := sum / time.Duration(len(sizes)); !near(mean, plain) {
 		t.Errorf("mean gap over sizes averaging the learned one %v, want the plain %v", mean, plain)
 	}
-	// A large request whose answer tells no usage (a 400 for a bad body,
-	// a 429, an error): its cost never came, so the schedule gives back
-	// what its size added, and the next request waits the plain gap. A
-	// sandbox's large bodies that the provider refuses cannot take four
-	// gaps a turn.
+	// A large request answered with no usage (a 400 for a bad body): it
+	// cost nothing, so the schedule gives back what its size added, and
+	// the next request waits the plain gap. A sandbox's large bodies that
+	// the provider refuses cannot take four gaps a turn. (A 429 keeps it:
+	// the key is over.)
 	clk.Advance(time.Hour)
 	big, _ := c.TryAcquireSized(100000)
 	if big == nil {
