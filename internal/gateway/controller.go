@@ -515,8 +515,10 @@ func (c *Controller) costWeight(size float64) float64 {
 }
 
 // gapFor is the gap after admitting a request of size: the pace's gap,
-// weighed by the request's cost while the tokens limit is what holds the
-// rate, and never shorter than the requests limit's own gap.
+// the tokens limit's part of it weighed by the request's cost whenever a
+// tokens limit is announced, never shorter than the requests limit's own
+// gap (where the requests limit binds, only a request large enough to
+// outrun the tokens limit waits longer).
 func (c *Controller) gapFor(size float64) time.Duration {
 	g := c.paceGap()
 	w := c.costWeight(size)
@@ -636,10 +638,10 @@ func (c *Controller) AcquireFor(ctx context.Context, key any) (*Ticket, error) {
 
 // AcquireSized is AcquireFor for a request of size: what its input costs in
 // some unit proportional to its tokens (the gateway tells the body's
-// bytes; 0: unknown). While the key's tokens limit is what holds the pace,
-// the gap after the request is the pace's gap weighed by what it costs
-// against the average request (costWeight), so requests of random sizes
-// spend the tokens bucket at an even rate, not in bursts of big ones.
+// bytes; 0: unknown). With a tokens limit announced, the gap after the
+// request is weighed by what it costs against the average request
+// (costWeight, gapFor), so requests of random sizes spend the tokens
+// bucket at an even rate, not in bursts of big ones.
 func (c *Controller) AcquireSized(ctx context.Context, key any, size float64) (*Ticket, error) {
 	c.mu.Lock()
 	if c.waiters.Len() == 0 {
