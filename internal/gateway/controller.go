@@ -440,11 +440,9 @@ func (c *Controller) tryLocked(size float64) (*Ticket, time.Duration) {
 		if early := now.Add(-paceSlack); base.Before(early) {
 			base = early
 		}
-		gap := c.gapFor(size)
+		gap, plain := c.gapFor(size)
 		c.nextAdmit = base.Add(gap)
-		if plain := c.paceGap(); gap > plain {
-			extra = gap - plain
-		}
+		extra = max(gap-plain, 0)
 	}
 	c.inflight++
 	c.win.admitted++
@@ -494,6 +492,15 @@ func (c *Controller) paceGap() time.Duration {
 	return c.lastRetryAfter
 }
 
+// ewma8 is the 1/8-weighted moving average avg after v (v itself when
+// avg is 0: no sample yet).
+func ewma8(avg, v float64) float64 {
+	if avg == 0 {
+		return v
+	}
+	return (avg*7 + v) / 8
+}
+
 // Cost weights are held within [minCostWeight, maxCostWeight]: a body
 // far larger than the average (an image's base64, counted by its bytes)
 // slows the pace at most fourfold for its own gap.
@@ -518,12 +525,12 @@ func (c *Controller) costWeight(size float64) float64 {
 // the tokens limit's part of it weighed by the request's cost whenever a
 // tokens limit is announced, never shorter than the requests limit's own
 // gap (where the requests limit binds, only a request large enough to
-// outrun the tokens limit waits longer).
-func (c *Controller) gapFor(size float64) time.Duration {
+// outrun the tokens limit waits longer). plain is the pace's own gap.
+func (c *Controller) gapFor(size float64) (gap, plain time.Duration) {
 	g := c.paceGap()
 	w := c.costWeight(size)
 	if w == 1 || c.tpmLimit <= 0 || c.paceRate() <= 0 {
-		return g
+		return g, g
 	}
 	// The requests' and the tokens' rates, in requests a second: the
 	// gap is set by the tighter of them, so the request's weighed gap
@@ -534,7 +541,7 @@ func (c *Controller) gapFor(size float64) time.Duration {
 		req = c.rpmLimit / 60
 	}
 	bind := math.Min(tok, req) // what paceGap was set from
-	return nanos(float64(g) * math.Max(bind/req, w*bind/tok))
+	return nanos(float64(g) * math.Max(bind/req, w*bind/tok)), g
 }
 
 // fullPace is what a lone gateway paces at, in requests a second:
@@ -736,22 +743,13 @@ func (c *Controller) Done(t *Ticket, o Outcome, info RateInfo) {
 		if c.tpmLimit > 0 {
 			tokens = math.Min(tokens, c.tpmLimit)
 		}
-		if c.tokensPerReq == 0 {
-			c.tokensPerReq = tokens
-		} else {
-			c.tokensPerReq = (c.tokensPerReq*7 + tokens) / 8
-		}
+		c.tokensPerReq = ewma8(c.tokensPerReq, tokens)
 		if t.size > 0 {
 			in := tokens
 			if info.InputTokens > 0 {
 				in = math.Min(float64(info.InputTokens), tokens)
 			}
-			if c.sizeAvg == 0 {
-				c.sizeAvg, c.inPerReq = t.size, in
-			} else {
-				c.sizeAvg = (c.sizeAvg*7 + t.size) / 8
-				c.inPerReq = (c.inPerReq*7 + in) / 8
-			}
+			c.sizeAvg, c.inPerReq = ewma8(c.sizeAvg, t.size), ewma8(c.inPerReq, in)
 		}
 	}
 	if c.p.Little && c.p.Pace && c.p.Fixed == 0 && !c.pacing {

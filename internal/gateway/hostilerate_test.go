@@ -234,7 +234,7 @@ func FuzzRateHeaders(f *testing.F) {
 			c.Done(tk, o, info)
 			c.mu.Lock()
 			p, g, lim, frac := c.paceRate(), c.paceGap(), c.limit, c.share.frac
-			gs := c.gapFor(float64(size))
+			gs, _ := c.gapFor(float64(size))
 			c.mu.Unlock()
 			if math.IsNaN(p) || math.IsInf(p, 0) || p < 0 || g < 0 || gs < 0 || lim < 1 || math.IsNaN(frac) {
 				t.Fatalf("answer %d (%v, %+v): pace %v, gap %v (sized %v), limit %v, share %v", i, o, info, p, g, gs, lim, frac)
